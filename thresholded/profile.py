@@ -1,0 +1,105 @@
+"""Calibration profiles: a measured floor, with what it was measured on.
+
+A profile is its own record, distinct from ``RetrievalPolicy``: it says which
+threshold was chosen for which collection, embedding model and metric, how
+(mode and margin), when, and what the measurement showed. Profiles are written
+atomically, so a crash never leaves a half-written one behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from thresholded.errors import ProfileError
+from thresholded.models import ModelId
+
+PROFILE_VERSION = 1
+SUPPORTED_VERSIONS = frozenset({PROFILE_VERSION})
+
+CalibrationMode = Literal["never-lose", "loss-budget", "separate", "manual"]
+
+
+class CalibrationProfile(BaseModel):
+    """A threshold measured for one collection and one embedding model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = Field(description="Profile format version; required.")
+    min_similarity: float = Field(ge=-1.0, le=1.0, allow_inf_nan=False)
+    embedding_model: str = Field(description="Canonical model id, name@dimension.")
+    metric: str = "IP"
+    collection: str | None = None
+    corpus: str | None = None
+    mode: CalibrationMode = "never-lose"
+    margin: float | None = None
+    max_loss: float | None = None
+    created: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    provenance: str | None = None
+    measurements: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value not in SUPPORTED_VERSIONS:
+            raise ValueError(
+                f"profile version {value} is not supported "
+                f"(supported: {sorted(SUPPORTED_VERSIONS)})"
+            )
+        return value
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _canonical_model(cls, value: str) -> str:
+        return str(ModelId.parse(value))
+
+    @property
+    def model_id(self) -> ModelId:
+        return ModelId.parse(self.embedding_model)
+
+    @classmethod
+    def load(cls, path: str | Path) -> CalibrationProfile:
+        """Read a profile; a corrupt or unknown one is a ``ProfileError`` naming the file."""
+        path = Path(path)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ProfileError(f"calibration profile {path} does not exist") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ProfileError(f"calibration profile {path} is not valid JSON: {exc}") from None
+        if not isinstance(raw, dict) or "version" not in raw:
+            raise ProfileError(f"calibration profile {path} has no 'version': is it a profile?")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            raise ProfileError(f"calibration profile {path} is invalid: {exc}") from None
+
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
+        """Write atomically; refuse to replace an existing profile unless ``force``."""
+        path = Path(path)
+        if path.exists() and not force:
+            raise FileExistsError(f"{path} exists; pass force=True (--force) to overwrite it")
+        text = json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+        atomic_write_text(path, text)
+        return path
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write to a temporary file beside ``path``, then rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

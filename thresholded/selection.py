@@ -1,0 +1,296 @@
+"""Selection: the framework-free heart of the package.
+
+Given the candidates of one search and a policy, decide which sections are
+kept, in exactly this order: the cosine floor, the per-source cap, the character
+budget, top_k. Every dropped candidate keeps its reason. Attachments (neighbours
+and parent summaries) carry no score of their own: they live and die with the
+section they were attached to, and are never compared with the floor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from thresholded.errors import NonCosineScoreError
+from thresholded.policy import RetrievalPolicy
+from thresholded.scores import ScoreKind, is_valid_score
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class DropReason(StrEnum):
+    """Why a candidate did not reach the result."""
+
+    BELOW_THRESHOLD = "below_threshold"
+    SOURCE_CAP = "source_cap"
+    BUDGET = "budget"
+    BEYOND_TOP_K = "beyond_top_k"
+    INVALID_SCORE = "invalid_score"
+    """A cosine that is missing or NaN cannot be shown to clear an active floor."""
+    DUPLICATE = "duplicate"
+    ANCHOR_DROPPED = "anchor_dropped"
+    """An attachment whose section was dropped."""
+    ATTACHMENT_BUDGET = "attachment_budget"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class AttachedRole(StrEnum):
+    NEIGHBOUR = "neighbour"
+    PARENT_SUMMARY = "parent_summary"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Candidate(Generic[T]):
+    """One search result as the core sees it; ``item`` is the framework's object."""
+
+    item: T
+    id: str
+    score: float | None
+    score_kind: ScoreKind = ScoreKind.COSINE
+    source: str | None = None
+    chars: int = 0
+    is_attachment: bool = False
+    """Attachments carry no score of their own and follow their section."""
+    attached_to: str | None = None
+    attached_role: AttachedRole | None = None
+
+
+@dataclass(frozen=True)
+class Dropped(Generic[T]):
+    candidate: Candidate[T]
+    reason: DropReason
+
+
+@dataclass(frozen=True)
+class Selection(Generic[T]):
+    """What one selection kept, attached and dropped, and under which floor."""
+
+    kept: tuple[Candidate[T], ...]
+    attached: tuple[Candidate[T], ...]
+    dropped: tuple[Dropped[T], ...]
+    min_similarity: float
+    passed_through: tuple[ScoreKind, ...] = field(default=())
+    """Non-cosine score kinds that met an active floor and were not compared with it."""
+
+    @property
+    def nothing_matched(self) -> bool:
+        """True when no section cleared the policy: the caller should say "I don't know"."""
+        return not self.kept
+
+    @property
+    def threshold_active(self) -> bool:
+        return self.min_similarity != 0.0
+
+    def drop_counts(self) -> dict[str, int]:
+        """How many candidates each reason dropped."""
+        return dict(Counter(d.reason.value for d in self.dropped))
+
+    def dropped_for(self, reason: DropReason) -> tuple[Candidate[T], ...]:
+        return tuple(d.candidate for d in self.dropped if d.reason is reason)
+
+
+def select(
+    candidates: Iterable[Candidate[T]],
+    policy: RetrievalPolicy,
+    min_similarity: float,
+) -> Selection[T]:
+    """Apply ``policy`` to the candidates of one search.
+
+    ``min_similarity`` is the resolved floor (see ``RetrievalPolicy.resolve_min_similarity``);
+    0 turns the filter off. Sections are returned in score order; attachments
+    follow, in the order of their sections.
+    """
+    pool = list(candidates)
+    primaries = [c for c in pool if not c.is_attachment]
+    attachments = [c for c in pool if c.is_attachment]
+    dropped: list[Dropped[T]] = []
+
+    primaries = _drop_duplicates(primaries, dropped, seen=set())
+    primaries = _score_order(primaries)
+
+    survivors, passed_through = _apply_floor(primaries, min_similarity, policy, dropped)
+    survivors = _apply_source_cap(survivors, policy.max_per_source, dropped)
+    survivors = _apply_budget(survivors, policy.max_chars, DropReason.BUDGET, dropped)
+    kept = survivors[: policy.top_k]
+    dropped.extend(Dropped(c, DropReason.BEYOND_TOP_K) for c in survivors[policy.top_k :])
+
+    attached = _select_attachments(attachments, kept, primaries, policy, dropped)
+    selection = Selection(
+        kept=tuple(kept),
+        attached=tuple(attached),
+        dropped=tuple(dropped),
+        min_similarity=min_similarity,
+        passed_through=passed_through,
+    )
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
+            "selection: %d candidates, %d kept, %d attached, dropped %s (floor %s)",
+            len(pool),
+            len(kept),
+            len(attached),
+            selection.drop_counts(),
+            min_similarity,
+        )
+    return selection
+
+
+def attach(
+    selection: Selection[T], attachments: Iterable[Candidate[T]], policy: RetrievalPolicy
+) -> Selection[T]:
+    """Add attachments fetched for a selection's kept sections.
+
+    An attachment stays exactly when its section was kept; it is never compared
+    with the floor, never duplicates a kept section or another attachment, and
+    only ``max_attachment_chars`` limits it.
+    """
+    dropped = list(selection.dropped)
+    added = _select_attachments(
+        [*selection.attached, *attachments],
+        list(selection.kept),
+        list(selection.kept),
+        policy,
+        dropped,
+    )
+    return replace(selection, attached=tuple(added), dropped=tuple(dropped))
+
+
+def _drop_duplicates(
+    items: Sequence[Candidate[T]], dropped: list[Dropped[T]], seen: set[str]
+) -> list[Candidate[T]]:
+    """Keep the best-scored copy of each id; later copies are dropped as duplicates."""
+    unique: list[Candidate[T]] = []
+    for cand in _score_order(items):
+        if cand.id in seen:
+            dropped.append(Dropped(cand, DropReason.DUPLICATE))
+        else:
+            seen.add(cand.id)
+            unique.append(cand)
+    # restore the incoming order among the unique ones
+    position = {id(c): i for i, c in enumerate(items)}
+    return sorted(unique, key=lambda c: position[id(c)])
+
+
+def _score_order(items: Sequence[Candidate[T]]) -> list[Candidate[T]]:
+    """Best score first (stable); results without a usable score go last."""
+    return sorted(
+        items,
+        key=lambda c: (0, -c.score) if is_valid_score(c.score) else (1, 0.0),  # type: ignore[operator]
+    )
+
+
+def _apply_floor(
+    items: list[Candidate[T]],
+    floor: float,
+    policy: RetrievalPolicy,
+    dropped: list[Dropped[T]],
+) -> tuple[list[Candidate[T]], tuple[ScoreKind, ...]]:
+    if floor == 0.0:
+        return items, ()
+    survivors: list[Candidate[T]] = []
+    passed: set[ScoreKind] = set()
+    for cand in items:
+        if cand.score_kind is not ScoreKind.COSINE:
+            if policy.strict_score_kind:
+                raise NonCosineScoreError(
+                    f"a {cand.score_kind.value} score ({cand.score}) met the cosine floor "
+                    f"{floor}: it is not a cosine similarity and cannot be compared with one. "
+                    "Re-score with the dense model, or turn strict_score_kind off "
+                    "to pass it through."
+                )
+            passed.add(cand.score_kind)
+            survivors.append(cand)
+        elif not is_valid_score(cand.score):
+            dropped.append(Dropped(cand, DropReason.INVALID_SCORE))
+        elif cand.score < floor:  # type: ignore[operator]
+            dropped.append(Dropped(cand, DropReason.BELOW_THRESHOLD))
+        else:
+            survivors.append(cand)
+    if passed:
+        kinds = ", ".join(sorted(k.value for k in passed))
+        logger.info(
+            "threshold %s not applied to %s scores: they are not cosine similarities", floor, kinds
+        )
+    return survivors, tuple(sorted(passed, key=lambda k: k.value))
+
+
+def _apply_source_cap(
+    items: list[Candidate[T]], cap: int | None, dropped: list[Dropped[T]]
+) -> list[Candidate[T]]:
+    if cap is None:
+        return items
+    per_source: Counter[str] = Counter()
+    survivors = []
+    for cand in items:
+        if cand.source is not None:
+            if per_source[cand.source] >= cap:
+                dropped.append(Dropped(cand, DropReason.SOURCE_CAP))
+                continue
+            per_source[cand.source] += 1
+        survivors.append(cand)
+    return survivors
+
+
+def _apply_budget(
+    items: list[Candidate[T]], budget: int | None, reason: DropReason, dropped: list[Dropped[T]]
+) -> list[Candidate[T]]:
+    """Skip what would overflow the budget, and keep looking for what still fits."""
+    if budget is None:
+        return items
+    used = 0
+    survivors = []
+    for cand in items:
+        if used + cand.chars > budget:
+            dropped.append(Dropped(cand, reason))
+            continue
+        used += cand.chars
+        survivors.append(cand)
+    return survivors
+
+
+def _select_attachments(
+    attachments: list[Candidate[T]],
+    kept: list[Candidate[T]],
+    primaries: list[Candidate[T]],
+    policy: RetrievalPolicy,
+    dropped: list[Dropped[T]],
+) -> list[Candidate[T]]:
+    """Keep an attachment exactly when its section is kept; never compare it with the floor."""
+    kept_ids = [c.id for c in kept]
+    candidate_ids = {c.id for c in primaries}
+    seen = set(kept_ids)
+    orphans = 0
+    by_anchor: dict[str | None, list[Candidate[T]]] = {}
+    for att in attachments:
+        if att.id in seen:
+            dropped.append(Dropped(att, DropReason.DUPLICATE))
+            continue
+        anchor = att.attached_to
+        if anchor in kept_ids:
+            seen.add(att.id)
+            by_anchor.setdefault(anchor, []).append(att)
+        elif anchor is not None and anchor in candidate_ids:
+            dropped.append(Dropped(att, DropReason.ANCHOR_DROPPED))
+        else:
+            orphans += 1
+            seen.add(att.id)
+            by_anchor.setdefault(None, []).append(att)
+    if orphans:
+        logger.warning(
+            "%d unscored result(s) could not be tied to a retrieved section; kept them", orphans
+        )
+    ordered = [att for anchor in [*kept_ids, None] for att in by_anchor.get(anchor, [])]
+    return _apply_budget(
+        ordered, policy.max_attachment_chars, DropReason.ATTACHMENT_BUDGET, dropped
+    )

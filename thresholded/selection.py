@@ -156,10 +156,16 @@ def attach(
     only ``max_attachment_chars`` limits it.
     """
     dropped = list(selection.dropped)
+    # Every section that was a candidate, kept or dropped: an attachment of a dropped
+    # section must be dropped (anchor_dropped), not kept as an orphan.
+    candidates = [
+        *selection.kept,
+        *(d.candidate for d in selection.dropped if not d.candidate.is_attachment),
+    ]
     added = _select_attachments(
         [*selection.attached, *attachments],
         list(selection.kept),
-        list(selection.kept),
+        candidates,
         policy,
         dropped,
     )

@@ -1,0 +1,33 @@
+# Two commands after a clone: `make demo` and `make test`. Both set up .venv first.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+EXTRAS := minilm,multilingual,langchain-milvus,plot,rerank,test
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test lint venv clean
+
+venv: $(STAMP)
+
+# torch first, pinned: pip takes the CPU build; a bare `torch` would pull a CUDA build.
+$(STAMP): pyproject.toml constraints.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip 'setuptools<81' wheel
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/thresholded demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: $(STAMP) lint
+	$(VENV)/bin/pytest -q
+
+clean:
+	rm -rf $(VENV) .thresholded .pytest_cache

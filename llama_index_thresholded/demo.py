@@ -1,0 +1,98 @@
+"""The demo behind ``thresholded demo``: the example knowledge base, retrieved with a floor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+from llama_index_thresholded.embeddings import load_embed_model
+from llama_index_thresholded.knowledge_base import index_knowledge_base
+from llama_index_thresholded.milvus import milvus_store
+from llama_index_thresholded.query_engine import DEFAULT_NO_MATCH_MESSAGE
+from llama_index_thresholded.report import RetrievalReport
+from llama_index_thresholded.retriever import ThresholdedRetriever
+from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
+
+COLLECTION = "support_kb"
+PROFILE = EXAMPLE_KNOWLEDGE_BASE / "threshold.json"
+
+
+def build_demo_retriever(
+    uri: str = ".thresholded/demo.db",
+    *,
+    profile: str | Path | None = None,
+    neighbours: int = 1,
+) -> ThresholdedRetriever:
+    """Index the example knowledge base (MiniLM, Milvus Lite) and wrap it with its profile."""
+    embed_model = load_embed_model("minilm")
+    store = milvus_store(uri, COLLECTION, dim=384, overwrite=True)
+    index = index_knowledge_base(load_knowledge_base(), store, embed_model)
+    return ThresholdedRetriever(index, profile=profile or PROFILE, neighbours=neighbours)
+
+
+def format_report(report: RetrievalReport) -> str:
+    """The kept context with scores and sources, its attachments, and the drops with reasons."""
+    lines = [f"Q: {report.query_str}"]
+    if report.nothing_matched:
+        lines.append(f"  {DEFAULT_NO_MATCH_MESSAGE}")
+    for node in report.kept:
+        meta = node.node.metadata
+        lines.append(f"  [{node.score:.3f}] {meta.get('source')} / {meta.get('section')}")
+        lines.append(f"          {_snippet(node.node.get_content())}")
+    for node in report.attached:
+        meta = node.node.metadata
+        lines.append(
+            f"  + {meta.get('attached_role')} of {meta.get('attached_to')}: "
+            f"{meta.get('source')} / {meta.get('section')}"
+        )
+    counts = report.drop_counts()
+    if counts:
+        lines.append("  dropped: " + ", ".join(f"{n} {reason}" for reason, n in counts.items()))
+        by_score = sorted(report.dropped, key=lambda d: -(d[0].score or 0.0))
+        for node, reason in by_score[:6]:
+            meta = node.node.metadata
+            score = "  -  " if node.score is None else f"{node.score:.3f}"
+            lines.append(
+                f"    {score} {reason.value:<16}{meta.get('source')} / {meta.get('section')}"
+            )
+    return "\n".join(lines)
+
+
+def run_demo(
+    questions: list[str],
+    *,
+    doc_type: str | None = None,
+    uri: str = ".thresholded/demo.db",
+    profile: str | None = None,
+    min_similarity: float | None = None,
+    top_k: int | None = None,
+    neighbours: int = 1,
+) -> list[RetrievalReport]:
+    if "://" not in uri:
+        Path(uri).parent.mkdir(parents=True, exist_ok=True)
+    retriever = build_demo_retriever(uri, profile=profile, neighbours=neighbours)
+    filters = (
+        MetadataFilters(filters=[MetadataFilter(key="doc_type", value=doc_type)])
+        if doc_type
+        else None
+    )
+    print(
+        f"Example knowledge base indexed in {uri}; floor {retriever.min_similarity:g} "
+        f"({retriever.policy.embedding_model}), top_k {retriever.policy.top_k}"
+        + (f", doc_type={doc_type}" if doc_type else "")
+        + "\n"
+    )
+    reports = []
+    for question in questions:
+        report = retriever.retrieve_with_report(
+            question, min_similarity=min_similarity, top_k=top_k, filters=filters
+        )
+        print(format_report(report) + "\n")
+        reports.append(report)
+    return reports
+
+
+def _snippet(text: str, width: int = 110) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -1,0 +1,76 @@
+"""The per-call report: the result, and what was dropped and why.
+
+It is returned with the result, never kept on the retriever, because one
+retriever serves many concurrent queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llama_index.core.schema import NodeWithScore
+
+from thresholded.scores import ScoreKind
+from thresholded.selection import DropReason, Selection
+
+
+@dataclass(frozen=True)
+class RetrievalReport:
+    """One retrieval: kept sections, their attachments, and every drop with its reason."""
+
+    query_str: str
+    selection: Selection[NodeWithScore]
+    kept: list[NodeWithScore]
+    attached: list[NodeWithScore]
+    score_kind: ScoreKind
+
+    @property
+    def nodes(self) -> list[NodeWithScore]:
+        """What goes on to the reranker: kept sections first, then their attachments."""
+        return [*self.kept, *self.attached]
+
+    @property
+    def nothing_matched(self) -> bool:
+        """No section cleared the policy: the application should say it does not know."""
+        return not self.kept
+
+    @property
+    def min_similarity(self) -> float:
+        return self.selection.min_similarity
+
+    @property
+    def dropped(self) -> list[tuple[NodeWithScore, DropReason]]:
+        return [(d.candidate.item, d.reason) for d in self.selection.dropped]
+
+    def drop_counts(self) -> dict[str, int]:
+        return self.selection.drop_counts()
+
+    def explain(self, width: int = 70) -> str:
+        """A readable account of the call, for logs and demos."""
+        lines = [f"query: {self.query_str!r}  (floor {self.min_similarity:g}, {self.score_kind})"]
+        for n in self.kept:
+            lines.append(f"  kept      {_score(n.score)}  {_source(n)}  {_snippet(n, width)}")
+        for n in self.attached:
+            role = n.node.metadata.get("attached_role", "attached")
+            lines.append(f"  + {role:<15}      {_source(n)}  {_snippet(n, width)}")
+        for node, reason in self.dropped:
+            lines.append(
+                f"  dropped   {_score(node.score)}  {reason.value:<15} {_source(node)}  "
+                f"{_snippet(node, width // 2)}"
+            )
+        if self.nothing_matched:
+            lines.append("  nothing matched")
+        return "\n".join(lines)
+
+
+def _score(score: float | None) -> str:
+    return "  -   " if score is None else f"{score:6.3f}"
+
+
+def _source(node: NodeWithScore) -> str:
+    return str(node.node.metadata.get("source") or node.node.ref_doc_id or "-")
+
+
+def _snippet(node: NodeWithScore, width: int) -> str:
+    text = " ".join(node.node.get_content().split())
+    return text if len(text) <= width else text[: width - 1] + "…"

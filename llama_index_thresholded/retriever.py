@@ -1,0 +1,380 @@
+"""``ThresholdedRetriever``: over-fetch, keep what clears the policy, then attach context."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
+from llama_index.core.indices.vector_store.base import VectorStoreIndex
+from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
+from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQueryMode
+
+from llama_index_thresholded.attachments import (
+    AttachmentSpec,
+    NodeSource,
+    arun_plan,
+    plan_attachments,
+    run_plan,
+)
+from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.events import ThresholdSelectionEvent
+from llama_index_thresholded.nodes import attached_node, kept_node, to_candidate
+from llama_index_thresholded.report import RetrievalReport
+from llama_index_thresholded.scoring import collection_dimension, score_kind_for, store_metric
+from thresholded.errors import DimensionMismatchError
+from thresholded.policy import RetrievalPolicy
+from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosine
+from thresholded.selection import Candidate, Selection, attach, select
+
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
+
+_SEARCH_ONLY = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """Everything one call needs; built per call so that concurrent calls share nothing."""
+
+    policy: RetrievalPolicy
+    min_similarity: float
+    filters: MetadataFilters | None
+
+
+class ThresholdedRetriever(BaseRetriever):
+    """A vector index retriever that returns nothing rather than unrelated sections.
+
+    It fetches ``top_k * over_fetch`` candidates (metadata filters applied in the
+    store), drops those whose cosine similarity is below the floor, caps each
+    source, keeps a character budget, stops at ``top_k``, and only then attaches
+    prev/next neighbours and parent summaries of what it kept. Put rerankers
+    after it. Only dense scores are cosines: hybrid, sparse and text-search
+    results pass through the floor untouched.
+
+    Use ``retrieve_with_report`` to also get what was dropped and why, and to
+    override the floor, ``top_k`` or the filters for one call.
+    """
+
+    def __init__(
+        self,
+        index: VectorStoreIndex,
+        policy: RetrievalPolicy | None = None,
+        *,
+        neighbours: int = 1,
+        parent_summaries: bool = True,
+        parent_levels: int = 1,
+        profile: str | Path | None = None,
+        collection: str | None = None,
+        filters: MetadataFilters | None = None,
+        vector_store_query_mode: VectorStoreQueryMode | str = VectorStoreQueryMode.DEFAULT,
+        metric: Metric | str | None = None,
+        score_kind: ScoreKind | str | None = None,
+        embed_model: BaseEmbedding | None = None,
+        allow_model_mismatch: bool = False,
+        alpha: float | None = None,
+        doc_ids: list[str] | None = None,
+        node_ids: list[str] | None = None,
+        sparse_top_k: int | None = None,
+        hybrid_top_k: int | None = None,
+        vector_store_kwargs: dict[str, Any] | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        self._index = index
+        self._vector_store = index.vector_store
+        self._embed_model = embed_model or index._embed_model
+        self._mode = VectorStoreQueryMode(vector_store_query_mode)
+        self._score_kind = (
+            ScoreKind(score_kind) if score_kind else score_kind_for(self._mode, self._vector_store)
+        )
+        self._metric = (
+            store_metric(self._vector_store, metric)
+            if self._score_kind is ScoreKind.COSINE
+            else None
+        )
+        self._search_args: dict[str, Any] = {
+            "alpha": alpha,
+            "doc_ids": doc_ids,
+            "node_ids": node_ids,
+            "sparse_top_k": sparse_top_k,
+            "hybrid_top_k": hybrid_top_k,
+            "vector_store_kwargs": dict(vector_store_kwargs or {}),
+        }
+        self._filters = filters
+        self._attachments = AttachmentSpec(
+            neighbours=neighbours, parent_levels=parent_levels if parent_summaries else 0
+        )
+        self._source = NodeSource(index.docstore, self._vector_store)
+        self._dimension = collection_dimension(self._vector_store) if self._embeds else None
+        self._model = model_id_of(self._embed_model, self._dimension)
+        self._allow_model_mismatch = allow_model_mismatch
+        self._policy = self._initial_policy(policy, profile, collection)
+        self._min_similarity = self._resolve_floor(self._policy)
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def from_retriever(
+        cls,
+        retriever: VectorIndexRetriever,
+        policy: RetrievalPolicy | None = None,
+        **kwargs: Any,
+    ) -> ThresholdedRetriever:
+        """Wrap an existing ``VectorIndexRetriever``, keeping its index, mode, filters and model.
+
+        Its ``similarity_top_k`` is replaced by ``policy.top_k * policy.over_fetch``.
+        """
+        inherited = {
+            "filters": retriever._filters,
+            "vector_store_query_mode": retriever._vector_store_query_mode,
+            "embed_model": retriever._embed_model,
+            "alpha": retriever._alpha,
+            "doc_ids": retriever._doc_ids,
+            "node_ids": retriever._node_ids,
+            "sparse_top_k": retriever._sparse_top_k,
+            "hybrid_top_k": retriever._hybrid_top_k,
+            "vector_store_kwargs": retriever._kwargs,
+            "callback_manager": retriever.callback_manager,
+        }
+        return cls(retriever._index, policy, **{**inherited, **kwargs})
+
+    # Configuration ----------------------------------------------------------------------
+    @property
+    def policy(self) -> RetrievalPolicy:
+        return self._policy
+
+    @property
+    def min_similarity(self) -> float:
+        """The floor in force: the policy's, or its model's calibrated default."""
+        return self._min_similarity
+
+    @property
+    def metric(self) -> Metric | None:
+        return self._metric
+
+    @property
+    def _embeds(self) -> bool:
+        """Every mode but sparse and text search embeds the question."""
+        return self._mode not in _SEARCH_ONLY
+
+    def _initial_policy(
+        self, policy: RetrievalPolicy | None, profile: str | Path | None, collection: str | None
+    ) -> RetrievalPolicy:
+        policy = policy or RetrievalPolicy()
+        if profile is None:
+            return policy
+        fields = policy.model_dump(exclude={"min_similarity", "embedding_model"})
+        collection = collection or getattr(self._vector_store, "collection_name", None)
+        return RetrievalPolicy.from_profile(profile, collection=collection, **fields)
+
+    def _resolve_floor(self, policy: RetrievalPolicy) -> float:
+        if self._allow_model_mismatch:
+            return policy.resolve_min_similarity(None if policy.embedding_model else self._model)
+        return policy.resolve_min_similarity(self._model)
+
+    def _call(
+        self,
+        *,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+    ) -> _Call:
+        base = policy or self._policy
+        resolved = base.with_overrides(min_similarity=min_similarity, top_k=top_k)
+        floor = (
+            self._resolve_floor(resolved)
+            if policy is not None or min_similarity is not None
+            else self._min_similarity
+        )
+        return _Call(resolved, floor, filters if filters is not None else self._filters)
+
+    # Retrieval --------------------------------------------------------------------------
+    def retrieve_with_report(
+        self,
+        str_or_query_bundle: QueryType,
+        *,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+    ) -> RetrievalReport:
+        """Retrieve, and report what was kept, attached and dropped, for this call only.
+
+        ``min_similarity``, ``top_k``, ``filters`` or a whole ``policy`` override the
+        retriever's own for this call; the retriever is not changed.
+        """
+        bundle = _bundle(str_or_query_bundle)
+        call = self._call(
+            min_similarity=min_similarity, top_k=top_k, filters=filters, policy=policy
+        )
+        with self.callback_manager.as_trace("query"):
+            return self._run(bundle, call)
+
+    async def aretrieve_with_report(
+        self,
+        str_or_query_bundle: QueryType,
+        *,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+    ) -> RetrievalReport:
+        """Async ``retrieve_with_report``: the embedding, search and lookups are awaited."""
+        bundle = _bundle(str_or_query_bundle)
+        call = self._call(
+            min_similarity=min_similarity, top_k=top_k, filters=filters, policy=policy
+        )
+        with self.callback_manager.as_trace("query"):
+            return await self._arun(bundle, call)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._run(query_bundle, self._call()).nodes
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return (await self._arun(query_bundle, self._call())).nodes
+
+    def _run(self, bundle: QueryBundle, call: _Call) -> RetrievalReport:
+        _check_question(bundle)
+        if self._embeds and bundle.embedding is None:
+            embedding = self._embed_model.get_agg_embedding_from_queries(bundle.embedding_strs)
+            bundle = _with_embedding(bundle, embedding)
+        self._check_query_vector(bundle)
+        results = self._searcher(call)._retrieve(bundle)
+        selection = select(self._candidates(results, call), call.policy, call.min_similarity)
+        if self._attachments.enabled and selection.kept:
+            plan = plan_attachments(
+                [c.item.node for c in selection.kept], self._attachments, call.policy.source_key
+            )
+            selection = attach(selection, run_plan(plan, self._source), call.policy)
+        return self._report(bundle, selection)
+
+    async def _arun(self, bundle: QueryBundle, call: _Call) -> RetrievalReport:
+        _check_question(bundle)
+        if self._embeds and bundle.embedding is None:
+            embedding = await self._embed_model.aget_agg_embedding_from_queries(
+                bundle.embedding_strs
+            )
+            bundle = _with_embedding(bundle, embedding)
+        self._check_query_vector(bundle)
+        results = await self._searcher(call)._aretrieve(bundle)
+        selection = select(self._candidates(results, call), call.policy, call.min_similarity)
+        if self._attachments.enabled and selection.kept:
+            plan = plan_attachments(
+                [c.item.node for c in selection.kept], self._attachments, call.policy.source_key
+            )
+            selection = attach(selection, await arun_plan(plan, self._source), call.policy)
+        return self._report(bundle, selection)
+
+    def _searcher(self, call: _Call) -> VectorIndexRetriever:
+        """A plain vector retriever for this call, over-fetching ``fetch_k`` candidates."""
+        return VectorIndexRetriever(
+            self._index,
+            similarity_top_k=call.policy.fetch_k,
+            vector_store_query_mode=self._mode,
+            filters=call.filters,
+            embed_model=self._embed_model,
+            callback_manager=self.callback_manager,
+            **self._search_args,
+        )
+
+    def _check_query_vector(self, bundle: QueryBundle) -> None:
+        if not self._embeds or bundle.embedding is None:
+            return
+        dim = len(bundle.embedding)
+        if self._dimension is not None and dim != self._dimension:
+            raise DimensionMismatchError(
+                f"the query embedding has {dim} dimensions but the collection "
+                f"{getattr(self._vector_store, 'collection_name', '')!r} holds vectors of "
+                f"{self._dimension}: the index was built with another embedding model"
+            )
+        if self._model.dimension is not None and dim != self._model.dimension:
+            raise DimensionMismatchError(
+                f"the query embedding has {dim} dimensions, but {self._model} has "
+                f"{self._model.dimension}"
+            )
+        if self._metric is not Metric.COSINE:
+            check_unit_norm(bundle.embedding)
+
+    def _candidates(
+        self, results: list[NodeWithScore], call: _Call
+    ) -> list[Candidate[NodeWithScore]]:
+        kind = self._score_kind
+        candidates = []
+        for result in results:
+            score = result.score
+            if kind is ScoreKind.COSINE and self._metric is not None and is_valid_score(score):
+                score = to_cosine(score, self._metric)  # type: ignore[arg-type]
+            scored = NodeWithScore(node=result.node, score=score)
+            candidates.append(
+                to_candidate(scored, score_kind=kind, source_key=call.policy.source_key)
+            )
+        return candidates
+
+    def _report(self, bundle: QueryBundle, selection: Selection[NodeWithScore]) -> RetrievalReport:
+        report = RetrievalReport(
+            query_str=bundle.query_str,
+            selection=selection,
+            kept=[kept_node(c) for c in selection.kept],
+            attached=[attached_node(c) for c in selection.attached],
+            score_kind=self._score_kind,
+        )
+        self._announce(report)
+        return report
+
+    def _announce(self, report: RetrievalReport) -> None:
+        """Drop reasons go out as an instrumentation event, a callback event and DEBUG counts."""
+        dropped = [
+            {"id": d.candidate.id, "reason": d.reason.value, "score": d.candidate.score}
+            for d in report.selection.dropped
+        ]
+        dispatcher.event(
+            ThresholdSelectionEvent(
+                query_str=report.query_str,
+                min_similarity=report.min_similarity,
+                score_kind=report.score_kind.value,
+                kept_ids=[n.node.node_id for n in report.kept],
+                attached_ids=[n.node.node_id for n in report.attached],
+                dropped=dropped,
+            )
+        )
+        payload = {
+            EventPayload.QUERY_STR: report.query_str,
+            EventPayload.NODES: report.nodes,
+            "thresholded_dropped": dropped,
+            "thresholded_min_similarity": report.min_similarity,
+        }
+        with self.callback_manager.event(CBEventType.RETRIEVE, payload=payload) as event:
+            event.on_end(payload=payload)
+        logger.debug(
+            "kept %d, attached %d, dropped %s (floor %g)",
+            len(report.kept),
+            len(report.attached),
+            report.drop_counts(),
+            report.min_similarity,
+        )
+
+
+def _bundle(query: QueryType) -> QueryBundle:
+    return QueryBundle(query) if isinstance(query, str) else query
+
+
+def _with_embedding(bundle: QueryBundle, embedding: list[float]) -> QueryBundle:
+    """A copy of the bundle with its embedding: the caller's bundle is left as it was."""
+    return QueryBundle(
+        query_str=bundle.query_str,
+        image_path=bundle.image_path,
+        custom_embedding_strs=bundle.custom_embedding_strs,
+        embedding=embedding,
+    )
+
+
+def _check_question(bundle: QueryBundle) -> None:
+    if not bundle.query_str.strip() and bundle.embedding is None:
+        raise ValueError("the question is empty: there is nothing to retrieve for")

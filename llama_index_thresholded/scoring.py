@@ -1,0 +1,61 @@
+"""Which metric a LlamaIndex vector store scores with, and what each query mode's score is."""
+
+from __future__ import annotations
+
+from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryMode
+
+from thresholded.errors import UnsupportedMetricError
+from thresholded.scores import Metric, ScoreKind
+
+_NON_DENSE_KINDS = {
+    VectorStoreQueryMode.SPARSE: ScoreKind.BM25,
+    VectorStoreQueryMode.TEXT_SEARCH: ScoreKind.BM25,
+    VectorStoreQueryMode.MMR: ScoreKind.MMR,
+}
+
+
+def store_metric(vector_store: object, metric: Metric | str | None = None) -> Metric:
+    """The metric of a store's dense scores: given, or read from a store we know."""
+    if metric is not None:
+        return Metric.parse(metric)
+    name = type(vector_store).__name__
+    if name == "MilvusVectorStore":
+        return Metric.parse(getattr(vector_store, "similarity_metric", "IP"))
+    if name == "SimpleVectorStore":
+        return Metric.COSINE  # it ranks by cosine similarity
+    raise UnsupportedMetricError(
+        f"cannot tell which metric {name} scores with, so its scores cannot be read as cosine "
+        "similarities: pass metric='IP' (unit vectors), 'COSINE' or 'L2' (squared, unit vectors)"
+    )
+
+
+def score_kind_for(mode: VectorStoreQueryMode | str, vector_store: object) -> ScoreKind:
+    """What a score means for a query mode: only dense search returns cosines."""
+    mode = VectorStoreQueryMode(mode)
+    if mode is VectorStoreQueryMode.DEFAULT:
+        return ScoreKind.COSINE
+    if mode is VectorStoreQueryMode.HYBRID:
+        ranker = str(getattr(vector_store, "hybrid_ranker", "RRFRanker"))
+        return ScoreKind.WEIGHTED if ranker.lower().startswith("weighted") else ScoreKind.RRF
+    return _NON_DENSE_KINDS.get(mode, ScoreKind.UNKNOWN)
+
+
+def collection_dimension(vector_store: BasePydanticVectorStore) -> int | None:
+    """The dense vector dimension of a store's collection, where it can be read cheaply."""
+    dim = getattr(vector_store, "dim", None)
+    if isinstance(dim, int):
+        return dim
+    client = getattr(vector_store, "client", None)
+    field = getattr(vector_store, "embedding_field", None)
+    name = getattr(vector_store, "collection_name", None)
+    if client is None or field is None or name is None:
+        return None
+    try:
+        description = client.describe_collection(name)
+    except Exception:  # the dimension is a courtesy check, never a reason to fail
+        return None
+    for spec in description.get("fields", []):
+        if spec.get("name") == field:
+            value = spec.get("params", {}).get("dim")
+            return int(value) if value is not None else None
+    return None

@@ -1,0 +1,1 @@
+"""Subcommands of the ``thresholded`` CLI; each module has ``register(subparsers)``."""

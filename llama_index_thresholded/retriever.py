@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from llama_index_thresholded.attachments import (
 )
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.events import ThresholdSelectionEvent
+from llama_index_thresholded.filters import milvus_expression
 from llama_index_thresholded.nodes import attached_node, kept_node, to_candidate
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.scoring import collection_dimension, score_kind_for, store_metric
@@ -46,6 +48,8 @@ class _Call:
     policy: RetrievalPolicy
     min_similarity: float
     filters: MetadataFilters | None
+    milvus_expr: str | None = None
+    """On Milvus, the filters (and id restrictions) as a safe expression; see ``filters.py``."""
 
 
 class ThresholdedRetriever(BaseRetriever):
@@ -84,10 +88,12 @@ class ThresholdedRetriever(BaseRetriever):
         sparse_top_k: int | None = None,
         hybrid_top_k: int | None = None,
         vector_store_kwargs: dict[str, Any] | None = None,
+        allowed_filter_keys: Iterable[str] | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
         self._index = index
+        self._allowed_filter_keys = set(allowed_filter_keys) if allowed_filter_keys else None
         self._vector_store = index.vector_store
         self._embed_model = embed_model or index._embed_model
         self._mode = VectorStoreQueryMode(vector_store_query_mode)
@@ -193,7 +199,25 @@ class ThresholdedRetriever(BaseRetriever):
             if policy is not None or min_similarity is not None
             else self._min_similarity
         )
-        return _Call(resolved, floor, filters if filters is not None else self._filters)
+        filters = filters if filters is not None else self._filters
+        return _Call(resolved, floor, filters, self._milvus_expression(filters))
+
+    def _milvus_expression(self, filters: MetadataFilters | None) -> str | None:
+        """Filters for a Milvus store, validated and escaped here, before any query is sent."""
+        if type(self._vector_store).__name__ != "MilvusVectorStore":
+            if filters is not None and self._allowed_filter_keys is not None:
+                milvus_expression(filters, allowed_keys=self._allowed_filter_keys)
+            return None
+        args = self._search_args
+        if not (filters and filters.filters) and not args["doc_ids"] and not args["node_ids"]:
+            return None
+        return milvus_expression(
+            filters,
+            allowed_keys=self._allowed_filter_keys,
+            doc_ids=args["doc_ids"],
+            node_ids=args["node_ids"],
+            doc_id_field=getattr(self._vector_store, "doc_id_field", "doc_id"),
+        )
 
     # Retrieval --------------------------------------------------------------------------
     def retrieve_with_report(
@@ -274,14 +298,19 @@ class ThresholdedRetriever(BaseRetriever):
 
     def _searcher(self, call: _Call) -> VectorIndexRetriever:
         """A plain vector retriever for this call, over-fetching ``fetch_k`` candidates."""
+        args, filters = self._search_args, call.filters
+        if call.milvus_expr is not None:
+            store_kwargs = {**args["vector_store_kwargs"], "string_expr": call.milvus_expr}
+            args = {**args, "doc_ids": None, "node_ids": None, "vector_store_kwargs": store_kwargs}
+            filters = None
         return VectorIndexRetriever(
             self._index,
             similarity_top_k=call.policy.fetch_k,
             vector_store_query_mode=self._mode,
-            filters=call.filters,
+            filters=filters,
             embed_model=self._embed_model,
             callback_manager=self.callback_manager,
-            **self._search_args,
+            **args,
         )
 
     def _check_query_vector(self, bundle: QueryBundle) -> None:

@@ -28,10 +28,13 @@ from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.events import ThresholdSelectionEvent
 from llama_index_thresholded.filters import milvus_expression
 from llama_index_thresholded.nodes import attached_node, kept_node, to_candidate
+from llama_index_thresholded.pushdown import PushdownSwitch, can_push_down, range_search_kwargs
 from llama_index_thresholded.report import RetrievalReport
+from llama_index_thresholded.rescore import DenseRescorer
 from llama_index_thresholded.scoring import collection_dimension, score_kind_for, store_metric
 from thresholded.errors import DimensionMismatchError
 from thresholded.policy import RetrievalPolicy
+from thresholded.rescore import wants_rescore
 from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosine
 from thresholded.selection import Candidate, Selection, attach, select
 
@@ -60,7 +63,12 @@ class ThresholdedRetriever(BaseRetriever):
     source, keeps a character budget, stops at ``top_k``, and only then attaches
     prev/next neighbours and parent summaries of what it kept. Put rerankers
     after it. Only dense scores are cosines: hybrid, sparse and text-search
-    results pass through the floor untouched.
+    results pass through the floor untouched, unless the policy's
+    ``hybrid_policy`` is ``"rescore"``: then each such candidate's dense cosine
+    with the question is computed (stored vector, else its embedded text) and
+    the floor applies to that, while the hybrid score and order stay. Every
+    kept node says what its score is in ``metadata["score_kind"]``, and carries
+    its cosine in ``metadata["similarity"]`` whenever one is known.
 
     Use ``retrieve_with_report`` to also get what was dropped and why, and to
     override the floor, ``top_k`` or the filters for one call.
@@ -89,6 +97,7 @@ class ThresholdedRetriever(BaseRetriever):
         hybrid_top_k: int | None = None,
         vector_store_kwargs: dict[str, Any] | None = None,
         allowed_filter_keys: Iterable[str] | None = None,
+        pushdown: bool = True,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -123,6 +132,17 @@ class ThresholdedRetriever(BaseRetriever):
         self._allow_model_mismatch = allow_model_mismatch
         self._policy = self._initial_policy(policy, profile, collection)
         self._min_similarity = self._resolve_floor(self._policy)
+        # Dense search on Milvus (IP/COSINE): the floor also goes to the engine as a range
+        # search; the client-side floor stays the authority. See ``pushdown.py``.
+        self._pushdown = PushdownSwitch(
+            pushdown
+            and can_push_down(self._vector_store, self._mode, self._score_kind, self._metric)
+        )
+        self._rescorer = DenseRescorer(
+            self._embed_model,
+            self._vector_store,
+            dimension=self._dimension or self._model.dimension,
+        )
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -151,6 +171,25 @@ class ThresholdedRetriever(BaseRetriever):
         return cls(retriever._index, policy, **{**inherited, **kwargs})
 
     # Configuration ----------------------------------------------------------------------
+    @classmethod
+    def class_name(cls) -> str:
+        return "ThresholdedRetriever"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The retriever's configuration (not its index), e.g. for logs and traces."""
+        return {
+            "class_name": self.class_name(),
+            "policy": self._policy.to_dict(),
+            "min_similarity": self._min_similarity,
+            "embedding_model": str(self._model),
+            "neighbours": self._attachments.neighbours,
+            "parent_levels": self._attachments.parent_levels,
+            "vector_store_query_mode": self._mode.value,
+            "metric": self._metric.value if self._metric else None,
+            "score_kind": self._score_kind.value,
+            "pushdown": self._pushdown.enabled,
+        }
+
     @property
     def policy(self) -> RetrievalPolicy:
         return self._policy
@@ -264,14 +303,22 @@ class ThresholdedRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return (await self._arun(query_bundle, self._call())).nodes
 
+    def _rescores(self, call: _Call) -> bool:
+        """True when this call re-scores non-cosine results with the dense model."""
+        return wants_rescore(call.policy, self._score_kind)
+
     def _run(self, bundle: QueryBundle, call: _Call) -> RetrievalReport:
         _check_question(bundle)
-        if self._embeds and bundle.embedding is None:
+        rescoring = self._rescores(call)
+        if (self._embeds or rescoring) and bundle.embedding is None:
             embedding = self._embed_model.get_agg_embedding_from_queries(bundle.embedding_strs)
             bundle = _with_embedding(bundle, embedding)
-        self._check_query_vector(bundle)
-        results = self._searcher(call)._retrieve(bundle)
-        selection = select(self._candidates(results, call), call.policy, call.min_similarity)
+        self._check_query_vector(bundle, rescoring)
+        results = self._search(bundle, call)
+        candidates = self._candidates(results, call)
+        if rescoring:
+            candidates = self._rescorer.rescore(bundle.embedding, candidates)  # type: ignore[arg-type]
+        selection = select(candidates, call.policy, call.min_similarity)
         if self._attachments.enabled and selection.kept:
             plan = plan_attachments(
                 [c.item.node for c in selection.kept], self._attachments, call.policy.source_key
@@ -281,14 +328,18 @@ class ThresholdedRetriever(BaseRetriever):
 
     async def _arun(self, bundle: QueryBundle, call: _Call) -> RetrievalReport:
         _check_question(bundle)
-        if self._embeds and bundle.embedding is None:
+        rescoring = self._rescores(call)
+        if (self._embeds or rescoring) and bundle.embedding is None:
             embedding = await self._embed_model.aget_agg_embedding_from_queries(
                 bundle.embedding_strs
             )
             bundle = _with_embedding(bundle, embedding)
-        self._check_query_vector(bundle)
-        results = await self._searcher(call)._aretrieve(bundle)
-        selection = select(self._candidates(results, call), call.policy, call.min_similarity)
+        self._check_query_vector(bundle, rescoring)
+        results = await self._asearch(bundle, call)
+        candidates = self._candidates(results, call)
+        if rescoring:
+            candidates = await self._rescorer.arescore(bundle.embedding, candidates)  # type: ignore[arg-type]
+        selection = select(candidates, call.policy, call.min_similarity)
         if self._attachments.enabled and selection.kept:
             plan = plan_attachments(
                 [c.item.node for c in selection.kept], self._attachments, call.policy.source_key
@@ -296,13 +347,21 @@ class ThresholdedRetriever(BaseRetriever):
             selection = attach(selection, await arun_plan(plan, self._source), call.policy)
         return self._report(bundle, selection)
 
-    def _searcher(self, call: _Call) -> VectorIndexRetriever:
-        """A plain vector retriever for this call, over-fetching ``fetch_k`` candidates."""
+    def _searcher(self, call: _Call, *, pushdown: bool = False) -> VectorIndexRetriever:
+        """A plain vector retriever for this call, over-fetching ``fetch_k`` candidates.
+
+        With ``pushdown`` the floor also goes to Milvus as a range search radius.
+        """
         args, filters = self._search_args, call.filters
         if call.milvus_expr is not None:
             store_kwargs = {**args["vector_store_kwargs"], "string_expr": call.milvus_expr}
             args = {**args, "doc_ids": None, "node_ids": None, "vector_store_kwargs": store_kwargs}
             filters = None
+        if pushdown:
+            store_kwargs = range_search_kwargs(
+                args["vector_store_kwargs"], self._vector_store, call.min_similarity
+            )
+            args = {**args, "vector_store_kwargs": store_kwargs}
         return VectorIndexRetriever(
             self._index,
             similarity_top_k=call.policy.fetch_k,
@@ -313,8 +372,36 @@ class ThresholdedRetriever(BaseRetriever):
             **args,
         )
 
-    def _check_query_vector(self, bundle: QueryBundle) -> None:
-        if not self._embeds or bundle.embedding is None:
+    def _pushes_down(self, call: _Call) -> bool:
+        return self._pushdown.enabled and call.min_similarity != 0.0
+
+    def _search(self, bundle: QueryBundle, call: _Call) -> list[NodeWithScore]:
+        """Search; where the engine refuses the pushed-down floor, search again without it."""
+        if not self._pushes_down(call):
+            return self._searcher(call)._retrieve(bundle)
+        try:
+            return self._searcher(call, pushdown=True)._retrieve(bundle)
+        except Exception as exc:
+            results = self._searcher(call)._retrieve(bundle)  # a real failure raises here
+            self._pushdown.refused(self._store_name(), exc)
+            return results
+
+    async def _asearch(self, bundle: QueryBundle, call: _Call) -> list[NodeWithScore]:
+        if not self._pushes_down(call):
+            return await self._searcher(call)._aretrieve(bundle)
+        try:
+            return await self._searcher(call, pushdown=True)._aretrieve(bundle)
+        except Exception as exc:
+            results = await self._searcher(call)._aretrieve(bundle)
+            self._pushdown.refused(self._store_name(), exc)
+            return results
+
+    def _store_name(self) -> str:
+        name = getattr(self._vector_store, "collection_name", None)
+        return f"collection {name!r}" if name else type(self._vector_store).__name__
+
+    def _check_query_vector(self, bundle: QueryBundle, rescoring: bool = False) -> None:
+        if bundle.embedding is None or not (self._embeds or rescoring):
             return
         dim = len(bundle.embedding)
         if self._dimension is not None and dim != self._dimension:
@@ -328,8 +415,8 @@ class ThresholdedRetriever(BaseRetriever):
                 f"the query embedding has {dim} dimensions, but {self._model} has "
                 f"{self._model.dimension}"
             )
-        if self._metric is not Metric.COSINE:
-            check_unit_norm(bundle.embedding)
+        if self._embeds and self._metric is not Metric.COSINE:
+            check_unit_norm(bundle.embedding)  # the store's dense search scores by IP
 
     def _candidates(
         self, results: list[NodeWithScore], call: _Call

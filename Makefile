@@ -2,7 +2,7 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-EXTRAS := minilm,multilingual,langchain-milvus,plot,rerank,test
+EXTRAS := minilm,multilingual,langchain-milvus,plot,rerank,test,server
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false

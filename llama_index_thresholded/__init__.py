@@ -6,6 +6,13 @@ from llama_index_thresholded.embeddings import (
     model_id_of,
 )
 from llama_index_thresholded.events import ThresholdSelectionEvent
+from llama_index_thresholded.multi_collection import (
+    CollectionSearchError,
+    CollectionSpec,
+    CollectionStatus,
+    MultiCollectionReport,
+    MultiCollectionRetriever,
+)
 from llama_index_thresholded.postprocessor import SimilarityThresholdPostprocessor
 from llama_index_thresholded.query_engine import (
     DEFAULT_NO_MATCH_MESSAGE,
@@ -19,6 +26,11 @@ __all__ = [
     "DEFAULT_NO_MATCH_MESSAGE",
     "NOTHING_MATCHED",
     "AbstainingQueryEngine",
+    "CollectionSearchError",
+    "CollectionSpec",
+    "CollectionStatus",
+    "MultiCollectionReport",
+    "MultiCollectionRetriever",
     "RetrievalReport",
     "SimilarityThresholdPostprocessor",
     "ThresholdSelectionEvent",

@@ -28,7 +28,10 @@ def build_demo_retriever(
     embed_model = load_embed_model("minilm")
     store = milvus_store(uri, COLLECTION, dim=384, overwrite=True)
     index = index_knowledge_base(load_knowledge_base(), store, embed_model)
-    return ThresholdedRetriever(index, profile=profile or PROFILE, neighbours=neighbours)
+    # pushdown=False: the demo lists the drops below the floor, so Milvus must return them.
+    return ThresholdedRetriever(
+        index, profile=profile or PROFILE, neighbours=neighbours, pushdown=False
+    )
 
 
 def format_report(report: RetrievalReport) -> str:

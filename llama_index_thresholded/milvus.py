@@ -2,15 +2,109 @@
 
 The same code serves Milvus Lite (a local file path as URI) and a Milvus
 server, standalone or distributed (``http://host:19530``).
+
+``CompatibleMilvusVectorStore`` makes SPARSE and TEXT_SEARCH queries work on
+every engine: LlamaIndex's store sends ``drop_ratio_search=0.2`` with them,
+which milvus-lite 3.x refuses ("only drop_ratio_search=0 is supported"), and
+milvus-lite 3.x returns BM25 scores negated, which would reverse their order
+once sorted by score.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.schema import BaseNode
+from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.vector_stores.milvus import MilvusVectorStore
+from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
+from pymilvus import Function, FunctionType
 
 from thresholded.scores import Metric
+
+_SearchResult = tuple[list[BaseNode], list[float], list[str]]
+
+
+class CompatibleMilvusVectorStore(MilvusVectorStore):
+    """A ``MilvusVectorStore`` whose sparse and full-text search work on every Milvus engine.
+
+    Sparse and text search send ``sparse_search_config`` (default: none, so the
+    engine's exact search) instead of the hard-coded ``drop_ratio_search=0.2``;
+    pass ``milvus_sparse_search_config`` in ``vector_store_kwargs`` to override
+    it for one query. BM25 scores come back non-negative, best first, on every
+    engine. Dense and hybrid search are LlamaIndex's own.
+    """
+
+    sparse_search_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="search_params of sparse and text search; {} lets the engine choose.",
+    )
+
+    def __init__(self, *args: Any, sparse_search_config: dict[str, Any] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sparse_search_config = dict(sparse_search_config or {})
+
+    def _sparse_request(self, query: VectorStoreQuery, **kwargs: Any) -> tuple[list, dict]:
+        function = self.sparse_embedding_function
+        if isinstance(function, BaseSparseEmbeddingFunction):
+            data = [function.encode_queries([query.query_str])[0]]
+        elif isinstance(function, Function):
+            data = [query.query_str]
+        else:
+            raise ValueError(
+                "sparse and text search need a sparse_embedding_function "
+                f"(e.g. BM25BuiltInFunction()), got {function!r}"
+            )
+        params = kwargs.get("milvus_sparse_search_config", self.sparse_search_config)
+        return data, dict(params)
+
+    def _is_bm25(self) -> bool:
+        function = self.sparse_embedding_function
+        return isinstance(function, Function) and function.type == FunctionType.BM25
+
+    def _parse_sparse(self, results: list) -> _SearchResult:
+        nodes, scores, ids = self._parse_from_milvus_results(results)
+        if self._is_bm25():
+            # BM25 is never negative; milvus-lite 3.x returns it negated (best first).
+            scores = [abs(s) for s in scores]
+        return nodes, scores, ids
+
+    def _sparse_search(
+        self, query: VectorStoreQuery, string_expr: str, output_fields: list[str], **kwargs: Any
+    ) -> _SearchResult:
+        data, params = self._sparse_request(query, **kwargs)
+        results = self.client.search(
+            collection_name=self.collection_name,
+            data=data,
+            anns_field=self.sparse_embedding_field,
+            limit=query.similarity_top_k,
+            filter=string_expr,
+            output_fields=output_fields,
+            search_params=params,
+            partition_names=kwargs.get("milvus_partition_names"),
+        )
+        return self._parse_sparse(results)
+
+    async def _async_sparse_search(
+        self, query: VectorStoreQuery, string_expr: str, output_fields: list[str], **kwargs: Any
+    ) -> _SearchResult:
+        if self.aclient is None:
+            raise ValueError(
+                "async search needs the async client: create the store with use_async_client=True"
+            )
+        data, params = self._sparse_request(query, **kwargs)
+        results = await self.aclient.search(
+            collection_name=self.collection_name,
+            data=data,
+            anns_field=self.sparse_embedding_field,
+            limit=query.similarity_top_k,
+            filter=string_expr,
+            output_fields=output_fields,
+            search_params=params,
+            partition_names=kwargs.get("milvus_partition_names"),
+        )
+        return self._parse_sparse(results)
 
 
 def milvus_store(
@@ -21,10 +115,14 @@ def milvus_store(
     metric: Metric | str = Metric.IP,
     overwrite: bool = False,
     **kwargs: Any,
-) -> MilvusVectorStore:
-    """A ``MilvusVectorStore`` whose dense scores are cosines (IP on unit vectors, or COSINE)."""
+) -> CompatibleMilvusVectorStore:
+    """A Milvus store whose dense scores are cosines (IP on unit vectors, or COSINE).
+
+    It is a :class:`CompatibleMilvusVectorStore`, so sparse and text search (with
+    ``enable_sparse=True``) work on every engine too.
+    """
     metric = Metric.parse(metric)
-    return MilvusVectorStore(
+    return CompatibleMilvusVectorStore(
         uri=uri,
         collection_name=collection_name,
         dim=dim,

@@ -84,10 +84,15 @@ def _merge(keys: list[str]) -> list[str]:
 
 
 def kept_node(candidate: Candidate[NodeWithScore]) -> NodeWithScore:
-    """The output node of a kept section: a marked copy carrying its score."""
+    """The output node of a kept section: a marked copy carrying its score.
+
+    ``score_kind`` says what the score is; ``similarity`` is the cosine whenever
+    one is known: the score itself, or the dense cosine of a re-scored hybrid or
+    sparse result (whose score stays the hybrid score).
+    """
     marks: dict[str, object] = {metadata_keys.SCORE_KIND: candidate.score_kind.value}
-    if candidate.score_kind is ScoreKind.COSINE and candidate.score is not None:
-        marks[metadata_keys.SIMILARITY] = candidate.score
+    if candidate.floor_score is not None:
+        marks[metadata_keys.SIMILARITY] = candidate.floor_score
     return NodeWithScore(node=marked_copy(candidate.item.node, marks), score=candidate.score)
 
 

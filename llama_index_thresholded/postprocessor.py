@@ -15,7 +15,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import Field, PrivateAttr, model_validator
 
-from llama_index_thresholded.nodes import marks_of, source_of, text_length
+from llama_index_thresholded.nodes import marked_copy, marks_of, source_of, text_length
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import ScoreKind
@@ -28,7 +28,10 @@ class SimilarityThresholdPostprocessor(BaseNodePostprocessor):
     Incoming scores are read as cosines (``score_kind="cosine"``) unless a node's
     metadata says otherwise, or carries its cosine in ``similarity`` (as the
     nodes of ``ThresholdedRetriever`` do, so a reranker's score before this
-    postprocessor is never mistaken for a cosine).
+    postprocessor is never mistaken for a cosine). A hybrid or sparse node that
+    carries a ``similarity`` (re-scored by the retriever) meets the floor with
+    that cosine and keeps its hybrid score and order; one without passes the
+    floor untouched. Every kept node leaves with its ``score_kind`` in metadata.
     """
 
     policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
@@ -62,7 +65,7 @@ class SimilarityThresholdPostprocessor(BaseNodePostprocessor):
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         selection = self.select(nodes)
-        return [c.item for c in (*selection.kept, *selection.attached)]
+        return [*(_with_kind(c) for c in selection.kept), *(c.item for c in selection.attached)]
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -88,6 +91,29 @@ class SimilarityThresholdPostprocessor(BaseNodePostprocessor):
                 **common,
             )
         similarity = node.metadata.get(metadata_keys.SIMILARITY)
-        if isinstance(similarity, (int, float)) and not isinstance(similarity, bool):
+        has_similarity = isinstance(similarity, (int, float)) and not isinstance(similarity, bool)
+        kind = kind or self.score_kind
+        if has_similarity and kind is not ScoreKind.COSINE:
+            # re-scored hybrid or sparse result: the floor reads the cosine, the order the score
+            return Candidate(
+                score=scored.score, score_kind=kind, cosine=float(similarity), **common
+            )
+        if has_similarity:
             return Candidate(score=float(similarity), score_kind=ScoreKind.COSINE, **common)
-        return Candidate(score=scored.score, score_kind=kind or self.score_kind, **common)
+        return Candidate(score=scored.score, score_kind=kind, **common)
+
+
+def _with_kind(candidate: Candidate[NodeWithScore]) -> NodeWithScore:
+    """A kept node, marked with its score kind (and cosine) when it does not say yet.
+
+    The node's score is left as it came in: it may be a reranker's.
+    """
+    node = candidate.item.node
+    marks: dict[str, object] = {}
+    if node.metadata.get(metadata_keys.SCORE_KIND) != candidate.score_kind.value:
+        marks[metadata_keys.SCORE_KIND] = candidate.score_kind.value
+    if metadata_keys.SIMILARITY not in node.metadata and candidate.floor_score is not None:
+        marks[metadata_keys.SIMILARITY] = candidate.floor_score
+    if not marks:
+        return candidate.item
+    return NodeWithScore(node=marked_copy(node, marks), score=candidate.item.score)

@@ -8,9 +8,15 @@ reach a human, without calling the LLM.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import Any
 
-from llama_index.core.base.response.schema import RESPONSE_TYPE, Response
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -39,10 +45,17 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         engine.no_match_message = no_match_message  # type: ignore[attr-defined]
         return engine  # type: ignore[return-value]
 
-    def _no_match(self) -> Response:
-        return Response(
-            response=self.no_match_message, source_nodes=[], metadata={NOTHING_MATCHED: True}
-        )
+    def _no_match(self, *, asynchronous: bool = False) -> RESPONSE_TYPE:
+        """The configured message, in the shape the synthesizer would have answered in."""
+        metadata = {NOTHING_MATCHED: True}
+        if not getattr(self._response_synthesizer, "_streaming", False):
+            return Response(response=self.no_match_message, source_nodes=[], metadata=metadata)
+        if asynchronous:
+            return AsyncStreamingResponse(response_gen=self._agen(), metadata=metadata)
+        return StreamingResponse(response_gen=iter([self.no_match_message]), metadata=metadata)
+
+    async def _agen(self) -> AsyncGenerator[str, None]:
+        yield self.no_match_message
 
     def synthesize(
         self,
@@ -61,7 +74,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         additional_source_nodes: Any = None,
     ) -> RESPONSE_TYPE:
         if not nodes:
-            return self._no_match()
+            return self._no_match(asynchronous=True)
         return await super().asynthesize(query_bundle, nodes, additional_source_nodes)
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:

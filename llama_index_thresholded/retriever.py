@@ -28,7 +28,12 @@ from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.events import ThresholdSelectionEvent
 from llama_index_thresholded.filters import milvus_expression
 from llama_index_thresholded.nodes import attached_node, kept_node, to_candidate
-from llama_index_thresholded.pushdown import PushdownSwitch, can_push_down, range_search_kwargs
+from llama_index_thresholded.pushdown import (
+    PushdownSwitch,
+    can_push_down,
+    is_milvus_store,
+    range_search_kwargs,
+)
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.rescore import DenseRescorer
 from llama_index_thresholded.scoring import collection_dimension, score_kind_for, store_metric
@@ -243,7 +248,7 @@ class ThresholdedRetriever(BaseRetriever):
 
     def _milvus_expression(self, filters: MetadataFilters | None) -> str | None:
         """Filters for a Milvus store, validated and escaped here, before any query is sent."""
-        if type(self._vector_store).__name__ != "MilvusVectorStore":
+        if not is_milvus_store(self._vector_store):  # subclasses too (milvus_store's)
             if filters is not None and self._allowed_filter_keys is not None:
                 milvus_expression(filters, allowed_keys=self._allowed_filter_keys)
             return None

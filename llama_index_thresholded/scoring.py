@@ -19,7 +19,8 @@ def store_metric(vector_store: object, metric: Metric | str | None = None) -> Me
     if metric is not None:
         return Metric.parse(metric)
     name = type(vector_store).__name__
-    if name == "MilvusVectorStore":
+    lineage = {cls.__name__ for cls in type(vector_store).__mro__}
+    if "MilvusVectorStore" in lineage:  # also CompatibleMilvusVectorStore and other subclasses
         return Metric.parse(getattr(vector_store, "similarity_metric", "IP"))
     if name == "SimpleVectorStore":
         return Metric.COSINE  # it ranks by cosine similarity

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from thresholded.errors import ThresholdedError
 
-COMMANDS = ("demo",)
+COMMANDS = ("demo", "calibrate", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -68,6 +68,15 @@ class RetrievalPolicy(BaseModel):
         default=False,
         strict=True,
         description="Raise instead of passing through when a non-cosine score meets the floor.",
+    )
+    hybrid_policy: Literal["pass", "rescore"] = Field(
+        default="pass",
+        description=(
+            "What the floor does with hybrid, sparse and other non-cosine results. "
+            "'pass': never compared with the floor (they pass it untouched). 'rescore': "
+            "compute each candidate's dense cosine with the question (stored vector, else "
+            "embedded text) and apply the floor to that; the hybrid score and order stay."
+        ),
     )
 
     @field_validator("min_similarity", mode="before")

@@ -2,9 +2,12 @@
 
 Given the candidates of one search and a policy, decide which sections are
 kept, in exactly this order: the cosine floor, the per-source cap, the character
-budget, top_k. Every dropped candidate keeps its reason. Attachments (neighbours
-and parent summaries) carry no score of their own: they live and die with the
-section they were attached to, and are never compared with the floor.
+budget, top_k. Only a cosine meets the floor: a candidate's ``score`` when it
+is one, or the ``cosine`` a hybrid or sparse candidate was re-scored with; any
+other score passes the floor untouched. Every dropped candidate keeps its
+reason. Attachments (neighbours and parent summaries) carry no score of their
+own: they live and die with the section they were attached to, and are never
+compared with the floor.
 """
 
 from __future__ import annotations
@@ -65,6 +68,22 @@ class Candidate(Generic[T]):
     """Attachments carry no score of their own and follow their section."""
     attached_to: str | None = None
     attached_role: AttachedRole | None = None
+    cosine: float | None = None
+    """The cosine between question and section when the score is not one (re-scored
+    with the dense model, see :mod:`thresholded.rescore`). When present, the floor is
+    compared with it, whatever ``score_kind`` is; ``score`` still orders the results."""
+
+    @property
+    def floor_score(self) -> float | None:
+        """The cosine the floor is compared with: ``cosine``, else a cosine ``score``."""
+        if self.cosine is not None:
+            return self.cosine
+        return self.score if self.score_kind is ScoreKind.COSINE else None
+
+    @property
+    def has_cosine(self) -> bool:
+        """True when the floor can be compared with this candidate at all."""
+        return self.cosine is not None or self.score_kind is ScoreKind.COSINE
 
 
 @dataclass(frozen=True)
@@ -207,19 +226,20 @@ def _apply_floor(
     survivors: list[Candidate[T]] = []
     passed: set[ScoreKind] = set()
     for cand in items:
-        if cand.score_kind is not ScoreKind.COSINE:
+        if not cand.has_cosine:
             if policy.strict_score_kind:
                 raise NonCosineScoreError(
                     f"a {cand.score_kind.value} score ({cand.score}) met the cosine floor "
                     f"{floor}: it is not a cosine similarity and cannot be compared with one. "
-                    "Re-score with the dense model, or turn strict_score_kind off "
+                    "Re-score with the dense model (hybrid_policy='rescore'), or turn "
+                    "strict_score_kind off "
                     "to pass it through."
                 )
             passed.add(cand.score_kind)
             survivors.append(cand)
-        elif not is_valid_score(cand.score):
+        elif not is_valid_score(cand.floor_score):
             dropped.append(Dropped(cand, DropReason.INVALID_SCORE))
-        elif cand.score < floor:  # type: ignore[operator]
+        elif cand.floor_score < floor:  # type: ignore[operator]
             dropped.append(Dropped(cand, DropReason.BELOW_THRESHOLD))
         else:
             survivors.append(cand)

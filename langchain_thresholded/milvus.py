@@ -1,0 +1,36 @@
+"""A workaround that lets langchain-milvus 0.3.3 run on pymilvus 2.6.10 and later.
+
+langchain-milvus 0.3.3 reads a collection's schema and index through pymilvus's
+ORM ``Collection(name, using=store.alias)``, where ``alias`` is the
+``MilvusClient``'s. Since pymilvus 2.6.10 a ``MilvusClient`` no longer registers
+that alias with the ORM, so every operation on an existing collection fails
+with ``ConnectionNotExistException: should create connection first``
+(langchain-ai/langchain-milvus#130). Registering the alias fixes it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+
+def ensure_orm_connection(store: Any) -> None:
+    """Register a langchain-milvus store's connection alias with pymilvus's ORM.
+
+    Call it right after constructing ``langchain_milvus.Milvus`` and before adding
+    documents; ``ThresholdedRetriever`` calls it before each search. It does
+    nothing when the alias is already registered or the store is not a Milvus
+    store. A store over a collection that already exists fails in its
+    constructor, before this can run: on such pymilvus versions, create it with
+    ``drop_old=True`` or use a langchain-milvus release that fixed #130.
+    """
+    alias = getattr(store, "alias", None)
+    connection_args = getattr(store, "_connection_args", None)
+    if not isinstance(alias, str) or not isinstance(connection_args, dict):
+        return
+    from pymilvus import connections
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*ORM-style PyMilvus API.*")
+        if not connections.has_connection(alias):
+            connections.connect(alias=alias, **connection_args)

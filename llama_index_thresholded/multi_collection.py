@@ -1,0 +1,978 @@
+"""``MultiCollectionRetriever``: one question, several collections, one thresholded answer.
+
+The question is embedded once and every collection is searched at the same
+time, so a call takes about as long as its slowest collection, not the sum of
+them: Milvus servers are searched with their async client when the call is
+async; Milvus Lite (whose async client is unreliable, milvus-io/pymilvus#3711),
+other stores and every sync call use a thread pool.
+
+Each collection's candidates are cut by that collection's own floor (its
+policy or calibration profile), up to its ``retrieve_k``. The survivors are
+merged by cosine and the global policy applies once to all of them: the
+per-source cap, the character budget and ``top_k``. Neighbours and parent
+summaries are attached last, for kept sections only, each from the collection
+it came from.
+
+A collection that fails or times out does not sink the call: the others'
+results come back, the report says what happened to each collection, and one
+warning is logged (``fail_fast=True`` raises instead). When every collection
+fails, the call raises: an empty answer would read as "nothing matched".
+
+The retriever searches exactly the collections it was built with; nothing in a
+question or a filter names a collection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
+from llama_index.core.indices.vector_store.base import VectorStoreIndex
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
+from llama_index.core.vector_stores.types import MetadataFilters
+
+from llama_index_thresholded.attachments import (
+    AttachmentSpec,
+    NodeSource,
+    arun_plan,
+    plan_attachments,
+    run_plan,
+)
+from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.events import ThresholdSelectionEvent
+from llama_index_thresholded.nodes import attached_node, kept_node
+from llama_index_thresholded.pushdown import is_milvus_store
+from llama_index_thresholded.report import RetrievalReport
+from llama_index_thresholded.retriever import ThresholdedRetriever
+from thresholded.errors import ModelMismatchError, ThresholdedError
+from thresholded.models import ModelId
+from thresholded.policy import RetrievalPolicy
+from thresholded.scores import Metric, ScoreKind
+from thresholded.selection import Candidate, Dropped, Selection, attach, select
+
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
+
+COLLECTION_KEY = "source_collection"
+"""Metadata key, on every returned node, naming the collection it came from (hidden from
+the LLM and the embedder, like the other marks)."""
+
+Status = Literal["ok", "failed", "timeout"]
+
+
+class CollectionSearchError(ThresholdedError, RuntimeError):
+    """A collection failed or timed out and ``fail_fast`` is on, or every collection failed."""
+
+    def __init__(self, message: str, statuses: Sequence[CollectionStatus] = ()) -> None:
+        super().__init__(message)
+        self.statuses = tuple(statuses)
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    """One collection to search, with its own floor, candidate count and timeout.
+
+    ``target`` is a ``VectorStoreIndex`` or a vector store (e.g. a ``MilvusVectorStore``,
+    which may live in its own database, ``db_name=``, or on its own URI). The floor
+    comes from ``profile`` (a calibration profile of this collection), else from
+    ``policy``, else from the retriever's global policy. ``retrieve_k`` candidates are
+    fetched (default: the global ``top_k * over_fetch``); ``timeout`` (seconds)
+    replaces the retriever's default timeout for this collection. ``name`` labels
+    the collection in reports (default: ``db/collection``, or the collection name).
+    ``metric`` is the store's metric, for stores it cannot be read from.
+    """
+
+    target: Any
+    policy: RetrievalPolicy | None = None
+    profile: str | Path | None = None
+    retrieve_k: int | None = None
+    timeout: float | None = None
+    name: str | None = None
+    metric: Metric | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.retrieve_k is not None and self.retrieve_k < 1:
+            raise ValueError(f"retrieve_k must be at least 1, got {self.retrieve_k}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
+        if self.name is not None and not self.name.strip():
+            raise ValueError("a collection's name must not be blank")
+
+
+@dataclass(frozen=True)
+class CollectionStatus:
+    """What happened to one collection in one call."""
+
+    name: str
+    status: Status
+    min_similarity: float
+    latency_ms: float
+    returned: int = 0
+    """Results the search returned (with pushdown, only those above the floor)."""
+    cleared_floor: int = 0
+    """Candidates that cleared this collection's floor and its ``retrieve_k``."""
+    kept: int = 0
+    """Sections of this collection in the final result."""
+    attached: int = 0
+    pushdown: bool = False
+    """The floor went to Milvus as a range search."""
+    error: str | None = None
+    attachment_error: str | None = None
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def describe(self) -> str:
+        text = (
+            f"{self.name}: {self.status}"
+            + (f" ({self.error})" if self.error else "")
+            + f", {self.returned} returned, {self.cleared_floor} cleared floor "
+            f"{self.min_similarity:g}, {self.kept} kept, {self.latency_ms:.1f} ms"
+        )
+        if self.attachment_error:
+            text += f", attachments failed ({self.attachment_error})"
+        return text
+
+
+@dataclass(frozen=True)
+class MultiCollectionReport(RetrievalReport):
+    """A ``RetrievalReport`` over several collections, with each collection's status.
+
+    ``min_similarity`` is the lowest floor of the collections (each collection's
+    own floor is in its status). Candidate ids in ``selection`` read
+    ``"<collection>/<node id>"``: node ids need not be unique across collections.
+    """
+
+    collections: tuple[CollectionStatus, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        """True when some collection failed or timed out: the result may lack its sections."""
+        return any(not s.ok for s in self.collections)
+
+    @property
+    def failed(self) -> tuple[CollectionStatus, ...]:
+        return tuple(s for s in self.collections if not s.ok)
+
+    def status(self, name: str) -> CollectionStatus:
+        for status in self.collections:
+            if status.name == name:
+                return status
+        raise KeyError(name)
+
+    @staticmethod
+    def collection_of(node: NodeWithScore) -> str | None:
+        """The collection a returned node came from."""
+        return node.node.metadata.get(COLLECTION_KEY)
+
+    def explain(self, width: int = 70) -> str:
+        lines = [super().explain(width)]
+        lines.extend(f"  collection {s.describe()}" for s in self.collections)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class _Member:
+    """One collection as the retriever holds it."""
+
+    name: str
+    retriever: ThresholdedRetriever
+    source: NodeSource
+    retrieve_k: int | None
+    timeout: float | None
+    threaded: bool
+    """Searched in a thread even by async calls (Milvus Lite, non-Milvus stores)."""
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    member: _Member
+    status: Status
+    latency_ms: float
+    min_similarity: float
+    returned: int = 0
+    selection: Selection[NodeWithScore] | None = None
+    pushdown: bool = False
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What a worker found in one collection."""
+
+    returned: int
+    selection: Selection[NodeWithScore]
+    pushdown: bool
+    latency_ms: float
+
+
+class MultiCollectionRetriever(BaseRetriever):
+    """Search several collections at once, each with its own floor; merge by cosine.
+
+    ``collections`` are ``CollectionSpec``s, or bare indexes/stores (which then use
+    the global policy's floor). ``policy`` is the global policy: its cap, budget,
+    ``top_k`` and attachment budget apply to the merged result; its floor is the
+    default of collections that bring none. Every collection must be embedded with
+    the same model (the question is embedded once): collections calibrated for
+    different models, or holding vectors of different dimensions, are refused with
+    ``ModelMismatchError``. Dense search only: the merge compares cosines.
+
+    ``timeout`` (seconds) is each collection's default; ``fail_fast`` raises
+    ``CollectionSearchError`` on the first failure instead of returning the others'
+    results. ``pushdown`` sends each floor to Milvus as a range search (see
+    ``pushdown.py``). ``max_workers`` sizes the thread pool (default: two per
+    collection, at most 64); ``close()`` shuts it down.
+    """
+
+    def __init__(
+        self,
+        collections: Sequence[CollectionSpec | Any],
+        policy: RetrievalPolicy | None = None,
+        *,
+        embed_model: BaseEmbedding | None = None,
+        neighbours: int = 1,
+        parent_summaries: bool = True,
+        parent_levels: int = 1,
+        filters: MetadataFilters | None = None,
+        timeout: float | None = None,
+        fail_fast: bool = False,
+        pushdown: bool = True,
+        allowed_filter_keys: Sequence[str] | None = None,
+        allow_model_mismatch: bool = False,
+        max_workers: int | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        specs = [c if isinstance(c, CollectionSpec) else CollectionSpec(c) for c in collections]
+        if not specs:
+            raise ValueError("MultiCollectionRetriever needs at least one collection")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        self._policy = policy or RetrievalPolicy()
+        self._embed_model = embed_model or _common_embed_model(specs)
+        self._attachments = AttachmentSpec(
+            neighbours=neighbours, parent_levels=parent_levels if parent_summaries else 0
+        )
+        self._fail_fast = fail_fast
+        self._members = tuple(
+            self._member(
+                spec,
+                timeout=timeout,
+                filters=filters,
+                pushdown=pushdown,
+                allowed_filter_keys=allowed_filter_keys,
+                allow_model_mismatch=allow_model_mismatch,
+            )
+            for spec in specs
+        )
+        _check_unique_names(self._members)
+        _check_one_model(self._members, self._policy)
+        workers = max_workers or min(64, 2 * len(self._members))
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="multi-collection")
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    def _member(
+        self,
+        spec: CollectionSpec,
+        *,
+        timeout: float | None,
+        filters: MetadataFilters | None,
+        pushdown: bool,
+        allowed_filter_keys: Sequence[str] | None,
+        allow_model_mismatch: bool,
+    ) -> _Member:
+        index = _as_index(spec.target, self._embed_model)
+        store = index.vector_store
+        base = spec.policy or self._policy
+        # The collection's own stage: only its floor and retrieve_k; the cap, the budget
+        # and top_k apply once, to the merged candidates.
+        stage = RetrievalPolicy.model_validate(
+            {
+                **base.model_dump(),
+                "top_k": spec.retrieve_k or self._policy.fetch_k,
+                "over_fetch": 1,
+                "max_per_source": None,
+                "max_chars": None,
+                "max_attachment_chars": None,
+                "source_key": self._policy.source_key,
+            }
+        )
+        retriever = ThresholdedRetriever(
+            index,
+            stage,
+            neighbours=0,
+            parent_summaries=False,
+            profile=spec.profile,
+            filters=filters,
+            metric=spec.metric,
+            embed_model=self._embed_model,
+            allow_model_mismatch=allow_model_mismatch,
+            allowed_filter_keys=allowed_filter_keys,
+            pushdown=pushdown,
+        )
+        if retriever._score_kind is not ScoreKind.COSINE:  # pragma: no cover - dense only
+            raise ValueError("MultiCollectionRetriever merges dense (cosine) results only")
+        return _Member(
+            name=spec.name or _default_name(store),
+            retriever=retriever,
+            source=NodeSource(index.docstore, store),
+            retrieve_k=spec.retrieve_k,
+            timeout=spec.timeout if spec.timeout is not None else timeout,
+            threaded=_needs_thread(store),
+        )
+
+    # Configuration ----------------------------------------------------------------------
+    @classmethod
+    def class_name(cls) -> str:
+        return "MultiCollectionRetriever"
+
+    @property
+    def policy(self) -> RetrievalPolicy:
+        return self._policy
+
+    @property
+    def collection_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self._members)
+
+    @property
+    def floors(self) -> dict[str, float]:
+        """Each collection's floor in force."""
+        return {m.name: m.retriever.min_similarity for m in self._members}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "class_name": self.class_name(),
+            "policy": self._policy.to_dict(),
+            "collections": [
+                {
+                    "name": m.name,
+                    "min_similarity": m.retriever.min_similarity,
+                    "retrieve_k": m.retrieve_k,
+                    "timeout": m.timeout,
+                    "pushdown": m.retriever._pushdown.enabled,
+                    "threaded": m.threaded,
+                }
+                for m in self._members
+            ],
+            "embedding_model": str(model_id_of(self._embed_model)),
+            "neighbours": self._attachments.neighbours,
+            "parent_levels": self._attachments.parent_levels,
+            "fail_fast": self._fail_fast,
+        }
+
+    def close(self) -> None:
+        """Shut the thread pool down (searches still running finish in the background)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> MultiCollectionRetriever:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Retrieval --------------------------------------------------------------------------
+    def retrieve_with_report(
+        self,
+        str_or_query_bundle: QueryType,
+        *,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+    ) -> MultiCollectionReport:
+        """Retrieve, and report what each collection returned and what was kept and dropped.
+
+        ``min_similarity`` replaces every collection's floor for this call; ``top_k`` and
+        ``policy`` replace the global policy's; ``filters`` apply in every collection.
+        """
+        bundle = _bundle(str_or_query_bundle)
+        call = self._call(policy, top_k)
+        with self.callback_manager.as_trace("query"):
+            return self._run(bundle, call, min_similarity, filters)
+
+    async def aretrieve_with_report(
+        self,
+        str_or_query_bundle: QueryType,
+        *,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+    ) -> MultiCollectionReport:
+        """Async ``retrieve_with_report``."""
+        bundle = _bundle(str_or_query_bundle)
+        call = self._call(policy, top_k)
+        with self.callback_manager.as_trace("query"):
+            return await self._arun(bundle, call, min_similarity, filters)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._run(query_bundle, self._call(None, None), None, None).nodes
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return (await self._arun(query_bundle, self._call(None, None), None, None)).nodes
+
+    def _call(self, policy: RetrievalPolicy | None, top_k: int | None) -> RetrievalPolicy:
+        return (policy or self._policy).with_overrides(top_k=top_k)
+
+    def _plans(
+        self,
+        bundle: QueryBundle,
+        policy: RetrievalPolicy,
+        min_similarity: float | None,
+        filters: MetadataFilters | None,
+    ) -> list[tuple[_Member, Any]]:
+        """Each collection's call, checked here: a bad filter or vector is an error, not a
+        failed collection."""
+        plans = []
+        for member in self._members:
+            sub = member.retriever
+            sub_call = sub._call(
+                min_similarity=min_similarity,
+                top_k=member.retrieve_k or policy.fetch_k,
+                filters=filters,
+            )
+            sub._check_query_vector(bundle)
+            plans.append((member, sub_call))
+        return plans
+
+    def _run(
+        self,
+        bundle: QueryBundle,
+        policy: RetrievalPolicy,
+        min_similarity: float | None,
+        filters: MetadataFilters | None,
+    ) -> MultiCollectionReport:
+        _check_question(bundle)
+        if bundle.embedding is None:
+            embedding = self._embed_model.get_agg_embedding_from_queries(bundle.embedding_strs)
+            bundle = _with_embedding(bundle, embedding)
+        plans = self._plans(bundle, policy, min_similarity, filters)
+        outcomes = self._fan_out(
+            [(m, c.min_similarity, _searching(m, c, bundle)) for m, c in plans]
+        )
+        selection, kept_by_member = self._merge(outcomes, policy)
+        attachments = self._attach_sync(kept_by_member, policy)
+        return self._finish(bundle, policy, selection, outcomes, attachments)
+
+    async def _arun(
+        self,
+        bundle: QueryBundle,
+        policy: RetrievalPolicy,
+        min_similarity: float | None,
+        filters: MetadataFilters | None,
+    ) -> MultiCollectionReport:
+        _check_question(bundle)
+        if bundle.embedding is None:
+            embedding = await self._embed_model.aget_agg_embedding_from_queries(
+                bundle.embedding_strs
+            )
+            bundle = _with_embedding(bundle, embedding)
+        plans = self._plans(bundle, policy, min_similarity, filters)
+        outcomes = await self._afan_out(plans, bundle)
+        selection, kept_by_member = self._merge(outcomes, policy)
+        attachments = await self._attach_async(kept_by_member, policy)
+        return self._finish(bundle, policy, selection, outcomes, attachments)
+
+    # Fan-out ----------------------------------------------------------------------------
+    def _fan_out(self, work: list[tuple[_Member, float, Callable[[], _Found]]]) -> list[_Outcome]:
+        """Run every collection's search in the pool; wait for each until its deadline."""
+        start = time.perf_counter()
+        floors = {m.name: floor for m, floor, _ in work}
+        pending: dict[Future[_Found], _Member] = {
+            self._pool.submit(job): member for member, _, job in work
+        }
+        deadlines = {m.name: start + m.timeout for m in pending.values() if m.timeout is not None}
+        outcomes: dict[str, _Outcome] = {}
+        while pending:
+            now = time.perf_counter()
+            for future, member in list(pending.items()):
+                if member.name in deadlines and now >= deadlines[member.name]:
+                    future.cancel()
+                    del pending[future]
+                    outcomes[member.name] = _timed_out(member, floors[member.name])
+                    self._maybe_fail_fast(outcomes[member.name], pending)
+            if not pending:
+                break
+            due = [deadlines[m.name] for m in pending.values() if m.name in deadlines]
+            wait_for = max(0.0, min(due) - now) if due else None
+            done, _ = wait(list(pending), timeout=wait_for, return_when=FIRST_COMPLETED)
+            for future in done:
+                member = pending.pop(future)
+                outcomes[member.name] = _outcome(member, floors[member.name], future, start)
+                self._maybe_fail_fast(outcomes[member.name], pending)
+        return [outcomes[m.name] for m in self._members]
+
+    async def _afan_out(
+        self, plans: list[tuple[_Member, Any]], bundle: QueryBundle
+    ) -> list[_Outcome]:
+        loop = asyncio.get_running_loop()
+        start = time.perf_counter()
+
+        async def one(member: _Member, sub_call: Any) -> _Outcome:
+            if member.threaded:
+                job = _searching(member, sub_call, bundle)
+                coro: Any = asyncio.wrap_future(self._pool.submit(job), loop=loop)
+            else:
+                coro = _asearching(member, sub_call, bundle)
+            try:
+                found = await asyncio.wait_for(coro, member.timeout)
+            except TimeoutError:
+                return _timed_out(member, sub_call.min_similarity)
+            except Exception as exc:
+                latency = 1000 * (time.perf_counter() - start)
+                return _failed(member, sub_call.min_similarity, exc, latency)
+            return _found(member, sub_call.min_similarity, found)
+
+        tasks = {asyncio.ensure_future(one(m, c)): m for m, c in plans}
+        outcomes: dict[str, _Outcome] = {}
+        try:
+            for next_done in asyncio.as_completed(list(tasks)):
+                outcome = await next_done
+                outcomes[outcome.member.name] = outcome
+                if self._fail_fast and not outcome.status == "ok":
+                    raise _fail_fast_error(outcome)
+        finally:
+            for task in tasks:
+                task.cancel()
+        return [outcomes[m.name] for m in self._members]
+
+    def _maybe_fail_fast(self, outcome: _Outcome, pending: dict[Future[_Found], _Member]) -> None:
+        if self._fail_fast and outcome.status != "ok":
+            for future in pending:
+                future.cancel()
+            raise _fail_fast_error(outcome)
+
+    # Merge and attachments --------------------------------------------------------------
+    def _merge(
+        self, outcomes: list[_Outcome], policy: RetrievalPolicy
+    ) -> tuple[Selection[NodeWithScore], dict[str, list[Candidate[NodeWithScore]]]]:
+        """Every collection's survivors, by cosine, under the global cap, budget and top_k."""
+        answered = [o for o in outcomes if o.selection is not None]
+        if not answered:
+            statuses = [_status(o, {}, {}, {}) for o in outcomes]
+            raise CollectionSearchError(
+                "every collection failed: "
+                + "; ".join(s.describe() for s in statuses)
+                + ". Nothing was searched, so an empty result would be wrong.",
+                statuses,
+            )
+        survivors: list[Candidate[NodeWithScore]] = []
+        stage_dropped: list[Dropped[NodeWithScore]] = []
+        for outcome in answered:
+            name = outcome.member.name
+            assert outcome.selection is not None
+            survivors.extend(_namespaced(c, name) for c in outcome.selection.kept)
+            stage_dropped.extend(
+                Dropped(_namespaced(d.candidate, name), d.reason) for d in outcome.selection.dropped
+            )
+        # The floors were applied per collection: the merge itself has none (0).
+        merged = select(survivors, policy, 0.0)
+        selection = replace(
+            merged,
+            dropped=(*stage_dropped, *merged.dropped),
+            min_similarity=min(o.min_similarity for o in answered),
+        )
+        kept_by_member: dict[str, list[Candidate[NodeWithScore]]] = {}
+        for cand in selection.kept:
+            kept_by_member.setdefault(_collection(cand), []).append(cand)
+        return selection, kept_by_member
+
+    def _attachment_plans(
+        self, kept_by_member: dict[str, list[Candidate[NodeWithScore]]], policy: RetrievalPolicy
+    ) -> list[tuple[_Member, Any]]:
+        if not self._attachments.enabled:
+            return []
+        return [
+            (
+                member,
+                plan_attachments(
+                    [c.item.node for c in kept_by_member[member.name]],
+                    self._attachments,
+                    policy.source_key,
+                ),
+            )
+            for member in self._members
+            if member.name in kept_by_member
+        ]
+
+    def _attach_sync(
+        self, kept_by_member: dict[str, list[Candidate[NodeWithScore]]], policy: RetrievalPolicy
+    ) -> dict[str, list[Candidate] | BaseException]:
+        plans = self._attachment_plans(kept_by_member, policy)
+        futures = [(m, self._pool.submit(run_plan, plan, m.source)) for m, plan in plans]
+        found: dict[str, list[Candidate] | BaseException] = {}
+        for member, future in futures:
+            try:
+                found[member.name] = future.result(timeout=member.timeout)
+            except Exception as exc:
+                future.cancel()
+                found[member.name] = exc
+        return found
+
+    async def _attach_async(
+        self, kept_by_member: dict[str, list[Candidate[NodeWithScore]]], policy: RetrievalPolicy
+    ) -> dict[str, list[Candidate] | BaseException]:
+        loop = asyncio.get_running_loop()
+        plans = self._attachment_plans(kept_by_member, policy)
+
+        async def one(member: _Member, plan: Any) -> list[Candidate]:
+            if member.threaded:
+                coro: Any = asyncio.wrap_future(
+                    self._pool.submit(run_plan, plan, member.source), loop=loop
+                )
+            else:
+                coro = arun_plan(plan, member.source)
+            return await asyncio.wait_for(coro, member.timeout)
+
+        results = await asyncio.gather(*(one(m, p) for m, p in plans), return_exceptions=True)
+        return {m.name: r for (m, _), r in zip(plans, results, strict=True)}
+
+    def _finish(
+        self,
+        bundle: QueryBundle,
+        policy: RetrievalPolicy,
+        selection: Selection[NodeWithScore],
+        outcomes: list[_Outcome],
+        attachments: dict[str, list[Candidate] | BaseException],
+    ) -> MultiCollectionReport:
+        extra: list[Candidate[NodeWithScore]] = []
+        attachment_errors: dict[str, BaseException] = {}
+        for name, found in attachments.items():
+            if isinstance(found, BaseException):
+                attachment_errors[name] = found
+            else:
+                extra.extend(_namespaced(c, name) for c in found)
+        if extra:
+            selection = attach(selection, extra, policy)
+        kept = [_marked(kept_node(c), _collection(c)) for c in selection.kept]
+        attached = [
+            _marked(attached_node(_original(c)), _collection(c)) for c in selection.attached
+        ]
+        kept_counts = _count_by_collection(selection.kept)
+        attached_counts = _count_by_collection(selection.attached)
+        statuses = tuple(
+            _status(o, kept_counts, attached_counts, attachment_errors) for o in outcomes
+        )
+        report = MultiCollectionReport(
+            query_str=bundle.query_str,
+            selection=selection,
+            kept=kept,
+            attached=attached,
+            score_kind=ScoreKind.COSINE,
+            collections=statuses,
+        )
+        _warn_once(report)
+        self._announce(report)
+        return report
+
+    def _announce(self, report: MultiCollectionReport) -> None:
+        dropped = [
+            {
+                "id": d.candidate.item.node.node_id,
+                "collection": _collection(d.candidate),
+                "reason": d.reason.value,
+                "score": d.candidate.score,
+            }
+            for d in report.selection.dropped
+        ]
+        dispatcher.event(
+            ThresholdSelectionEvent(
+                query_str=report.query_str,
+                min_similarity=report.min_similarity,
+                score_kind=report.score_kind.value,
+                kept_ids=[n.node.node_id for n in report.kept],
+                attached_ids=[n.node.node_id for n in report.attached],
+                dropped=dropped,
+            )
+        )
+        payload = {
+            EventPayload.QUERY_STR: report.query_str,
+            EventPayload.NODES: report.nodes,
+            "thresholded_dropped": dropped,
+            "thresholded_min_similarity": report.min_similarity,
+            "thresholded_collections": [s.describe() for s in report.collections],
+        }
+        with self.callback_manager.event(CBEventType.RETRIEVE, payload=payload) as event:
+            event.on_end(payload=payload)
+
+
+# Workers -------------------------------------------------------------------------------
+def _searching(member: _Member, sub_call: Any, bundle: QueryBundle) -> Callable[[], _Found]:
+    """The sync search of one collection, as a job for the pool."""
+
+    def job() -> _Found:
+        start = time.perf_counter()
+        sub = member.retriever
+        pushed = sub._pushes_down(sub_call)
+        results = sub._search(bundle, sub_call)
+        return _found_in(sub, sub_call, results, pushed and sub._pushdown.enabled, start)
+
+    return job
+
+
+async def _asearching(member: _Member, sub_call: Any, bundle: QueryBundle) -> _Found:
+    start = time.perf_counter()
+    sub = member.retriever
+    pushed = sub._pushes_down(sub_call)
+    results = await sub._asearch(bundle, sub_call)
+    return _found_in(sub, sub_call, results, pushed and sub._pushdown.enabled, start)
+
+
+def _found_in(
+    sub: ThresholdedRetriever,
+    sub_call: Any,
+    results: list[NodeWithScore],
+    pushed: bool,
+    start: float,
+) -> _Found:
+    candidates = sub._candidates(results, sub_call)
+    selection = select(candidates, sub_call.policy, sub_call.min_similarity)
+    return _Found(len(results), selection, pushed, 1000 * (time.perf_counter() - start))
+
+
+def _outcome(member: _Member, floor: float, future: Future[_Found], start: float) -> _Outcome:
+    try:
+        return _found(member, floor, future.result())
+    except Exception as exc:
+        return _failed(member, floor, exc, 1000 * (time.perf_counter() - start))
+
+
+def _found(member: _Member, floor: float, found: _Found) -> _Outcome:
+    return _Outcome(
+        member=member,
+        status="ok",
+        latency_ms=found.latency_ms,
+        min_similarity=floor,
+        returned=found.returned,
+        selection=found.selection,
+        pushdown=found.pushdown,
+    )
+
+
+def _failed(member: _Member, floor: float, exc: BaseException, latency_ms: float) -> _Outcome:
+    return _Outcome(member, "failed", latency_ms, floor, error=exc)
+
+
+def _timed_out(member: _Member, floor: float) -> _Outcome:
+    timeout = member.timeout or 0.0
+    error = TimeoutError(f"no answer within {timeout:g} s")
+    return _Outcome(member, "timeout", 1000 * timeout, floor, error=error)
+
+
+def _fail_fast_error(outcome: _Outcome) -> CollectionSearchError:
+    status = _status(outcome, {}, {}, {})
+    error = CollectionSearchError(
+        f"collection {status.name!r} {'timed out' if status.status == 'timeout' else 'failed'}"
+        f" (fail_fast=True): {status.error}",
+        [status],
+    )
+    error.__cause__ = outcome.error
+    return error
+
+
+def _status(
+    outcome: _Outcome,
+    kept: dict[str, int],
+    attached: dict[str, int],
+    attachment_errors: dict[str, BaseException],
+) -> CollectionStatus:
+    name = outcome.member.name
+    error = outcome.error
+    attachment_error = attachment_errors.get(name)
+    return CollectionStatus(
+        name=name,
+        status=outcome.status,
+        min_similarity=outcome.min_similarity,
+        latency_ms=outcome.latency_ms,
+        returned=outcome.returned,
+        cleared_floor=len(outcome.selection.kept) if outcome.selection is not None else 0,
+        kept=kept.get(name, 0),
+        attached=attached.get(name, 0),
+        pushdown=outcome.pushdown,
+        error=None if error is None else _describe_error(error),
+        attachment_error=None if attachment_error is None else _describe_error(attachment_error),
+        exception=error,
+    )
+
+
+def _describe_error(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if len(text) > 200:
+        text = text[:199] + "…"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _warn_once(report: MultiCollectionReport) -> None:
+    troubles = [s for s in report.collections if not s.ok or s.attachment_error]
+    if troubles:
+        logger.warning(
+            "multi-collection retrieval for %r is partial: %s",
+            report.query_str,
+            "; ".join(s.describe() for s in troubles),
+        )
+
+
+# Candidates across collections ----------------------------------------------------------
+_SEPARATOR = "/"
+
+
+def _namespaced(cand: Candidate[NodeWithScore], collection: str) -> Candidate[NodeWithScore]:
+    """The candidate with ids unique across collections: ``collection/node id``."""
+    prefix = collection + _SEPARATOR
+    return replace(
+        cand,
+        id=prefix + cand.id,
+        attached_to=None if cand.attached_to is None else prefix + cand.attached_to,
+    )
+
+
+def _collection(cand: Candidate[NodeWithScore]) -> str:
+    node_id = cand.item.node.node_id
+    return cand.id[: len(cand.id) - len(node_id) - len(_SEPARATOR)]
+
+
+def _original(cand: Candidate[NodeWithScore]) -> Candidate[NodeWithScore]:
+    """The candidate with its own node ids again (for the marks on returned nodes)."""
+    prefix = _collection(cand) + _SEPARATOR
+    anchor = cand.attached_to
+    if anchor is not None and anchor.startswith(prefix):
+        anchor = anchor[len(prefix) :]
+    return replace(cand, id=cand.item.node.node_id, attached_to=anchor)
+
+
+def _count_by_collection(cands: Sequence[Candidate[NodeWithScore]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for cand in cands:
+        name = _collection(cand)
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _marked(result: NodeWithScore, collection: str) -> NodeWithScore:
+    """A copy of a returned node that names its collection, hidden from the LLM and embedder."""
+    node = result.node.model_copy()
+    node.metadata = {**result.node.metadata, COLLECTION_KEY: collection}
+    node.excluded_llm_metadata_keys = _hidden(result.node.excluded_llm_metadata_keys)
+    node.excluded_embed_metadata_keys = _hidden(result.node.excluded_embed_metadata_keys)
+    return NodeWithScore(node=node, score=result.score)
+
+
+def _hidden(keys: list[str]) -> list[str]:
+    return keys if COLLECTION_KEY in keys else [*keys, COLLECTION_KEY]
+
+
+# Construction helpers -------------------------------------------------------------------
+def _as_index(target: Any, embed_model: BaseEmbedding) -> VectorStoreIndex:
+    if isinstance(target, VectorStoreIndex):
+        return target
+    if hasattr(target, "query") and hasattr(target, "stores_text"):
+        return VectorStoreIndex.from_vector_store(target, embed_model=embed_model)
+    raise TypeError(
+        f"a collection is a VectorStoreIndex or a vector store, got {type(target).__name__}"
+    )
+
+
+def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
+    """The one embedding model of the given indexes; bare stores need ``embed_model=``."""
+    models = [s.target._embed_model for s in specs if isinstance(s.target, VectorStoreIndex)]
+    if not models:
+        raise ValueError(
+            "pass embed_model=...: the collections are bare vector stores, and the question "
+            "must be embedded with the model that embedded them"
+        )
+    ids = {str(model_id_of(m)) for m in models}
+    if len(ids) > 1:
+        raise ModelMismatchError(
+            f"the indexes were built with different embedding models ({', '.join(sorted(ids))}): "
+            "the question is embedded once, with one model, so every collection must use it"
+        )
+    return models[0]
+
+
+def _default_name(store: Any) -> str:
+    name = getattr(store, "collection_name", None) or type(store).__name__
+    client = getattr(store, "client", None)
+    db = getattr(getattr(client, "_config", None), "db_name", "") or ""
+    return f"{db}/{name}" if db and db != "default" else str(name)
+
+
+def _needs_thread(store: Any) -> bool:
+    """Async calls await only a Milvus server's async client; all else runs in threads."""
+    if not is_milvus_store(store) or getattr(store, "aclient", None) is None:
+        return True
+    uri = str(getattr(getattr(store.client, "_config", None), "uri", "") or "")
+    return not uri.startswith(("http://", "https://", "tcp://", "grpc://"))
+
+
+def _check_unique_names(members: Sequence[_Member]) -> None:
+    seen: set[str] = set()
+    for member in members:
+        if member.name in seen:
+            raise ValueError(
+                f"two collections are named {member.name!r} (the same collection name in two "
+                "databases or URIs?): give each CollectionSpec a distinct name="
+            )
+        seen.add(member.name)
+
+
+def _check_one_model(members: Sequence[_Member], policy: RetrievalPolicy) -> None:
+    """Refuse collections calibrated for different models, or of different dimensions."""
+    declared: list[tuple[str, ModelId]] = [
+        (f"collection {m.name!r}", ModelId.parse(m.retriever.policy.embedding_model))
+        for m in members
+        if m.retriever.policy.embedding_model
+    ]
+    if policy.embedding_model:
+        declared.append(("the global policy", ModelId.parse(policy.embedding_model)))
+    for what, model in declared[1:]:
+        first_what, first = declared[0]
+        if not first.same_model(model):
+            raise ModelMismatchError(
+                f"{first_what} is calibrated for the embedding model {first}, but {what} for "
+                f"{model}: the question is embedded once, with one model, and one model's "
+                "cosine floor means nothing for another. Search them with separate retrievers."
+            )
+    dims = {m.name: m.retriever._dimension for m in members if m.retriever._dimension}
+    if len(set(dims.values())) > 1:
+        shown = ", ".join(f"{name}: {dim}" for name, dim in dims.items())
+        raise ModelMismatchError(
+            f"the collections hold vectors of different dimensions ({shown}): they were "
+            "embedded with different models, and one question vector cannot search them all"
+        )
+    for what, model in declared:
+        for name, dim in dims.items():
+            if model.dimension is not None and model.dimension != dim:
+                raise ModelMismatchError(
+                    f"{what} is calibrated for {model}, but collection {name!r} holds vectors "
+                    f"of {dim} dimensions"
+                )
+
+
+def _bundle(query: QueryType) -> QueryBundle:
+    return QueryBundle(query) if isinstance(query, str) else query
+
+
+def _with_embedding(bundle: QueryBundle, embedding: list[float]) -> QueryBundle:
+    return QueryBundle(
+        query_str=bundle.query_str,
+        image_path=bundle.image_path,
+        custom_embedding_strs=bundle.custom_embedding_strs,
+        embedding=embedding,
+    )
+
+
+def _check_question(bundle: QueryBundle) -> None:
+    if not bundle.query_str.strip() and bundle.embedding is None:
+        raise ValueError("the question is empty: there is nothing to retrieve for")

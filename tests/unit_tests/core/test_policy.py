@@ -1,0 +1,396 @@
+"""RetrievalPolicy: defaults, validation, overrides, floors, serialisation, profiles."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from thresholded import (
+    CalibrationProfile,
+    ModelMismatchError,
+    ProfileError,
+    RetrievalPolicy,
+    UncalibratedModelError,
+)
+
+# Defaults ------------------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    policy = RetrievalPolicy()
+    assert policy.min_similarity is None
+    assert policy.top_k == 4
+    assert policy.over_fetch == 3
+    assert policy.fetch_k == 12
+    assert policy.max_per_source == 2
+    assert policy.max_chars == 4000
+    assert policy.max_attachment_chars is None
+    assert policy.source_key == "source"
+    assert policy.embedding_model is None
+    assert policy.strict_score_kind is False
+    assert policy.hybrid_policy == "pass"
+
+
+def test_hybrid_policy_values() -> None:
+    assert RetrievalPolicy(hybrid_policy="rescore").hybrid_policy == "rescore"
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(hybrid_policy="drop")  # type: ignore[arg-type]
+    assert "hybrid_policy" in str(info.value)
+
+
+def test_fetch_k_is_top_k_times_over_fetch() -> None:
+    assert RetrievalPolicy(top_k=5, over_fetch=4).fetch_k == 20
+    assert RetrievalPolicy(top_k=1, over_fetch=1).fetch_k == 1
+
+
+def test_policy_is_frozen() -> None:
+    policy = RetrievalPolicy()
+    with pytest.raises(ValidationError):
+        policy.top_k = 10  # type: ignore[misc]
+    assert policy.top_k == 4
+
+
+def test_none_disables_caps() -> None:
+    policy = RetrievalPolicy(max_per_source=None, max_chars=None, max_attachment_chars=None)
+    assert policy.max_per_source is None
+    assert policy.max_chars is None
+    assert policy.max_attachment_chars is None
+
+
+# min_similarity validation -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [-1, -1.0, -0.25, 0, 0.0, 0.35, 1, 1.0])
+def test_valid_floors_are_accepted_as_floats(value: float) -> None:
+    policy = RetrievalPolicy(min_similarity=value)
+    assert policy.min_similarity == float(value)
+    assert isinstance(policy.min_similarity, float)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [math.nan, math.inf, -math.inf, 1.5, 1.0000001, -2, -1.0000001, "0.3", True, False, [0.3]],
+)
+def test_invalid_floors_are_rejected_naming_the_field(value: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(min_similarity=value)
+    assert "min_similarity" in str(info.value)
+
+
+def test_invalid_floor_in_json_is_rejected() -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.from_json('{"min_similarity": 1.5}')
+    assert "min_similarity" in str(info.value)
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.from_json('{"min_similarity": "0.3"}')
+    assert "min_similarity" in str(info.value)
+
+
+def test_nan_in_json_is_rejected() -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.from_json('{"min_similarity": NaN}')
+    assert "min_similarity" in str(info.value)
+
+
+# Other fields' validation ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("top_k", 0),
+        ("top_k", -1),
+        ("top_k", True),
+        ("top_k", 2.5),
+        ("top_k", "4"),
+        ("over_fetch", 0),
+        ("over_fetch", -3),
+        ("max_per_source", 0),
+        ("max_per_source", -1),
+        ("max_chars", 0),
+        ("max_chars", -100),
+        ("max_attachment_chars", 0),
+        ("source_key", ""),
+        ("source_key", "   "),
+        ("source_key", "\t\n"),
+        ("strict_score_kind", "yes"),
+        ("strict_score_kind", 1),
+    ],
+)
+def test_invalid_values_are_rejected_naming_the_field(field: str, value: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(**{field: value})
+    assert field in str(info.value)
+    errors = info.value.errors()
+    assert [e["loc"][0] for e in errors] == [field]
+
+
+def test_unknown_field_is_rejected_naming_it() -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(min_similarty=0.3)  # type: ignore[call-arg]
+    assert "min_similarty" in str(info.value)
+
+
+def test_unknown_field_in_stored_policy_is_rejected() -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.from_dict({"top_k": 3, "treshold": 0.4})
+    assert "treshold" in str(info.value)
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.from_json('{"treshold": 0.4}')
+    assert "treshold" in str(info.value)
+
+
+# Stored policies --------------------------------------------------------------------------
+
+
+def test_stored_policy_lacking_fields_loads_defaults() -> None:
+    policy = RetrievalPolicy.from_dict({"top_k": 6})
+    assert policy.top_k == 6
+    assert policy == RetrievalPolicy(top_k=6)
+    assert policy.max_chars == 4000
+    assert policy.min_similarity is None
+
+
+def test_empty_stored_policy_is_the_default_policy() -> None:
+    assert RetrievalPolicy.from_json("{}") == RetrievalPolicy()
+    assert RetrievalPolicy.from_dict({}) == RetrievalPolicy()
+
+
+def test_json_and_dict_round_trip() -> None:
+    policy = RetrievalPolicy(
+        min_similarity=0.42,
+        top_k=7,
+        over_fetch=2,
+        max_per_source=None,
+        max_chars=1234,
+        max_attachment_chars=99,
+        source_key="file_name",
+        embedding_model="bge-m3@1024",
+        strict_score_kind=True,
+    )
+    assert RetrievalPolicy.from_json(policy.to_json()) == policy
+    assert RetrievalPolicy.from_dict(policy.to_dict()) == policy
+    data = json.loads(policy.to_json())
+    assert data["embedding_model"] == "BAAI/bge-m3@1024"
+    assert data["max_per_source"] is None
+
+
+def test_save_and_load(tmp_path: Path) -> None:
+    policy = RetrievalPolicy(min_similarity=0.3, top_k=2)
+    path = tmp_path / "policy.json"
+    policy.save(path)
+    assert RetrievalPolicy.load(path) == policy
+    assert json.loads(path.read_text(encoding="utf-8"))["min_similarity"] == 0.3
+
+
+def test_load_of_partial_file_uses_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text('{"min_similarity": 0.5}', encoding="utf-8")
+    policy = RetrievalPolicy.load(path)
+    assert policy.min_similarity == 0.5
+    assert policy.top_k == 4
+    assert policy.max_per_source == 2
+
+
+def test_load_of_invalid_file_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text('{"top_k": 0}', encoding="utf-8")
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.load(path)
+    assert "top_k" in str(info.value)
+
+
+# Embedding model -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [
+        ("bge-m3", "BAAI/bge-m3"),
+        ("BGE-M3", "BAAI/bge-m3"),
+        ("baai/bge-m3", "BAAI/bge-m3"),
+        ("BAAI/bge-m3", "BAAI/bge-m3"),
+        ("bge-m3@1024", "BAAI/bge-m3@1024"),
+        ("  BAAI/bge-m3@1024  ", "BAAI/bge-m3@1024"),
+        ("minilm@384", "sentence-transformers/all-MiniLM-L6-v2@384"),
+        ("org/custom-model@256", "org/custom-model@256"),
+    ],
+)
+def test_embedding_model_is_canonical(given: str, canonical: str) -> None:
+    assert RetrievalPolicy(embedding_model=given).embedding_model == canonical
+
+
+def test_blank_embedding_model_is_rejected() -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(embedding_model="  ")
+    assert "embedding_model" in str(info.value)
+
+
+# Resolving the floor ---------------------------------------------------------------------
+
+
+def test_explicit_floor_wins() -> None:
+    assert RetrievalPolicy(min_similarity=0.6).resolve_min_similarity() == 0.6
+    assert RetrievalPolicy(min_similarity=0.6).resolve_min_similarity("minilm") == 0.6
+
+
+def test_zero_floor_resolves_to_zero_even_for_an_uncalibrated_model() -> None:
+    policy = RetrievalPolicy(min_similarity=0, embedding_model="org/uncalibrated")
+    assert policy.resolve_min_similarity() == 0.0
+    assert policy.resolve_min_similarity("org/uncalibrated@64") == 0.0
+
+
+def test_none_floor_is_the_default_of_bge_m3() -> None:
+    assert RetrievalPolicy(embedding_model="BAAI/bge-m3").resolve_min_similarity() == 0.35
+    assert RetrievalPolicy(embedding_model="bge-m3@1024").resolve_min_similarity() == 0.35
+    assert RetrievalPolicy().resolve_min_similarity("bge-m3") == 0.35
+    assert RetrievalPolicy().resolve_min_similarity("BAAI/bge-m3@1024") == 0.35
+
+
+def test_none_floor_for_unknown_model_says_to_calibrate() -> None:
+    with pytest.raises(UncalibratedModelError) as info:
+        RetrievalPolicy(embedding_model="org/unknown-model").resolve_min_similarity()
+    message = str(info.value)
+    assert "org/unknown-model" in message
+    assert "alibrat" in message
+
+
+def test_none_floor_without_any_model_says_to_calibrate() -> None:
+    with pytest.raises(UncalibratedModelError) as info:
+        RetrievalPolicy().resolve_min_similarity()
+    assert "embedding_model" in str(info.value)
+
+
+def test_mismatching_model_is_refused() -> None:
+    policy = RetrievalPolicy(min_similarity=0.35, embedding_model="BAAI/bge-m3")
+    with pytest.raises(ModelMismatchError) as info:
+        policy.resolve_min_similarity("sentence-transformers/all-MiniLM-L6-v2")
+    assert "BAAI/bge-m3" in str(info.value)
+    assert "all-MiniLM-L6-v2" in str(info.value)
+
+
+def test_mismatching_dimension_is_refused() -> None:
+    policy = RetrievalPolicy(embedding_model="BAAI/bge-m3@1024")
+    with pytest.raises(ModelMismatchError):
+        policy.resolve_min_similarity("BAAI/bge-m3@768")
+
+
+def test_same_model_under_an_alias_is_accepted() -> None:
+    policy = RetrievalPolicy(embedding_model="BAAI/bge-m3@1024")
+    assert policy.resolve_min_similarity("bge-m3") == 0.35
+    assert policy.resolve_min_similarity("bge-m3@1024") == 0.35
+
+
+def test_builtin_floor_refuses_another_dimension() -> None:
+    with pytest.raises(ModelMismatchError):
+        RetrievalPolicy().resolve_min_similarity("BAAI/bge-m3@768")
+
+
+# with_overrides --------------------------------------------------------------------------
+
+
+def test_with_overrides_returns_a_changed_copy() -> None:
+    policy = RetrievalPolicy(min_similarity=0.35, top_k=4)
+    changed = policy.with_overrides(min_similarity=0.5, top_k=2)
+    assert changed.min_similarity == 0.5
+    assert changed.top_k == 2
+    assert changed.max_chars == policy.max_chars
+    assert policy.min_similarity == 0.35  # the original is untouched
+    assert policy.top_k == 4
+
+
+def test_with_overrides_accepts_zero_floor() -> None:
+    changed = RetrievalPolicy(min_similarity=0.35).with_overrides(min_similarity=0)
+    assert changed.min_similarity == 0.0
+
+
+def test_with_overrides_ignores_none() -> None:
+    policy = RetrievalPolicy(min_similarity=0.4, max_chars=100)
+    assert policy.with_overrides(min_similarity=None, max_chars=None) == policy
+    assert policy.with_overrides() == policy
+
+
+def test_with_overrides_canonicalises_the_model() -> None:
+    changed = RetrievalPolicy().with_overrides(embedding_model="bge-m3")
+    assert changed.embedding_model == "BAAI/bge-m3"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("min_similarity", 1.5),
+        ("min_similarity", math.nan),
+        ("min_similarity", "0.3"),
+        ("top_k", 0),
+        ("max_chars", 0),
+        ("max_per_source", 0),
+        ("source_key", " "),
+        ("no_such_field", 1),
+    ],
+)
+def test_invalid_override_raises(field: str, value: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy().with_overrides(**{field: value})
+    assert field in str(info.value)
+
+
+# from_profile ----------------------------------------------------------------------------
+
+
+def _profile(tmp_path: Path, **fields: object) -> Path:
+    data = {
+        "version": 1,
+        "min_similarity": 0.41,
+        "embedding_model": "bge-m3@1024",
+        "collection": "docs",
+        **fields,
+    }
+    path = tmp_path / "profile.json"
+    CalibrationProfile(**data).save(path)  # type: ignore[arg-type]
+    return path
+
+
+def test_from_profile_takes_floor_and_model(tmp_path: Path) -> None:
+    path = _profile(tmp_path)
+    policy = RetrievalPolicy.from_profile(path, collection="docs", top_k=6)
+    assert policy.min_similarity == 0.41
+    assert policy.embedding_model == "BAAI/bge-m3@1024"
+    assert policy.top_k == 6
+    assert policy.resolve_min_similarity("bge-m3") == 0.41
+
+
+def test_from_profile_without_collection_is_accepted(tmp_path: Path) -> None:
+    policy = RetrievalPolicy.from_profile(_profile(tmp_path))
+    assert policy.min_similarity == 0.41
+
+
+def test_from_profile_refuses_another_collection(tmp_path: Path) -> None:
+    path = _profile(tmp_path)
+    with pytest.raises(ProfileError) as info:
+        RetrievalPolicy.from_profile(path, collection="laws")
+    message = str(info.value)
+    assert "docs" in message
+    assert "laws" in message
+    assert str(path) in message
+
+
+def test_from_profile_refuses_a_mismatching_model_later(tmp_path: Path) -> None:
+    policy = RetrievalPolicy.from_profile(_profile(tmp_path))
+    with pytest.raises(ModelMismatchError):
+        policy.resolve_min_similarity("minilm")
+
+
+def test_from_profile_of_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError) as info:
+        RetrievalPolicy.from_profile(tmp_path / "nope.json")
+    assert "nope.json" in str(info.value)
+
+
+def test_from_profile_validates_other_fields(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.from_profile(_profile(tmp_path), top_k=0)
+    assert "top_k" in str(info.value)

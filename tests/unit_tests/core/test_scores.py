@@ -1,0 +1,200 @@
+"""Score kinds and metrics: turning raw store scores into cosines."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from thresholded import Metric, NotUnitVectorError, ScoreKind, UnsupportedMetricError, to_cosine
+from thresholded.scores import check_unit_norm, is_valid_score
+
+
+def _unit_pair(cosine: float, dim: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """Two unit vectors whose cosine is exactly ``cosine``."""
+    q = np.zeros(dim)
+    q[0] = 1.0
+    s = np.zeros(dim)
+    s[0] = cosine
+    s[1] = math.sqrt(1.0 - cosine * cosine)
+    return q, s
+
+
+def _random_unit(rng: np.random.Generator, dim: int) -> np.ndarray:
+    v = rng.normal(size=dim)
+    return v / np.linalg.norm(v)
+
+
+# Metric.parse ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "metric"),
+    [
+        ("IP", Metric.IP),
+        ("ip", Metric.IP),
+        ("Ip", Metric.IP),
+        (" ip ", Metric.IP),
+        ("COSINE", Metric.COSINE),
+        ("cosine", Metric.COSINE),
+        ("CoSiNe", Metric.COSINE),
+        ("L2", Metric.L2),
+        ("l2", Metric.L2),
+        (Metric.L2, Metric.L2),
+    ],
+)
+def test_metric_parse_is_case_insensitive(text: str, metric: Metric) -> None:
+    assert Metric.parse(text) is metric
+
+
+@pytest.mark.parametrize("text", ["HAMMING", "jaccard", "", "L1", "dot"])
+def test_unknown_metric_is_an_error_naming_it(text: str) -> None:
+    with pytest.raises(UnsupportedMetricError) as info:
+        Metric.parse(text)
+    assert repr(text) in str(info.value)
+    # the message lists what is supported
+    for known in ("IP", "COSINE", "L2"):
+        assert known in str(info.value)
+
+
+def test_unsupported_metric_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        Metric.parse("BM25")
+
+
+def test_to_cosine_refuses_unknown_metric() -> None:
+    with pytest.raises(UnsupportedMetricError) as info:
+        to_cosine(0.5, "HAMMING")
+    assert "HAMMING" in str(info.value)
+
+
+def test_str_of_enums_is_their_value() -> None:
+    assert str(Metric.IP) == "IP"
+    assert str(ScoreKind.RRF) == "rrf"
+    assert f"{ScoreKind.COSINE}" == "cosine"
+
+
+# to_cosine -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("metric", ["IP", "ip", "COSINE", "cosine", Metric.IP, Metric.COSINE])
+@pytest.mark.parametrize("raw", [-1.0, -0.3, 0.0, 0.35, 0.9, 1.0])
+def test_ip_and_cosine_are_identity(metric: str, raw: float) -> None:
+    assert to_cosine(raw, metric) == raw
+
+
+@pytest.mark.parametrize(
+    ("distance", "cosine"),
+    [(0.0, 1.0), (2.0, 0.0), (4.0, -1.0), (1.0, 0.5), (1.3, 0.35), (0.2, 0.9)],
+)
+def test_l2_squared_distance_to_cosine(distance: float, cosine: float) -> None:
+    assert to_cosine(distance, "L2") == pytest.approx(cosine)
+    assert to_cosine(distance, "l2") == pytest.approx(cosine)
+
+
+@pytest.mark.parametrize("cosine", [-1.0, -0.6, 0.0, 0.35, 0.5, 0.8, 0.99, 1.0])
+def test_l2_on_hand_made_unit_vectors(cosine: float) -> None:
+    q, s = _unit_pair(cosine)
+    assert np.linalg.norm(q) == pytest.approx(1.0)
+    assert np.linalg.norm(s) == pytest.approx(1.0)
+    ip = float(q @ s)
+    assert ip == cosine  # exact by construction
+    squared_distance = float(np.sum((q - s) ** 2))
+    assert to_cosine(squared_distance, Metric.L2) == pytest.approx(cosine, abs=1e-12)
+    assert to_cosine(ip, Metric.IP) == cosine
+    assert to_cosine(ip, Metric.COSINE) == cosine
+
+
+def test_l2_on_random_unit_vectors_agrees_with_ip() -> None:
+    rng = np.random.default_rng(1234)
+    for dim in (3, 16, 384, 1024):
+        for _ in range(20):
+            a = _random_unit(rng, dim)
+            b = _random_unit(rng, dim)
+            cos = float(a @ b)
+            d = float(np.sum((a - b) ** 2))
+            assert to_cosine(d, "L2") == pytest.approx(cos, abs=1e-9)
+            assert to_cosine(cos, "IP") == cos
+
+
+def test_l2_is_not_the_plain_distance() -> None:
+    # Milvus L2 is the squared distance: reading the plain distance would be wrong.
+    q, s = _unit_pair(0.5)
+    plain = float(np.linalg.norm(q - s))  # = 1.0 for cos 0.5
+    squared = plain**2
+    assert to_cosine(squared, "L2") == pytest.approx(0.5)
+    q, s = _unit_pair(0.0)
+    plain = float(np.linalg.norm(q - s))  # sqrt(2)
+    assert to_cosine(plain, "L2") != pytest.approx(0.0)
+    assert to_cosine(plain**2, "L2") == pytest.approx(0.0)
+
+
+# check_unit_norm -------------------------------------------------------------------------
+
+
+def test_unit_vectors_are_accepted() -> None:
+    check_unit_norm([1.0, 0.0, 0.0])
+    check_unit_norm((0.6, 0.8))
+    check_unit_norm([1 / math.sqrt(3)] * 3)
+    rng = np.random.default_rng(7)
+    check_unit_norm(_random_unit(rng, 1024).tolist())
+
+
+def test_small_rounding_is_tolerated() -> None:
+    check_unit_norm([1.005, 0.0])
+    check_unit_norm([0.995, 0.0])
+
+
+@pytest.mark.parametrize(
+    "vector",
+    [
+        [2.0, 0.0],
+        [0.5, 0.5],
+        [0.0, 0.0, 0.0],
+        [1.02, 0.0],
+        [0.98, 0.0],
+        [math.nan, 0.0],
+        [math.inf, 0.0],
+        [3.0, 4.0],
+    ],
+)
+def test_non_unit_vectors_are_refused(vector: list[float]) -> None:
+    with pytest.raises(NotUnitVectorError) as info:
+        check_unit_norm(vector)
+    assert "query vector" in str(info.value)
+    assert "norm" in str(info.value)
+
+
+def test_non_unit_error_names_what_and_norm() -> None:
+    with pytest.raises(NotUnitVectorError) as info:
+        check_unit_norm([3.0, 4.0], what="section vector")
+    assert "section vector" in str(info.value)
+    assert "5.0000" in str(info.value)
+
+
+def test_raw_embedding_unnormalised_is_refused_normalised_accepted() -> None:
+    rng = np.random.default_rng(3)
+    raw = rng.normal(size=384) * 3.0
+    with pytest.raises(NotUnitVectorError):
+        check_unit_norm(raw.tolist())
+    check_unit_norm((raw / np.linalg.norm(raw)).tolist())
+
+
+# is_valid_score --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("score", "valid"),
+    [
+        (0.0, True),
+        (-1.0, True),
+        (0.5, True),
+        (None, False),
+        (math.nan, False),
+        (math.inf, False),
+        (-math.inf, False),
+    ],
+)
+def test_is_valid_score(score: float | None, valid: bool) -> None:
+    assert is_valid_score(score) is valid

@@ -1,0 +1,79 @@
+"""ThresholdedRetriever.from_retriever: wrap an existing VectorIndexRetriever."""
+
+from __future__ import annotations
+
+from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
+from llama_index.core.retrievers import VectorIndexRetriever
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+from llama_index_thresholded import ThresholdedRetriever
+
+ENGLISH = MetadataFilters(filters=[MetadataFilter(key="lang", value="en")])
+
+
+def spy_index(kit):
+    nodes = [
+        kit.section(
+            f"{lang}{i}",
+            0.9 - 0.1 * i - (0.05 if lang == "de" else 0.0),
+            axis=1 + i,
+            source=f"{lang}{i}",
+            lang=lang,
+        )
+        for lang in ("en", "de")
+        for i in range(5)
+    ]
+    store = kit.SpyStore()
+    return kit.build_index(nodes, kit.embedding(), store=store), store
+
+
+def test_from_retriever_keeps_the_filters_and_fetches_policy_fetch_k(kit):
+    index, store = spy_index(kit)
+    base = index.as_retriever(similarity_top_k=2, filters=ENGLISH)
+    policy = kit.policy(min_similarity=0.55, top_k=3, over_fetch=2)
+    retriever = ThresholdedRetriever.from_retriever(base, policy=policy, metric="COSINE")
+
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    query = store.queries[-1]
+    assert query.similarity_top_k == policy.fetch_k == 6
+    assert query.filters == ENGLISH
+    # only English sections were candidates: the filter ran in the store
+    candidates = [*report.selection.kept, *(d.candidate for d in report.selection.dropped)]
+    assert {c.id[:2] for c in candidates} == {"en"}
+    assert len(candidates) == 5  # all English ones: fewer than fetch_k exist
+    assert [n.node.node_id for n in report.kept] == ["en0", "en1", "en2"]
+    # en3 (0.6) clears the floor but is beyond top_k; en4 (0.5) is below it
+    assert report.drop_counts() == {"beyond_top_k": 1, "below_threshold": 1}
+    # the wrapped retriever is left as it was
+    assert base.similarity_top_k == 2
+    base.retrieve(kit.QUESTION)
+    assert store.queries[-1].similarity_top_k == 2
+
+
+def test_from_retriever_per_call_filters_replace_the_inherited_ones(kit):
+    index, store = spy_index(kit)
+    base = index.as_retriever(similarity_top_k=2, filters=ENGLISH)
+    retriever = ThresholdedRetriever.from_retriever(
+        base, policy=kit.policy(min_similarity=0.0, top_k=2), metric="COSINE"
+    )
+    german = MetadataFilters(filters=[MetadataFilter(key="lang", value="de")])
+    report = retriever.retrieve_with_report(kit.QUESTION, filters=german)
+    assert [n.node.node_id for n in report.kept] == ["de0", "de1"]
+    assert store.queries[-1].filters == german
+    assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["en0", "en1"]
+
+
+def test_from_retriever_inherits_the_callback_manager_and_embed_model(kit):
+    index, _ = spy_index(kit)
+    debug = LlamaDebugHandler()
+    other = kit.embedding({kit.QUESTION: kit.vec(0.9, axis=2)}, model_name="test/other")
+    base = VectorIndexRetriever(
+        index, similarity_top_k=2, embed_model=other, callback_manager=CallbackManager([debug])
+    )
+    retriever = ThresholdedRetriever.from_retriever(
+        base, policy=kit.policy(min_similarity=0.0), metric="COSINE", neighbours=0
+    )
+    assert retriever.callback_manager is base.callback_manager
+    retriever.retrieve(kit.QUESTION)
+    assert other._calls == [kit.QUESTION]  # the question was embedded by the inherited model
+    assert debug.get_event_pairs(CBEventType.RETRIEVE)

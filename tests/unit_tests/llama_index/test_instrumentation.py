@@ -1,0 +1,130 @@
+"""What one retrieval tells the outside: instrumentation events, callbacks and log lines."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from pydantic import PrivateAttr
+
+from llama_index_thresholded import ThresholdedRetriever, ThresholdSelectionEvent
+
+
+class Recorder(BaseEventHandler):
+    _events: list[Any] = PrivateAttr(default_factory=list)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "Recorder"
+
+    @property
+    def selections(self) -> list[ThresholdSelectionEvent]:
+        return [e for e in self._events if isinstance(e, ThresholdSelectionEvent)]
+
+    def handle(self, event: Any, **kwargs: Any) -> None:
+        self._events.append(event)
+
+
+@pytest.fixture
+def recorder():
+    root = get_dispatcher()
+    handler = Recorder()
+    root.add_event_handler(handler)
+    yield handler
+    root.event_handlers.remove(handler)
+
+
+@pytest.fixture
+def index(kit):
+    nodes = [
+        kit.section("a1", 0.9, source="A"),
+        kit.section("a2", 0.8, axis=2, source="A"),
+        kit.section("a3", 0.7, axis=3, source="A"),
+        kit.section("b1", 0.3, axis=4, source="B"),
+    ]
+    kit.link_chain(nodes[:2])
+    return kit.build_index(nodes, kit.embedding())
+
+
+def policy(kit):
+    return kit.policy(min_similarity=0.5, max_per_source=2)
+
+
+def test_an_event_handler_receives_the_selection_with_drop_reasons(kit, index, recorder):
+    retriever = ThresholdedRetriever(index, policy(kit), neighbours=1, parent_summaries=False)
+    retriever.retrieve(kit.QUESTION)
+
+    assert len(recorder.selections) == 1
+    event = recorder.selections[0]
+    assert event.class_name() == "ThresholdSelectionEvent"
+    assert event.query_str == kit.QUESTION
+    assert event.min_similarity == 0.5
+    assert event.score_kind == "cosine"
+    assert event.kept_ids == ["a1", "a2"]
+    assert event.attached_ids == []  # a1 and a2 are each other's neighbours, both kept
+    by_id = {d["id"]: d for d in event.dropped}
+    assert {i: d["reason"] for i, d in by_id.items()} == {
+        "a3": "source_cap",
+        "b1": "below_threshold",
+    }
+    assert by_id["b1"]["score"] == pytest.approx(0.3, abs=1e-9)
+
+
+def test_each_call_emits_its_own_event(kit, index, recorder):
+    retriever = ThresholdedRetriever(index, policy(kit), neighbours=0)
+    retriever.retrieve_with_report(kit.QUESTION)
+    retriever.retrieve_with_report(kit.ORTHOGONAL)
+    assert [e.query_str for e in recorder.selections] == [kit.QUESTION, kit.ORTHOGONAL]
+    assert recorder.selections[1].kept_ids == []
+    assert {d["reason"] for d in recorder.selections[1].dropped} == {"below_threshold"}
+
+
+def test_the_callback_manager_sees_the_dropped_candidates(kit, index):
+    debug = LlamaDebugHandler()
+    retriever = ThresholdedRetriever(
+        index, policy(kit), neighbours=0, callback_manager=CallbackManager([debug])
+    )
+    retriever.retrieve(kit.QUESTION)
+    payloads = [
+        end.payload
+        for _, end in debug.get_event_pairs(CBEventType.RETRIEVE)
+        if end.payload and "thresholded_dropped" in end.payload
+    ]
+    assert len(payloads) == 1
+    dropped = payloads[0]["thresholded_dropped"]
+    assert {d["id"]: d["reason"] for d in dropped} == {
+        "a3": "source_cap",
+        "b1": "below_threshold",
+    }
+    assert payloads[0]["thresholded_min_similarity"] == 0.5
+
+
+def test_a_debug_line_counts_kept_attached_and_dropped(kit, index, caplog):
+    retriever = ThresholdedRetriever(index, policy(kit), neighbours=0)
+    with caplog.at_level(logging.DEBUG, logger="llama_index_thresholded.retriever"):
+        retriever.retrieve(kit.QUESTION)
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "llama_index_thresholded.retriever" and r.levelno == logging.DEBUG
+    ]
+    assert len(lines) == 1
+    assert lines[0].startswith("kept 2, attached 0, dropped")
+    assert "'source_cap': 1" in lines[0]
+    assert "'below_threshold': 1" in lines[0]
+    assert "floor 0.5" in lines[0]
+
+
+def test_report_explain_lists_kept_attached_and_dropped(kit, index):
+    retriever = ThresholdedRetriever(index, policy(kit), neighbours=0)
+    text = retriever.retrieve_with_report(kit.QUESTION).explain()
+    assert "floor 0.5" in text
+    assert text.count("kept ") == 2
+    assert "source_cap" in text
+    assert "below_threshold" in text
+    nothing = retriever.retrieve_with_report(kit.ORTHOGONAL).explain()
+    assert "nothing matched" in nothing

@@ -1,0 +1,217 @@
+"""SimilarityThresholdPostprocessor: the same policy for query engines with their own retriever."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+from llama_index.core.postprocessor import PrevNextNodePostprocessor, SimilarityPostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_thresholded import SimilarityThresholdPostprocessor, ThresholdedRetriever
+from thresholded.errors import UncalibratedModelError
+from thresholded.policy import RetrievalPolicy
+from thresholded.selection import DropReason
+
+
+def scored(node_id, score, *, source="manual", text=None, **metadata):
+    meta = {"source": source, **metadata} if source is not None else dict(metadata)
+    node = TextNode(id_=node_id, text=text or f"Section {node_id}.", metadata=meta)
+    return NodeWithScore(node=node, score=score)
+
+
+def ids(nodes):
+    return [n.node.node_id for n in nodes]
+
+
+def post(**fields):
+    defaults = {"max_per_source": None, "max_chars": None}
+    return SimilarityThresholdPostprocessor(policy=RetrievalPolicy(**{**defaults, **fields}))
+
+
+def reasons(selection):
+    return {d.candidate.id: d.reason for d in selection.dropped}
+
+
+def test_floor_keeps_equal_and_drops_below(kit):
+    nodes = [scored("a", 0.9), scored("b", 0.5), scored("c", math.nextafter(0.5, 0.0))]
+    processor = post(min_similarity=0.5)
+    assert ids(processor.postprocess_nodes(nodes)) == ["a", "b"]
+    assert reasons(processor.select(nodes)) == {"c": DropReason.BELOW_THRESHOLD}
+
+
+def test_same_rules_in_the_same_order_as_the_retriever():
+    nodes = [
+        scored("a1", 0.95, text="a" * 10, source="A"),
+        scored("a-low", 0.4, text="a" * 10, source="A"),
+        scored("a2", 0.9, text="a" * 10, source="A"),
+        scored("a3", 0.85, text="a" * 500, source="A"),
+        scored("b-long", 0.8, text="b" * 95, source="B"),
+        scored("c", 0.75, text="c" * 10, source="C"),
+        scored("d", 0.7, text="d" * 10, source="D"),
+    ]
+    processor = SimilarityThresholdPostprocessor(
+        policy=RetrievalPolicy(min_similarity=0.5, top_k=3, max_per_source=2, max_chars=100)
+    )
+    assert ids(processor.postprocess_nodes(nodes)) == ["a1", "a2", "c"]
+    assert reasons(processor.select(nodes)) == {
+        "a-low": DropReason.BELOW_THRESHOLD,
+        "a3": DropReason.SOURCE_CAP,
+        "b-long": DropReason.BUDGET,
+        "d": DropReason.BEYOND_TOP_K,
+    }
+
+
+def test_source_cap_falls_back_to_the_document():
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo
+
+    nodes = [scored("x1", 0.9, source=None), scored("x2", 0.8, source=None)]
+    for n in nodes:
+        n.node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id="doc-x")
+    processor = post(min_similarity=0.5, max_per_source=1)
+    assert ids(processor.postprocess_nodes(nodes)) == ["x1"]
+    assert reasons(processor.select(nodes)) == {"x2": DropReason.SOURCE_CAP}
+
+
+def test_nodes_without_a_score_are_never_dropped_for_lacking_one(caplog):
+    nodes = [scored("a", 0.9), scored("free", None), scored("low", 0.1)]
+    with caplog.at_level(logging.WARNING):
+        out = post(min_similarity=0.5).postprocess_nodes(nodes)
+    assert ids(out) == ["a", "free"]
+    assert out[1].score is None
+
+
+def test_an_attachment_is_kept_exactly_when_its_anchor_is_kept():
+    nodes = [
+        scored("kept", 0.9),
+        scored("dropped", 0.2),
+        scored("n-kept", None, attached_role="neighbour", attached_to="kept"),
+        scored("n-dropped", None, attached_role="neighbour", attached_to="dropped"),
+        scored("p-kept", None, attached_role="parent_summary", attached_to="kept"),
+    ]
+    processor = post(min_similarity=0.5)
+    assert ids(processor.postprocess_nodes(nodes)) == ["kept", "n-kept", "p-kept"]
+    assert reasons(processor.select(nodes)) == {
+        "dropped": DropReason.BELOW_THRESHOLD,
+        "n-dropped": DropReason.ANCHOR_DROPPED,
+    }
+
+
+def test_attachments_with_an_unknown_anchor_are_kept_with_one_warning(caplog):
+    nodes = [
+        scored("kept", 0.9),
+        scored("orphan-1", None, attached_role="neighbour", attached_to="elsewhere"),
+        scored("orphan-2", None),
+    ]
+    with caplog.at_level(logging.WARNING):
+        out = post(min_similarity=0.5).postprocess_nodes(nodes)
+    assert ids(out) == ["kept", "orphan-1", "orphan-2"]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "2 unscored" in warnings[0].getMessage()
+
+
+def test_rrf_scores_pass_through(caplog):
+    nodes = [scored("fused", 0.016, score_kind="rrf"), scored("cos", 0.2)]
+    with caplog.at_level(logging.INFO):
+        out = post(min_similarity=0.5).postprocess_nodes(nodes)
+    assert ids(out) == ["fused"]
+    assert sum("not applied" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_score_kind_field_passes_every_node_through():
+    nodes = [scored("a", 0.03), scored("b", 0.01)]
+    processor = SimilarityThresholdPostprocessor(
+        policy=RetrievalPolicy(min_similarity=0.5), score_kind="rrf"
+    )
+    assert ids(processor.postprocess_nodes(nodes)) == ["a", "b"]
+
+
+def test_similarity_metadata_is_judged_not_the_rerank_score():
+    nodes = [
+        scored("reranked-high", 0.99, similarity=0.2),  # a reranker loved it; the cosine is low
+        scored("reranked-low", 0.01, similarity=0.8),
+        scored("plain", 0.7),
+    ]
+    processor = post(min_similarity=0.5)
+    out = processor.postprocess_nodes(nodes)
+    assert set(ids(out)) == {"reranked-low", "plain"}
+    assert reasons(processor.select(nodes)) == {"reranked-high": DropReason.BELOW_THRESHOLD}
+    # the node keeps the score it came with: the postprocessor judges, it does not rewrite
+    assert next(n for n in out if n.node.node_id == "reranked-low").score == 0.01
+
+
+def test_after_a_reranker_on_thresholded_retriever_output(kit):
+    """A reranker that inverts the scores sits between the retriever and the postprocessor."""
+    cosines = {"r1": 0.9, "r2": 0.6, "r3": 0.3}
+    nodes = [kit.section(i, c, axis=1 + n) for n, (i, c) in enumerate(cosines.items())]
+    index = kit.build_index(nodes, kit.embedding())
+    retrieved = ThresholdedRetriever(index, kit.policy(min_similarity=0.0), neighbours=0).retrieve(
+        kit.QUESTION
+    )
+    reranked = [NodeWithScore(node=n.node, score=1.0 - n.score) for n in reversed(retrieved)]
+    out = post(min_similarity=0.5).postprocess_nodes(reranked)
+    assert set(ids(out)) == {"r1", "r2"}
+
+
+def test_after_prev_next_it_keeps_the_unscored_neighbours(kit):
+    sections = [kit.section(f"s{i}", c, axis=1 + i) for i, c in enumerate([0.2, 0.9, 0.3])]
+    kit.link_chain(sections)
+    index = kit.build_index(sections, kit.embedding())
+    retrieved = index.as_retriever(similarity_top_k=1).retrieve(kit.QUESTION)
+    assert ids(retrieved) == ["s1"]
+    widened = PrevNextNodePostprocessor(
+        docstore=index.docstore, num_nodes=1, mode="both"
+    ).postprocess_nodes(retrieved)
+    assert sorted(ids(widened)) == ["s0", "s1", "s2"]
+
+    # LlamaIndex's own filter deletes the neighbours it just fetched ...
+    assert ids(SimilarityPostprocessor(similarity_cutoff=0.5).postprocess_nodes(widened)) == ["s1"]
+    # ... ours keeps them: they were never compared with the floor.
+    ours = post(min_similarity=0.5).postprocess_nodes(widened)
+    assert sorted(ids(ours)) == ["s0", "s1", "s2"]
+    assert ids(ours)[0] == "s1"
+
+
+def test_min_similarity_none_resolves_from_the_embedding_model():
+    processor = SimilarityThresholdPostprocessor(embedding_model="BAAI/bge-m3")
+    assert processor.min_similarity == 0.35
+    with pytest.raises(UncalibratedModelError):
+        SimilarityThresholdPostprocessor(embedding_model="acme/encoder-v1")
+
+
+def test_class_name_and_serialisation_round_trip():
+    policy = RetrievalPolicy(
+        min_similarity=0.42,
+        top_k=3,
+        over_fetch=2,
+        max_per_source=1,
+        max_chars=900,
+        max_attachment_chars=300,
+        source_key="url",
+    )
+    processor = SimilarityThresholdPostprocessor(policy=policy, score_kind="cosine")
+    assert SimilarityThresholdPostprocessor.class_name() == "SimilarityThresholdPostprocessor"
+
+    data = processor.to_dict()
+    assert data["class_name"] == "SimilarityThresholdPostprocessor"
+    assert data["policy"]["min_similarity"] == 0.42
+    restored = SimilarityThresholdPostprocessor.from_dict(data)
+    assert restored.policy == policy
+    assert restored.min_similarity == 0.42
+    assert restored.score_kind == processor.score_kind
+
+    via_json = SimilarityThresholdPostprocessor.from_json(processor.to_json())
+    assert via_json.policy == policy
+    nodes = [scored("a", 0.9, url="u1"), scored("b", 0.8, url="u1"), scored("c", 0.3, url="u2")]
+    assert ids(via_json.postprocess_nodes(nodes)) == ids(processor.postprocess_nodes(nodes))
+    assert ids(via_json.postprocess_nodes(nodes)) == ["a"]
+
+
+async def test_async_postprocess_matches_sync():
+    nodes = [scored("a", 0.9), scored("b", 0.3), scored("c", None)]
+    processor = post(min_similarity=0.5)
+    sync = processor.postprocess_nodes(nodes, QueryBundle("q"))
+    asynchronous = await processor.apostprocess_nodes(nodes, QueryBundle("q"))
+    assert ids(asynchronous) == ids(sync) == ["a", "c"]

@@ -1,0 +1,134 @@
+"""AbstainingQueryEngine: no matching section, no LLM call, a configured message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from llama_index.core import get_response_synthesizer
+from llama_index.core.base.llms.types import CompletionResponse
+from llama_index.core.llms import MockLLM
+from llama_index.core.query_engine import RetrieverQueryEngine
+from pydantic import PrivateAttr
+
+from llama_index_thresholded import (
+    DEFAULT_NO_MATCH_MESSAGE,
+    NOTHING_MATCHED,
+    AbstainingQueryEngine,
+    SimilarityThresholdPostprocessor,
+    ThresholdedRetriever,
+)
+from thresholded.policy import RetrievalPolicy
+
+
+class CountingLLM(MockLLM):
+    """MockLLM (it echoes the prompt) that counts its calls."""
+
+    _prompts: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        return len(self._prompts)
+
+    @property
+    def prompts(self) -> list[str]:
+        return self._prompts
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self._prompts.append(prompt)
+        return super().complete(prompt, formatted=formatted, **kwargs)
+
+
+@pytest.fixture
+def retriever(kit):
+    nodes = [
+        kit.section("refunds", 0.8, text="Refunds are paid within 14 days."),
+        kit.section("vat", 0.3, axis=2, text="VAT is charged on every invoice."),
+    ]
+    index = kit.build_index(nodes, kit.embedding())
+    return ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=0)
+
+
+def test_nothing_matched_returns_the_message_without_calling_the_llm(kit, retriever):
+    llm = CountingLLM()
+    engine = AbstainingQueryEngine.from_args(retriever, llm=llm)
+    response = engine.query(kit.ORTHOGONAL)
+    assert response.response == DEFAULT_NO_MATCH_MESSAGE == "No relevant information found."
+    assert response.metadata == {NOTHING_MATCHED: True}
+    assert response.source_nodes == []
+    assert llm.calls == 0
+
+
+def test_a_configured_message(kit, retriever):
+    llm = CountingLLM()
+    message = "I don't know. Write to support@example.com."
+    for engine in (
+        AbstainingQueryEngine.from_args(retriever, llm=llm, no_match_message=message),
+        AbstainingQueryEngine(
+            retriever,
+            response_synthesizer=get_response_synthesizer(llm=llm),
+            no_match_message=message,
+        ),
+    ):
+        response = engine.query(kit.ORTHOGONAL)
+        assert response.response == message
+        assert response.metadata[NOTHING_MATCHED] is True
+    assert llm.calls == 0
+
+
+def test_something_matched_calls_the_llm_with_the_kept_context(kit, retriever):
+    llm = CountingLLM()
+    engine = AbstainingQueryEngine.from_args(retriever, llm=llm)
+    response = engine.query(kit.QUESTION)
+    assert llm.calls >= 1
+    assert "Refunds are paid within 14 days." in llm.prompts[0]
+    assert "VAT is charged" not in llm.prompts[0]
+    assert response.response != DEFAULT_NO_MATCH_MESSAGE
+    assert not (response.metadata or {}).get(NOTHING_MATCHED)
+    assert [n.node.node_id for n in response.source_nodes] == ["refunds"]
+
+
+async def test_async_query_abstains_and_answers_like_sync(kit, retriever):
+    llm = CountingLLM()
+    engine = AbstainingQueryEngine.from_args(retriever, llm=llm)
+    nothing = await engine.aquery(kit.ORTHOGONAL)
+    assert nothing.response == DEFAULT_NO_MATCH_MESSAGE
+    assert nothing.metadata == {NOTHING_MATCHED: True}
+    assert llm.calls == 0
+    answered = await engine.aquery(kit.QUESTION)
+    assert llm.calls >= 1
+    assert [n.node.node_id for n in answered.source_nodes] == ["refunds"]
+
+
+def test_the_check_runs_after_the_node_postprocessors(kit, retriever):
+    llm = CountingLLM()
+    strict = SimilarityThresholdPostprocessor(policy=RetrievalPolicy(min_similarity=0.95))
+    engine = AbstainingQueryEngine.from_args(retriever, llm=llm, node_postprocessors=[strict])
+    response = engine.query(kit.QUESTION)  # retrieved at 0.8, removed by the postprocessor
+    assert response.metadata == {NOTHING_MATCHED: True}
+    assert llm.calls == 0
+
+
+def test_the_plain_retriever_query_engine_has_no_such_message(kit, retriever):
+    """The contrast: RetrieverQueryEngine answers an empty retrieval with "Empty Response"."""
+    llm = CountingLLM()
+    response = RetrieverQueryEngine.from_args(retriever, llm=llm).query(kit.ORTHOGONAL)
+    assert response.response == "Empty Response"
+    assert NOTHING_MATCHED not in (response.metadata or {})
+
+
+def test_streaming_engines_stream_the_message(kit, retriever):
+    llm = CountingLLM()
+    engine = AbstainingQueryEngine.from_args(retriever, llm=llm, streaming=True)
+    response = engine.query(kit.ORTHOGONAL)
+    assert "".join(response.response_gen) == DEFAULT_NO_MATCH_MESSAGE
+    assert response.metadata == {NOTHING_MATCHED: True}
+    assert llm.calls == 0
+
+
+async def test_async_streaming_engines_stream_the_message(kit, retriever):
+    llm = CountingLLM()
+    engine = AbstainingQueryEngine.from_args(retriever, llm=llm, streaming=True)
+    response = await engine.aquery(kit.ORTHOGONAL)
+    assert [token async for token in response.response_gen] == [DEFAULT_NO_MATCH_MESSAGE]
+    assert llm.calls == 0

@@ -1,0 +1,54 @@
+"""``thresholded bench``: what a threshold keeps and drops, through the real pipeline.
+
+It indexes the corpus into Milvus Lite and retrieves every question through
+``ThresholdedRetriever``, counting answering passages lost, unrelated questions
+emptied and candidates dropped, per question-language -> passage-language pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="measure a threshold through Milvus Lite and ThresholdedRetriever",
+        description=__doc__,
+    )
+    parser.add_argument("--corpus", required=True, help="passages JSONL (pid, lang, text, source)")
+    parser.add_argument(
+        "--queries", required=True, action="append", help="questions JSONL (repeatable)"
+    )
+    parser.add_argument("--model", required=True, help="minilm, use-multilingual, BAAI/bge-m3, dir")
+    parser.add_argument("--passages", choices=("en", "de", "all"), default="all")
+    floor = parser.add_mutually_exclusive_group(required=True)
+    floor.add_argument("--profile", help="calibration profile JSON")
+    floor.add_argument("--threshold", type=float, help="a cosine floor")
+    parser.add_argument("--json", required=True, dest="json_out", help="write the figures here")
+    parser.add_argument("--top-k", type=int, default=4)
+    parser.add_argument("--over-fetch", type=int, default=3)
+    parser.add_argument("--max-per-source", type=int, default=2)
+    parser.add_argument("--uri", help="Milvus URI (default: a temporary Milvus Lite file)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from llama_index_thresholded.bench import format_bench, run_bench
+
+    result = run_bench(
+        corpus=args.corpus,
+        queries=args.queries,
+        model=args.model,
+        passages=args.passages,
+        profile=args.profile,
+        threshold=args.threshold,
+        json_out=args.json_out,
+        top_k=args.top_k,
+        over_fetch=args.over_fetch,
+        max_per_source=args.max_per_source,
+        uri=args.uri,
+    )
+    print(format_bench(result))
+    return 0

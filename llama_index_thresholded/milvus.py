@@ -21,6 +21,7 @@ from llama_index.vector_stores.milvus import MilvusVectorStore
 from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
 from pymilvus import Function, FunctionType
 
+from thresholded.errors import CollectionNotFoundError
 from thresholded.scores import Metric
 
 _SearchResult = tuple[list[BaseNode], list[float], list[str]]
@@ -130,3 +131,62 @@ def milvus_store(
         overwrite=overwrite,
         **kwargs,
     )
+
+
+def existing_milvus_store(
+    uri: str, collection_name: str, *, token: str = "", **kwargs: Any
+) -> CompatibleMilvusVectorStore:
+    """A store over a collection that must already exist, with its real dimension and metric.
+
+    A misspelt name would otherwise create a new, empty collection, and every
+    question would then quietly "match nothing". The metric is read from the
+    collection's dense index, so its scores are read as what they are.
+    """
+    from pymilvus import MilvusClient
+
+    db_name = kwargs.get("db_name", "")
+    client = (
+        MilvusClient(uri=uri, token=token, db_name=db_name)
+        if db_name
+        else MilvusClient(uri=uri, token=token)
+    )
+    try:
+        names = client.list_collections()
+        if collection_name not in names:
+            raise CollectionNotFoundError(
+                f"collection {collection_name!r} does not exist at {uri}"
+                f"{f' (database {db_name!r})' if db_name else ''}; it has: {sorted(names)}"
+            )
+        field = kwargs.get("embedding_field", "embedding")
+        description = client.describe_collection(collection_name)
+        dim = next(
+            (
+                int(spec["params"]["dim"])
+                for spec in description.get("fields", [])
+                if spec.get("name") == field and "dim" in spec.get("params", {})
+            ),
+            None,
+        )
+        if dim is None:
+            raise CollectionNotFoundError(
+                f"collection {collection_name!r} has no dense vector field {field!r}"
+            )
+        metric = _index_metric(client, collection_name, field)
+    finally:
+        client.close()
+    return CompatibleMilvusVectorStore(
+        uri=uri,
+        token=token,
+        collection_name=collection_name,
+        dim=dim,
+        similarity_metric=metric,
+        **kwargs,
+    )
+
+
+def _index_metric(client: Any, collection_name: str, field: str) -> str:
+    for index_name in client.list_indexes(collection_name, field_name=field):
+        described = client.describe_index(collection_name, index_name)
+        if described.get("metric_type"):
+            return Metric.parse(described["metric_type"]).value
+    return Metric.IP.value

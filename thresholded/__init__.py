@@ -7,6 +7,7 @@ and ``langchain_thresholded``.
 
 from thresholded import metadata_keys
 from thresholded.errors import (
+    CollectionNotFoundError,
     DimensionMismatchError,
     ModelMismatchError,
     ModelWeightsNotFoundError,
@@ -36,6 +37,7 @@ __all__ = [
     "AttachedRole",
     "CalibrationProfile",
     "Candidate",
+    "CollectionNotFoundError",
     "DimensionMismatchError",
     "DropReason",
     "Dropped",

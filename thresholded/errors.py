@@ -37,3 +37,7 @@ class ModelWeightsNotFoundError(ThresholdedError, FileNotFoundError):
 
 class ProfileError(ThresholdedError, ValueError):
     """A calibration profile is corrupt, of an unknown version, or does not fit."""
+
+
+class CollectionNotFoundError(ThresholdedError, LookupError):
+    """A collection that was asked for by name does not exist."""

@@ -1,0 +1,86 @@
+"""Bad input on the real stack: each case is a clear error or a documented safe result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.schema import TextNode
+
+from llama_index_thresholded import ThresholdedRetriever
+from llama_index_thresholded.milvus import existing_milvus_store, milvus_store
+from thresholded import CollectionNotFoundError, DimensionMismatchError, RetrievalPolicy
+
+pytestmark = pytest.mark.integration
+
+TEXTS = [
+    "To get a refund, open Settings, then Billing, and choose Request a refund.",
+    "Two-factor authentication protects your account with a code from your phone.",
+    "Export your workspace as CSV or JSON from the Data page.",
+]
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("bad-input") / "kb.db")
+
+
+@pytest.fixture(scope="module")
+def index(uri: str, minilm_embed_model) -> VectorStoreIndex:
+    store = milvus_store(uri, "kb", dim=384, metric="COSINE")
+    nodes = [TextNode(text=t, metadata={"source": f"doc{i}"}) for i, t in enumerate(TEXTS)]
+    storage = StorageContext.from_defaults(vector_store=store)
+    return VectorStoreIndex(nodes, storage_context=storage, embed_model=minilm_embed_model)
+
+
+def test_a_question_longer_than_the_model_input_is_truncated_not_fatal(index) -> None:
+    """MiniLM reads 256 word pieces; a 40,000-character question is cut to them, not refused.
+
+    What counts is the start of the question: the floor is off here because the
+    padding dilutes the cosine, which is the honest outcome for such a question.
+    """
+    retriever = ThresholdedRetriever(index, RetrievalPolicy(min_similarity=0.0), neighbours=0)
+    question = "How do I get a refund for my plan? " + "please help " * 3500
+    assert len(question) > 40_000
+    report = retriever.retrieve_with_report(question)
+    assert [n.node.metadata["source"] for n in report.kept][:1] == ["doc0"]
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\n\t"])
+def test_an_empty_question_is_an_error(index, question: str) -> None:
+    retriever = ThresholdedRetriever(index, RetrievalPolicy(min_similarity=0.3), neighbours=0)
+    with pytest.raises(ValueError, match="empty"):
+        retriever.retrieve(question)
+
+
+def test_a_missing_collection_is_named(uri: str, index) -> None:
+    with pytest.raises(CollectionNotFoundError, match=r"'kb_typo' does not exist.*'kb'"):
+        existing_milvus_store(uri, "kb_typo")
+
+
+def test_an_existing_collection_opens_with_its_dimension_and_metric(uri: str, index) -> None:
+    store = existing_milvus_store(uri, "kb")
+    assert store.dim == 384
+    assert store.similarity_metric == "COSINE"
+
+
+def test_a_model_of_another_dimension_is_refused_naming_both(uri: str, index) -> None:
+    from llama_index_thresholded import UniversalSentenceEncoderEmbedding
+
+    use = UniversalSentenceEncoderEmbedding()
+    other = VectorStoreIndex.from_vector_store(existing_milvus_store(uri, "kb"), embed_model=use)
+    retriever = ThresholdedRetriever(other, RetrievalPolicy(min_similarity=0.3), neighbours=0)
+    with pytest.raises(DimensionMismatchError, match=r"512.*384"):
+        retriever.retrieve("How do I get a refund?")
+
+
+def test_a_profile_of_another_model_is_refused(tmp_path: Path, index) -> None:
+    from thresholded import ModelMismatchError
+
+    profile = tmp_path / "p.json"
+    profile.write_text(
+        '{"version": 1, "min_similarity": 0.35, "embedding_model": "BAAI/bge-m3@1024"}'
+    )
+    with pytest.raises(ModelMismatchError, match="bge-m3"):
+        ThresholdedRetriever(index, profile=profile, collection="kb")

@@ -28,7 +28,7 @@ class DroppedDocument:
     reason: DropReason
     id: str
     similarity: float | None
-    """The cosine, for dense results; None for attachments and other score kinds."""
+    """The cosine, where one is known (dense or re-scored results); None for attachments."""
 
 
 @dataclass(frozen=True)
@@ -68,12 +68,7 @@ class ThresholdedReport:
                     document=document_of(d.candidate.item),
                     reason=d.reason,
                     id=d.candidate.id,
-                    similarity=(
-                        d.candidate.score
-                        if d.candidate.score_kind is ScoreKind.COSINE
-                        and not d.candidate.is_attachment
-                        else None
-                    ),
+                    similarity=None if d.candidate.is_attachment else d.candidate.floor_score,
                 )
                 for d in selection.dropped
             ),
@@ -138,7 +133,7 @@ def _itself(item: Any) -> Document:
 
 
 def _similarity(candidate: Candidate[Any]) -> float | None:
-    return candidate.score if candidate.score_kind is ScoreKind.COSINE else None
+    return candidate.floor_score
 
 
 def _value(role: Any) -> str | None:

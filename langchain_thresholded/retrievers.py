@@ -89,11 +89,13 @@ class ThresholdedRetriever(BaseRetriever):
     metric: Metric | None = None
     """The store's metric, for stores it cannot be read from: ``COSINE``, ``IP`` or ``L2``."""
     score_mode: Literal["metric", "rescore"] = "metric"
-    """``metric``: convert the store's raw score; ``rescore``: embed the candidates and compute
-    the cosine (any store, any score; costs one embedding call per search)."""
+    """``metric``: convert the store's raw score from its metric; ``rescore``: embed the
+    candidates' text and compute the cosine (any store; one embedding batch per search)."""
     score_kind: ScoreKind = ScoreKind.COSINE
     """What the store's scores are. Other kinds (``rrf``, ``weighted``, ...) are searched by
-    query text and never cut by the floor, unless re-scored."""
+    query text and never cut by the floor, unless re-scored (``score_mode="rescore"`` or
+    ``policy.hybrid_policy="rescore"``): then the floor reads their dense cosine, and their
+    own score and order stay."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Passed to every search, e.g. ``{"expr": ...}`` or Milvus's ``{"param": ...}``."""
     docstore: BaseStore[str, Document] | None = None
@@ -108,6 +110,9 @@ class ThresholdedRetriever(BaseRetriever):
     id_key: str | None = None
     """Metadata key of a document's id when ``Document.id`` is empty; default: the Milvus
     primary field for langchain-milvus stores. Without an id a document is known by its text."""
+    allow_model_mismatch: bool = False
+    """Use ``policy``'s floor even when ``policy.embedding_model`` differs from the embeddings'
+    ``model_id``. A floor measured for one model means nothing for another: only when you know."""
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -230,12 +235,15 @@ class ThresholdedRetriever(BaseRetriever):
             raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
         if is_milvus(self.vectorstore) and "filter" in store_kwargs and "expr" not in store_kwargs:
             store_kwargs["expr"] = store_kwargs.pop("filter")
+        return _Call(policy=policy, floor=self._resolve_floor(policy), store_kwargs=store_kwargs)
+
+    def _resolve_floor(self, policy: RetrievalPolicy) -> float:
+        """The floor; the embeddings' ``model_id`` must match the policy's model, if both say."""
         model = getattr(self._store_embeddings(), "model_id", None)
-        return _Call(
-            policy=policy,
-            floor=policy.resolve_min_similarity(model if isinstance(model, str) else None),
-            store_kwargs=store_kwargs,
-        )
+        model = model if isinstance(model, str) else None
+        if self.allow_model_mismatch and policy.embedding_model is not None:
+            model = None
+        return policy.resolve_min_similarity(model)
 
     def _search(self, query: str, call: _Call) -> tuple[ScoredDocs, ScoreKind]:
         store, fetch_k, kwargs = self.vectorstore, call.policy.fetch_k, call.store_kwargs

@@ -1,7 +1,8 @@
 """Index a markdown knowledge base as LlamaIndex nodes on a vector store.
 
 Sections become nodes linked prev/next, each with its document's summary as
-PARENT. Sections go into the vector store; summaries go into the docstore, so
+PARENT. A section is embedded as its own text (its heading included), without
+its metadata, so every framework embeds the same string. Sections go into the vector store; summaries go into the docstore, so
 they are never retrieved on their own but can be attached to kept sections.
 """
 
@@ -26,7 +27,15 @@ def knowledge_nodes(documents: list[KnowledgeDocument]) -> tuple[list[TextNode],
             metadata={**doc.metadata, "section": "summary"},
         )
         summaries.append(summary)
-        nodes = [TextNode(id_=s.id, text=s.text, metadata=dict(s.metadata)) for s in doc.sections]
+        nodes = [
+            TextNode(
+                id_=s.id,
+                text=s.text,
+                metadata=dict(s.metadata),
+                excluded_embed_metadata_keys=list(s.metadata),
+            )
+            for s in doc.sections
+        ]
         for i, node in enumerate(nodes):
             node.relationships[NodeRelationship.PARENT] = RelatedNodeInfo(node_id=summary.node_id)
             if i > 0:

@@ -60,7 +60,8 @@ def to_cosine(raw: float, metric: Metric | str) -> float:
     """
     metric = Metric.parse(metric)
     if metric is Metric.L2:
-        return 1.0 - raw / 2.0
+        # float32 distances can put an identical vector a hair outside [-1, 1]
+        return min(1.0, max(-1.0, 1.0 - raw / 2.0))
     return raw
 
 
@@ -74,7 +75,7 @@ def check_unit_norm(vector: list[float] | tuple[float, ...], *, what: str = "que
         raise NotUnitVectorError(
             f"the {what} has norm {norm:.4f}, not 1: an inner product with it is not a "
             "cosine similarity, so a cosine floor would cut the wrong results. Normalise "
-            "the embeddings (e.g. HuggingFaceEmbedding(normalize=True)) or index with COSINE."
+            "the embeddings (most embedding classes have a normalize option) or index with COSINE."
         )
 
 

@@ -116,8 +116,10 @@ class Selection(Generic[T]):
         """How many candidates each reason dropped."""
         return dict(Counter(d.reason.value for d in self.dropped))
 
-    def dropped_for(self, reason: DropReason) -> tuple[Candidate[T], ...]:
-        return tuple(d.candidate for d in self.dropped if d.reason is reason)
+    def dropped_for(self, reason: DropReason | str) -> tuple[Candidate[T], ...]:
+        """The candidates one reason dropped; the reason may be given by name."""
+        wanted = DropReason(reason)
+        return tuple(d.candidate for d in self.dropped if d.reason is wanted)
 
 
 def select(

@@ -94,7 +94,7 @@ def test_a_re_scored_hybrid_result_meets_the_floor_with_its_cosine():
     report = SimilarityThresholdCompressor(min_similarity=0.5).compress_with_report(docs)
     assert ids(report.kept) == ["rrf-close"]
     assert [(d.id, d.reason.value, d.similarity) for d in report.dropped] == [
-        ("rrf-far", "below_threshold", None)
+        ("rrf-far", "below_threshold", 0.1)
     ]
 
 

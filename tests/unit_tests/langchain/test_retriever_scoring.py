@@ -189,6 +189,12 @@ def test_policy_model_must_match_the_embeddings_model(corpus):
     )
     with pytest.raises(ModelMismatchError):
         retriever.invoke(Q)
+    allowed = ThresholdedRetriever(
+        vectorstore=c.store,
+        policy=POLICY.model_copy(update={"embedding_model": "BAAI/bge-m3"}),
+        allow_model_mismatch=True,
+    )
+    assert [d.id for d in allowed.invoke(Q)] == ["a", "b"]
 
 
 def test_default_floor_comes_from_the_embeddings_model(corpus):

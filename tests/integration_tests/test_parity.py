@@ -1,0 +1,93 @@
+"""LlamaIndex and LangChain keep the same sections, in the same order, with the same cosines.
+
+Same corpus (the example knowledge base), same model (the packaged MiniLM), same questions,
+same policy and floor, both on Milvus Lite with IP on unit vectors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from thresholded import RetrievalPolicy
+from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
+
+pytestmark = pytest.mark.integration
+
+QUESTIONS = [
+    "How do I get my money back?",
+    "I was charged twice",
+    "How do I turn on two-factor authentication?",
+    "Which integrations are available?",
+    "How do I delete my account permanently?",
+    "What's the weather in Mumbai today?",
+    "Who painted the Mona Lisa?",
+]
+
+
+@pytest.fixture(scope="module")
+def policy() -> RetrievalPolicy:
+    return RetrievalPolicy.from_profile(EXAMPLE_KNOWLEDGE_BASE / "threshold.json")
+
+
+@pytest.fixture(scope="module")
+def llama_index_retriever(tmp_path_factory, minilm_embed_model, policy) -> Any:
+    from llama_index_thresholded import ThresholdedRetriever
+    from llama_index_thresholded.knowledge_base import index_knowledge_base
+    from llama_index_thresholded.milvus import milvus_store
+
+    store = milvus_store(str(tmp_path_factory.mktemp("li") / "kb.db"), "support_kb", dim=384)
+    index = index_knowledge_base(load_knowledge_base(), store, minilm_embed_model)
+    return ThresholdedRetriever(index, policy, neighbours=0, parent_summaries=False, pushdown=False)
+
+
+@pytest.fixture(scope="module")
+def langchain_retriever(tmp_path_factory, policy) -> Any:
+    pytest.importorskip("langchain_milvus")
+    from langchain_milvus import Milvus
+
+    from langchain_thresholded import ThresholdedRetriever, ensure_orm_connection
+    from langchain_thresholded.embeddings import minilm_embeddings
+
+    path: Path = tmp_path_factory.mktemp("lc") / "kb.db"
+    store = Milvus(
+        embedding_function=minilm_embeddings(),
+        collection_name="support_kb",
+        connection_args={"uri": str(path)},
+        index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
+        drop_old=True,
+        auto_id=False,
+    )
+    ensure_orm_connection(store)
+    sections = [s for doc in load_knowledge_base() for s in doc.sections]
+    store.add_texts(
+        [s.text for s in sections],
+        metadatas=[{k: str(v) for k, v in s.metadata.items()} for s in sections],
+        ids=[s.id for s in sections],
+    )
+    return ThresholdedRetriever(vectorstore=store, policy=policy, neighbours=0)
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_same_sections_same_order_same_cosines(
+    llama_index_retriever: Any, langchain_retriever: Any, question: str
+) -> None:
+    ours = llama_index_retriever.retrieve_with_report(question)
+    theirs = langchain_retriever.retrieve_with_report(question)
+    assert [n.node.node_id for n in ours.kept] == [d.id for d in theirs.kept]
+    assert [n.node.metadata["source"] for n in ours.kept] == [
+        d.metadata["source"] for d in theirs.kept
+    ]
+    for node, doc in zip(ours.kept, theirs.kept, strict=True):
+        assert node.node.metadata["similarity"] == pytest.approx(
+            doc.metadata["similarity"], abs=1e-6
+        )
+    assert ours.nothing_matched == theirs.nothing_matched
+
+
+def test_the_weather_question_is_empty_in_both(llama_index_retriever, langchain_retriever) -> None:
+    question = "What's the weather in Mumbai today?"
+    assert llama_index_retriever.retrieve(question) == []
+    assert langchain_retriever.invoke(question) == []

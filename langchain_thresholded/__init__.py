@@ -8,6 +8,7 @@ embeddings of the packaged models are in ``langchain_thresholded.embeddings``.
 """
 
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
+from langchain_thresholded.ensemble import RetrieverSource
 from langchain_thresholded.milvus import ensure_orm_connection
 from langchain_thresholded.report import EVENT_NAME, DroppedDocument, ThresholdedReport
 from langchain_thresholded.retrievers import ThresholdedRetriever
@@ -23,6 +24,7 @@ __all__ = [
     "DroppedDocument",
     "Metric",
     "RetrievalPolicy",
+    "RetrieverSource",
     "ScoreKind",
     "SimilarityThresholdCompressor",
     "ThresholdedReport",

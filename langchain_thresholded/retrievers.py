@@ -152,6 +152,29 @@ class ThresholdedRetriever(BaseRetriever):
         await self.ainvoke(query, config, **kwargs, **{_REPORT_SINK: sink})
         return sink[0]
 
+    @classmethod
+    def from_retriever(
+        cls,
+        retriever: BaseRetriever,
+        *,
+        embeddings: Embeddings | None = None,
+        score_key: str | None = None,
+        **fields: Any,
+    ) -> ThresholdedRetriever:
+        """Apply the policy to another retriever's results, e.g. an ``EnsembleRetriever``.
+
+        An ensemble's documents get their weighted RRF score (kind ``rrf``), which is
+        never compared with the floor; with ``policy.hybrid_policy="rescore"`` (or
+        ``score_mode="rescore"``) the floor meets each document's dense cosine,
+        computed with ``embeddings``, and the RRF score and order stay. See
+        :class:`langchain_thresholded.ensemble.RetrieverSource`.
+        """
+        from langchain_thresholded.ensemble import RetrieverSource
+
+        source = RetrieverSource(retriever, embeddings=embeddings, score_key=score_key)
+        fields.setdefault("score_kind", source.score_kind)
+        return cls(vectorstore=source, embeddings=embeddings, **fields)
+
     # BaseRetriever -----------------------------------------------------------------
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any

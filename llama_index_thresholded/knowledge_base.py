@@ -2,8 +2,9 @@
 
 Sections become nodes linked prev/next, each with its document's summary as
 PARENT. A section is embedded as its own text (its heading included), without
-its metadata, so every framework embeds the same string. Sections go into the vector store; summaries go into the docstore, so
-they are never retrieved on their own but can be attached to kept sections.
+its metadata, so every framework embeds the same string. Sections go into the
+vector store; summaries go into the docstore, so they are never retrieved on
+their own but can be attached to kept sections.
 """
 
 from __future__ import annotations

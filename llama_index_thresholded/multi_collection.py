@@ -434,16 +434,20 @@ class MultiCollectionRetriever(BaseRetriever):
         filters: MetadataFilters | None,
     ) -> list[tuple[_Member, Any]]:
         """Each collection's call, checked here: a bad filter or vector is an error, not a
-        failed collection."""
+        failed collection. The vector is checked once per kind of collection."""
         plans = []
+        checked: set[tuple[Any, Any]] = set()
         for member in self._members:
             sub = member.retriever
+            k = member.retrieve_k or policy.fetch_k
             sub_call = sub._call(
                 min_similarity=min_similarity,
-                top_k=member.retrieve_k or policy.fetch_k,
+                top_k=None if k == sub.policy.top_k else k,
                 filters=filters,
             )
-            sub._check_query_vector(bundle)
+            if (sub._dimension, sub._metric) not in checked:
+                sub._check_query_vector(bundle)
+                checked.add((sub._dimension, sub._metric))
             plans.append((member, sub_call))
         return plans
 

@@ -6,6 +6,7 @@ and ``langchain_thresholded``.
 """
 
 from thresholded import metadata_keys
+from thresholded.calibration import calibrate
 from thresholded.errors import (
     CollectionNotFoundError,
     DimensionMismatchError,
@@ -55,6 +56,7 @@ __all__ = [
     "UncalibratedModelError",
     "UnsupportedMetricError",
     "attach",
+    "calibrate",
     "default_floor",
     "metadata_keys",
     "select",

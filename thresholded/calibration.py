@@ -37,12 +37,16 @@ from thresholded.models import ModelId
 from thresholded.profile import PROFILE_VERSION, CalibrationProfile
 
 __all__ = [
+    "DEFAULT_MARGIN",
+    "DEFAULT_MAX_LOSS",
     "MODES",
     "BatchedEmbedder",
     "CalibrationResult",
     "CrossValidation",
     "CurvePoint",
     "Embedder",
+    "Mode",
+    "OriginRange",
     "PairCV",
     "PairScores",
     "PairTable",
@@ -50,7 +54,10 @@ __all__ = [
     "Question",
     "SimpleCalibrationResult",
     "SimpleForm",
+    "SimpleRow",
     "Suggestion",
+    "allowed_passages",
+    "assign_folds",
     "calibrate",
     "calibrate_simple",
     "clopper_pearson_upper",
@@ -60,8 +67,10 @@ __all__ = [
     "load_corpus",
     "load_questions",
     "load_simple_form",
+    "pair_table",
     "score_pairs",
     "suggest",
+    "summarise",
     "trade_off",
 ]
 
@@ -114,11 +123,16 @@ class BatchedEmbedder:
     def _run(
         self, fn: Callable[[list[str]], Sequence[Sequence[float]]], texts: Sequence[str], desc: str
     ) -> np.ndarray:
-        from tqdm.auto import tqdm
-
         rows: list[Sequence[float]] = []
-        with tqdm(total=len(texts), desc=desc, unit="text", disable=not self.progress) as bar:
-            for start in range(0, len(texts), self.batch_size):
+        batches = range(0, len(texts), self.batch_size)
+        if not self.progress:
+            for start in batches:
+                rows.extend(fn(list(texts[start : start + self.batch_size])))
+            return np.asarray(rows, dtype=np.float64)
+        from tqdm import tqdm  # plain tqdm: works in a terminal and a notebook without widgets
+
+        with tqdm(total=len(texts), desc=desc, unit="text") as bar:
+            for start in batches:
                 batch = list(texts[start : start + self.batch_size])
                 rows.extend(fn(batch))
                 bar.update(len(batch))
@@ -165,6 +179,11 @@ class PairScores:
     def junk(self) -> np.ndarray:
         """Best scores of the unrelated questions."""
         return self.top[~self.answerable]
+
+    @property
+    def junk_origins(self) -> tuple[str, ...]:
+        """The set of each unrelated question, in the order of ``junk``."""
+        return tuple(o for o, ok in zip(self.origins, self.answerable, strict=True) if not ok)
 
     def subset(self, mask: np.ndarray) -> PairScores:
         """The same pair restricted to some questions (a cross-validation fold)."""
@@ -379,9 +398,12 @@ class CurvePoint:
     emptied: int
     emptied_share: float
     dropped_share: float
+    emptied_by_origin: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _r(v) for k, v in self.__dict__.items()}
+        data = {k: _r(v) for k, v in self.__dict__.items() if k != "emptied_by_origin"}
+        data["emptied_by_origin"] = {k: _r(v) for k, v in self.emptied_by_origin.items()}
+        return data
 
 
 def default_grid(start: float = 0.0, stop: float = 0.8, step: float = 0.01) -> tuple[float, ...]:
@@ -395,16 +417,20 @@ def trade_off(
     junk: np.ndarray,
     candidates: np.ndarray | None = None,
     grid: Sequence[float] | None = None,
+    junk_origins: Sequence[str] | None = None,
 ) -> tuple[CurvePoint, ...]:
     """What each candidate threshold costs (answers lost) and buys (questions emptied).
 
     An answering passage is lost when its score is below the threshold; an
     unrelated question is emptied when even its best result is below it.
     ``candidates`` (questions x fetched scores) gives the share of fetched
-    sections the floor drops before the reranker.
+    sections the floor drops before the reranker; ``junk_origins`` (one label per
+    unrelated question) splits the emptied share by set, e.g. CLINC vs near-miss.
     """
     grid = default_grid() if grid is None else grid
     cand = np.empty((0, 0)) if candidates is None else candidates
+    origins = np.asarray(junk_origins if junk_origins is not None else [], dtype=object)
+    sets = sorted(set(origins.tolist())) if origins.size == junk.size else []
     points = []
     for t in grid:
         lost = int((good < t).sum())
@@ -417,6 +443,7 @@ def trade_off(
                 emptied=emptied,
                 emptied_share=emptied / junk.size if junk.size else 0.0,
                 dropped_share=float((cand < t).mean()) if cand.size else 0.0,
+                emptied_by_origin={o: float((junk[origins == o] < t).mean()) for o in sets},
             )
         )
     return tuple(points)
@@ -997,7 +1024,9 @@ def summarise(
         max_loss=max_loss,
         pairs=tuple(pairs),
         tables=tuple(pair_table(s, top_k=top_k) for s in pairs),
-        curves={s.pair: trade_off(s.good, s.junk, s.candidates, grid) for s in pairs},
+        curves={
+            s.pair: trade_off(s.good, s.junk, s.candidates, grid, s.junk_origins) for s in pairs
+        },
         suggestions=suggestions,
         cross_validation=cv,
         top_k=top_k,

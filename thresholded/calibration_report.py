@@ -57,9 +57,13 @@ def _curve_rows(
     curves: dict[str, tuple[CurvePoint, ...]], marks: dict[float, str]
 ) -> tuple[list[str], list[list[str]]]:
     pairs = list(curves)
+    split = {pair: len(curves[pair][0].emptied_by_origin) > 1 for pair in pairs}
     header = ["threshold"]
     for pair in pairs:
-        header += [f"{pair} lost", "emptied", "candidates dropped"]
+        header += [f"{pair} lost", "emptied"]
+        if split[pair]:
+            header.append("emptied " + " / ".join(curves[pair][0].emptied_by_origin))
+        header += ["candidates dropped"]
     rows = []
     first = curves[pairs[0]]
     for i, point in enumerate(first):
@@ -72,6 +76,8 @@ def _curve_rows(
         for pair in pairs:
             p = curves[pair][i]
             row += [f"{p.lost} ({_pct(p.lost_share)})", f"{p.emptied} ({_pct(p.emptied_share)})"]
+            if split[pair]:
+                row.append(" / ".join(_pct(v) for v in p.emptied_by_origin.values()))
             row.append(_pct(p.dropped_share))
         rows.append(row)
     return header, rows
@@ -213,7 +219,8 @@ def format_result(result: CalibrationResult) -> str:
             "questions as independent, the bootstrap resamples whole articles.",
         ]
     notes = [f"{cv.mode}: {cv.note}" for cv in result.cross_validation.values() if cv.note]
-    out += [f"- {n}" for n in notes]
+    if notes:
+        out += ["", *(f"- {n}" for n in notes)]
     return "\n".join(out) + "\n"
 
 
@@ -300,21 +307,22 @@ def plot_result(result: CalibrationResult | SimpleCalibrationResult, path: str |
     lo = min(float(v.min()) for v in values) - 0.02
     hi = max(float(v.max()) for v in values) + 0.02
     bins = np.linspace(lo, hi, 61)
+    palette = ("tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
+    origins = sorted({o for _, _, j, _, _ in panels for o in j})
+    colour_of = {o: palette[i % len(palette)] for i, o in enumerate(origins)}
     for row, (title, good, junk, curve, good_label) in enumerate(panels):
         left, right = axes[row]
         left.hist(
             good, bins=bins, alpha=0.6, color="tab:green", label=f"{good_label} ({good.size})"
         )
-        for colour, (origin, scores) in zip(
-            ("tab:red", "tab:orange", "tab:purple"), junk.items(), strict=False
-        ):
+        for origin, scores in junk.items():
             if scores.size:
                 left.hist(
                     scores,
                     bins=bins,
                     histtype="step",
                     linewidth=1.6,
-                    color=colour,
+                    color=colour_of[origin],
                     label=f"unrelated best: {origin} ({scores.size})",
                 )
         right.plot(

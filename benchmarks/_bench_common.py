@@ -1,0 +1,142 @@
+"""Helpers of the retrieval benchmarks: synthetic unit vectors, fixed queries, timing, output.
+
+Nothing here embeds text: every vector is made with numpy, and every query carries
+its embedding, so the figures are the retrieval's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.schema import NodeRelationship, QueryBundle, RelatedNodeInfo, TextNode
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+SERVER_CONFTEST = ROOT / "tests" / "integration_tests" / "server" / "conftest.py"
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    v = rng.normal(size=(n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def clustered(
+    rng: np.random.Generator, n: int, dim: int, clusters: int, spread: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` unit vectors around ``clusters`` random centres; returns (vectors, centres)."""
+    centres = unit_vectors(rng, clusters, dim)
+    members = centres[rng.integers(0, clusters, size=n)]
+    noise = rng.normal(size=(n, dim)).astype(np.float32) * (spread / np.sqrt(dim))
+    v = members + noise
+    return v / np.linalg.norm(v, axis=1, keepdims=True), centres
+
+
+def nodes_for(
+    vectors: np.ndarray,
+    *,
+    prefix: str = "s",
+    per_document: int = 10,
+    text_chars: int = 200,
+    link: bool = False,
+) -> list[TextNode]:
+    """One node per vector; ``per_document`` consecutive nodes share a source (and a chain)."""
+    nodes = []
+    for i, vector in enumerate(vectors):
+        doc = i // per_document
+        nodes.append(
+            TextNode(
+                id_=f"{prefix}{i}",
+                text=f"section {i} of document {doc}. " + "x" * text_chars,
+                metadata={"source": f"{prefix}doc{doc}"},
+                embedding=vector.tolist(),
+            )
+        )
+    if link:
+        for i, node in enumerate(nodes):
+            doc_start = (i // per_document) * per_document
+            if i > doc_start:
+                node.relationships[NodeRelationship.PREVIOUS] = RelatedNodeInfo(
+                    node_id=nodes[i - 1].node_id
+                )
+            if i + 1 < len(nodes) and i + 1 < doc_start + per_document:
+                node.relationships[NodeRelationship.NEXT] = RelatedNodeInfo(
+                    node_id=nodes[i + 1].node_id
+                )
+    return nodes
+
+
+def index_nodes(store: Any, nodes: list[TextNode], dim: int) -> VectorStoreIndex:
+    """Index nodes that carry their embeddings (the mock model is never asked)."""
+    storage = StorageContext.from_defaults(vector_store=store)
+    return VectorStoreIndex(
+        nodes, storage_context=storage, embed_model=MockEmbedding(embed_dim=dim)
+    )
+
+
+def bundles(vectors: np.ndarray) -> list[QueryBundle]:
+    return [QueryBundle(query_str=f"q{i}", embedding=v.tolist()) for i, v in enumerate(vectors)]
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    return 1000 * (time.perf_counter() - start), result
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def engine() -> str:
+    """The Milvus Lite engine importable here (``PYTHONPATH=/tmp/ml322`` selects 3.2.2)."""
+    return f"milvus-lite {version('milvus-lite')}"
+
+
+def environment() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "pymilvus": version("pymilvus"),
+        "milvus-lite": version("milvus-lite"),
+        "llama-index-core": version("llama-index-core"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+    }
+
+
+def write_json(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({**payload, "environment": environment()}, indent=2) + "\n")
+    print(f"wrote {path.relative_to(ROOT)}")
+    return path
+
+
+@contextlib.contextmanager
+def milvus_server(data: Path) -> Iterator[str]:
+    """The test suite's Milvus 2.3.5 standalone launcher (its own ports, 127.0.0.1)."""
+    spec = importlib.util.spec_from_file_location("_milvus_server_conftest", SERVER_CONFTEST)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with module.milvus_server(data) as uri:
+        yield uri
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)

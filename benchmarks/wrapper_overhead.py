@@ -1,0 +1,124 @@
+"""Wrapper overhead: ThresholdedRetriever vs a bare VectorIndexRetriever, same search.
+
+Both retrieve k sections from the same Milvus Lite collection, in the same run,
+calls interleaved, with the query embedding precomputed (no model is called).
+The thresholded retriever runs with floor 0 (nothing dropped, nothing pushed
+down), no cap, no budget and no attachments, so the search is identical and the
+difference is the wrapper: score conversion, selection, marked copies, events.
+A second row per k shows the default use: a floor (pushed down to Milvus).
+
+    .venv/bin/python benchmarks/wrapper_overhead.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from _bench_common import (
+    bundles,
+    clustered,
+    engine,
+    index_nodes,
+    median,
+    nodes_for,
+    table,
+    timed,
+    write_json,
+)
+from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
+
+from llama_index_thresholded import ThresholdedRetriever
+from llama_index_thresholded.milvus import milvus_store
+from thresholded import RetrievalPolicy
+
+DIM = 384
+KS = (4, 20, 100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vectors", type=int, default=5000)
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--floor", type=float, default=0.35)
+    args = parser.parse_args()
+
+    rng = np.random.default_rng(0)
+    vectors, centres = clustered(rng, args.vectors, DIM, clusters=100, spread=1.0)
+    picked = centres[rng.integers(0, len(centres), size=args.queries)]
+    noisy = picked + rng.normal(size=picked.shape).astype(np.float32) * (0.5 / np.sqrt(DIM))
+    queries = bundles(noisy / np.linalg.norm(noisy, axis=1, keepdims=True))
+    rows, results = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        store = milvus_store(str(Path(tmp) / "overhead.db"), "overhead", dim=DIM)
+        index = index_nodes(store, nodes_for(vectors), DIM)
+        for k in KS:
+            bare = VectorIndexRetriever(index, similarity_top_k=k)
+            policy = RetrievalPolicy(
+                min_similarity=0.0, top_k=k, over_fetch=1, max_per_source=None, max_chars=None
+            )
+            wrapped = ThresholdedRetriever(index, policy, neighbours=0)
+            floored = ThresholdedRetriever(
+                index, policy.with_overrides(min_similarity=args.floor), neighbours=0
+            )
+            for q in queries[:3]:  # warm-up
+                bare.retrieve(q), wrapped.retrieve(q), floored.retrieve(q)
+            times: dict[str, list[float]] = {"bare": [], "wrapped": [], "floored": []}
+            kept: dict[str, list[int]] = {"bare": [], "wrapped": [], "floored": []}
+            for r in range(args.rounds):
+                for i, q in enumerate(queries):
+                    order = [("bare", bare), ("wrapped", wrapped), ("floored", floored)]
+                    if (i + r) % 2:
+                        order.reverse()
+                    for name, retriever in order:
+                        ms, nodes = timed(lambda retriever=retriever, q=q: retriever.retrieve(q))
+                        times[name].append(ms)
+                        kept[name].append(len(nodes))
+            m = {name: median(values) for name, values in times.items()}
+            result = {
+                "k": k,
+                "bare_ms": m["bare"],
+                "thresholded_ms": m["wrapped"],
+                "ratio": m["wrapped"] / m["bare"],
+                "overhead_ms": m["wrapped"] - m["bare"],
+                "floored_ms": m["floored"],
+                "floored_ratio": m["floored"] / m["bare"],
+                "floored_mean_kept": float(np.mean(kept["floored"])),
+                "calls_each": len(times["bare"]),
+            }
+            results.append(result)
+            rows.append(
+                [
+                    k,
+                    f"{m['bare']:.2f}",
+                    f"{m['wrapped']:.2f}",
+                    f"{result['ratio']:.2f}x",
+                    f"{result['overhead_ms']:+.2f}",
+                    f"{m['floored']:.2f} ({result['floored_ratio']:.2f}x, "
+                    f"{result['floored_mean_kept']:.1f} kept)",
+                ]
+            )
+    print(
+        f"{engine()}, {args.vectors} vectors of {DIM} dims, median of {args.queries}x{args.rounds}"
+    )
+    print(
+        table(
+            [
+                "k",
+                "bare ms",
+                "thresholded ms (floor 0)",
+                "ratio",
+                "overhead ms",
+                f"thresholded ms, floor {args.floor} pushed down",
+            ],
+            rows,
+        )
+    )
+    write_json("wrapper_overhead", {"engine": engine(), "args": vars(args), "results": results})
+
+
+if __name__ == "__main__":
+    main()

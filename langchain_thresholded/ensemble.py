@@ -1,0 +1,141 @@
+"""Another retriever as candidate source: an ``EnsembleRetriever`` in ``ThresholdedRetriever``.
+
+An ``EnsembleRetriever`` (dense + BM25, fused by weighted reciprocal rank) returns
+documents without their scores. ``RetrieverSource`` runs its retrievers and fuses
+them exactly as ``EnsembleRetriever.weighted_reciprocal_rank`` does, so each
+document carries its RRF score: ``sum(weight / (rank + c))``. Such a score is
+never compared with a cosine floor; with ``hybrid_policy="rescore"`` the floor
+meets each document's dense cosine, and the RRF score and order stay.
+
+Any other retriever is taken in its own order, its documents' score read from
+``metadata[score_key]`` when one is named (else no score: the order stays).
+``ThresholdedRetriever.from_retriever`` builds the whole thing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
+
+from thresholded.scores import ScoreKind
+
+Scored = list[tuple[Document, float | None]]
+
+
+def is_ensemble(retriever: object) -> bool:
+    """Whether ``retriever`` fuses other retrievers by weighted reciprocal rank.
+
+    Recognised by its fields (``retrievers``, ``weights``, ``c``) so that
+    ``langchain-classic`` never has to be imported here.
+    """
+    return all(hasattr(retriever, name) for name in ("retrievers", "weights", "c"))
+
+
+class RetrieverSource(VectorStore):
+    """A retriever seen as a store of scored candidates, for ``ThresholdedRetriever``.
+
+    ``k`` (the retriever's ``top_k * over_fetch``) cuts the fused list; how many
+    documents each inner retriever returns is its own setting. Store filters do
+    not apply: filter inside the inner retrievers.
+    """
+
+    def __init__(
+        self,
+        retriever: BaseRetriever,
+        *,
+        embeddings: Embeddings | None = None,
+        score_key: str | None = None,
+    ) -> None:
+        self.retriever = retriever
+        self._embeddings = embeddings
+        self.score_key = score_key
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        return self._embeddings
+
+    @property
+    def score_kind(self) -> ScoreKind:
+        """RRF for an ensemble; unknown for any other retriever."""
+        return ScoreKind.RRF if is_ensemble(self.retriever) else ScoreKind.UNKNOWN
+
+    # What ThresholdedRetriever calls -------------------------------------------------------
+    def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
+        _no_store_arguments(kwargs)
+        if is_ensemble(self.retriever):
+            lists = [r.invoke(query) for r in self.retriever.retrievers]  # type: ignore[attr-defined]
+            return self._fuse(lists)[:k]
+        return self._read_scores(self.retriever.invoke(query))[:k]
+
+    async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
+        _no_store_arguments(kwargs)
+        if is_ensemble(self.retriever):
+            inner = self.retriever.retrievers  # type: ignore[attr-defined]
+            lists = await asyncio.gather(*(r.ainvoke(query) for r in inner))
+            return self._fuse(list(lists))[:k]
+        return self._read_scores(await self.retriever.ainvoke(query))[:k]
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
+
+    async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        return [doc for doc, _ in await self.asimilarity_search_with_score(query, k, **kwargs)]
+
+    # Fusion ---------------------------------------------------------------------------
+    def _fuse(self, doc_lists: Sequence[Sequence[Document]]) -> Scored:
+        """Weighted reciprocal rank fusion, as ``EnsembleRetriever`` does it, with the scores."""
+        ensemble: Any = self.retriever
+        id_key = getattr(ensemble, "id_key", None)
+
+        def key(doc: Document) -> str:
+            return doc.page_content if id_key is None else str(doc.metadata[id_key])
+
+        scores: dict[str, float] = defaultdict(float)
+        for docs, weight in zip(doc_lists, ensemble.weights, strict=False):
+            for rank, doc in enumerate(docs, start=1):
+                scores[key(doc)] += weight / (rank + ensemble.c)
+        first: dict[str, Document] = {}
+        for doc in (d for docs in doc_lists for d in docs):
+            first.setdefault(key(doc), doc)
+        ordered = sorted(first.items(), key=lambda item: scores[item[0]], reverse=True)
+        return [(doc, scores[k]) for k, doc in ordered]
+
+    def _read_scores(self, docs: Iterable[Document]) -> Scored:
+        if self.score_key is None:
+            return [(doc, None) for doc in docs]
+        out: Scored = []
+        for doc in docs:
+            value = doc.metadata.get(self.score_key)
+            out.append((doc, float(value) if isinstance(value, (int, float)) else None))
+        return out
+
+    # A source, not a store ---------------------------------------------------------------
+    def add_texts(
+        self, texts: Iterable[str], metadatas: list[dict] | None = None, **kwargs: Any
+    ) -> list[str]:
+        raise NotImplementedError("add documents to the inner retrievers' own stores")
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict] | None = None,
+        **kwargs: Any,
+    ) -> RetrieverSource:
+        raise NotImplementedError("build the inner retrievers, then RetrieverSource(retriever)")
+
+
+def _no_store_arguments(kwargs: dict[str, Any]) -> None:
+    if kwargs:
+        raise TypeError(
+            f"a retriever takes no store arguments, got {sorted(kwargs)}: "
+            "set filters on the inner retrievers"
+        )

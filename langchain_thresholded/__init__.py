@@ -10,6 +10,13 @@ embeddings of the packaged models are in ``langchain_thresholded.embeddings``.
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
 from langchain_thresholded.ensemble import RetrieverSource
 from langchain_thresholded.milvus import ensure_orm_connection
+from langchain_thresholded.multi_collection import (
+    CollectionSearchError,
+    CollectionSpec,
+    CollectionStatus,
+    MultiCollectionReport,
+    MultiCollectionRetriever,
+)
 from langchain_thresholded.report import EVENT_NAME, DroppedDocument, ThresholdedReport
 from langchain_thresholded.retrievers import ThresholdedRetriever
 from langchain_thresholded.scoring import store_metric
@@ -20,9 +27,14 @@ from thresholded.selection import DropReason
 
 __all__ = [
     "EVENT_NAME",
+    "CollectionSearchError",
+    "CollectionSpec",
+    "CollectionStatus",
     "DropReason",
     "DroppedDocument",
     "Metric",
+    "MultiCollectionReport",
+    "MultiCollectionRetriever",
     "RetrievalPolicy",
     "RetrieverSource",
     "ScoreKind",

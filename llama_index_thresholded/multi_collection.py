@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -54,28 +53,38 @@ from llama_index_thresholded.nodes import attached_node, kept_node
 from llama_index_thresholded.pushdown import is_milvus_store
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import ThresholdedRetriever
-from thresholded.errors import ModelMismatchError, ThresholdedError
+from thresholded.errors import ModelMismatchError
+from thresholded.fanout import (
+    COLLECTION_KEY,
+    CollectionSearchError,
+    CollectionStatus,
+    Found,
+    Job,
+    Merge,
+    Outcome,
+    acall_each,
+    afan_out,
+    call_each,
+    check_unique_names,
+    fan_out,
+    warn_if_partial,
+)
 from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import Metric, ScoreKind
-from thresholded.selection import Candidate, Dropped, Selection, attach, select
+from thresholded.selection import Candidate, select
+
+__all__ = [
+    "COLLECTION_KEY",
+    "CollectionSearchError",
+    "CollectionSpec",
+    "CollectionStatus",
+    "MultiCollectionReport",
+    "MultiCollectionRetriever",
+]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
-
-COLLECTION_KEY = "source_collection"
-"""Metadata key, on every returned node, naming the collection it came from (hidden from
-the LLM and the embedder, like the other marks)."""
-
-Status = Literal["ok", "failed", "timeout"]
-
-
-class CollectionSearchError(ThresholdedError, RuntimeError):
-    """A collection failed or timed out and ``fail_fast`` is on, or every collection failed."""
-
-    def __init__(self, message: str, statuses: Sequence[CollectionStatus] = ()) -> None:
-        super().__init__(message)
-        self.statuses = tuple(statuses)
 
 
 @dataclass(frozen=True)
@@ -107,43 +116,6 @@ class CollectionSpec:
             raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
         if self.name is not None and not self.name.strip():
             raise ValueError("a collection's name must not be blank")
-
-
-@dataclass(frozen=True)
-class CollectionStatus:
-    """What happened to one collection in one call."""
-
-    name: str
-    status: Status
-    min_similarity: float
-    latency_ms: float
-    returned: int = 0
-    """Results the search returned (with pushdown, only those above the floor)."""
-    cleared_floor: int = 0
-    """Candidates that cleared this collection's floor and its ``retrieve_k``."""
-    kept: int = 0
-    """Sections of this collection in the final result."""
-    attached: int = 0
-    pushdown: bool = False
-    """The floor went to Milvus as a range search."""
-    error: str | None = None
-    attachment_error: str | None = None
-    exception: BaseException | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def describe(self) -> str:
-        text = (
-            f"{self.name}: {self.status}"
-            + (f" ({self.error})" if self.error else "")
-            + f", {self.returned} returned, {self.cleared_floor} cleared floor "
-            f"{self.min_similarity:g}, {self.kept} kept, {self.latency_ms:.1f} ms"
-        )
-        if self.attachment_error:
-            text += f", attachments failed ({self.attachment_error})"
-        return text
 
 
 @dataclass(frozen=True)
@@ -194,28 +166,6 @@ class _Member:
     timeout: float | None
     threaded: bool
     """Searched in a thread even by async calls (Milvus Lite, non-Milvus stores)."""
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    member: _Member
-    status: Status
-    latency_ms: float
-    min_similarity: float
-    returned: int = 0
-    selection: Selection[NodeWithScore] | None = None
-    pushdown: bool = False
-    error: BaseException | None = None
-
-
-@dataclass(frozen=True)
-class _Found:
-    """What a worker found in one collection."""
-
-    returned: int
-    selection: Selection[NodeWithScore]
-    pushdown: bool
-    latency_ms: float
 
 
 class MultiCollectionRetriever(BaseRetriever):
@@ -277,7 +227,7 @@ class MultiCollectionRetriever(BaseRetriever):
             )
             for spec in specs
         )
-        _check_unique_names(self._members)
+        check_unique_names([m.name for m in self._members])
         _check_one_model(self._members, self._policy)
         workers = max_workers or min(64, 2 * len(self._members))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="multi-collection")
@@ -426,31 +376,6 @@ class MultiCollectionRetriever(BaseRetriever):
     def _call(self, policy: RetrievalPolicy | None, top_k: int | None) -> RetrievalPolicy:
         return (policy or self._policy).with_overrides(top_k=top_k)
 
-    def _plans(
-        self,
-        bundle: QueryBundle,
-        policy: RetrievalPolicy,
-        min_similarity: float | None,
-        filters: MetadataFilters | None,
-    ) -> list[tuple[_Member, Any]]:
-        """Each collection's call, checked here: a bad filter or vector is an error, not a
-        failed collection. The vector is checked once per kind of collection."""
-        plans = []
-        checked: set[tuple[Any, Any]] = set()
-        for member in self._members:
-            sub = member.retriever
-            k = member.retrieve_k or policy.fetch_k
-            sub_call = sub._call(
-                min_similarity=min_similarity,
-                top_k=None if k == sub.policy.top_k else k,
-                filters=filters,
-            )
-            if (sub._dimension, sub._metric) not in checked:
-                sub._check_query_vector(bundle)
-                checked.add((sub._dimension, sub._metric))
-            plans.append((member, sub_call))
-        return plans
-
     def _run(
         self,
         bundle: QueryBundle,
@@ -462,13 +387,18 @@ class MultiCollectionRetriever(BaseRetriever):
         if bundle.embedding is None:
             embedding = self._embed_model.get_agg_embedding_from_queries(bundle.embedding_strs)
             bundle = _with_embedding(bundle, embedding)
-        plans = self._plans(bundle, policy, min_similarity, filters)
-        outcomes = self._fan_out(
-            [(m, c.min_similarity, _searching(m, c, bundle)) for m, c in plans]
+        jobs = self._jobs(bundle, policy, min_similarity, filters, use_async=False)
+        outcomes = fan_out(jobs, self._pool, fail_fast=self._fail_fast)
+        merge = Merge(outcomes, policy)
+        plans = self._attachment_plans(merge, policy)
+        found = call_each(
+            {
+                name: (lambda plan=plan, m=member: run_plan(plan, m.source), member.timeout)
+                for name, (member, plan) in plans.items()
+            },
+            self._pool,
         )
-        selection, kept_by_member = self._merge(outcomes, policy)
-        attachments = self._attach_sync(kept_by_member, policy)
-        return self._finish(bundle, policy, selection, outcomes, attachments)
+        return self._finish(bundle, merge, outcomes, found)
 
     async def _arun(
         self,
@@ -483,209 +413,116 @@ class MultiCollectionRetriever(BaseRetriever):
                 bundle.embedding_strs
             )
             bundle = _with_embedding(bundle, embedding)
-        plans = self._plans(bundle, policy, min_similarity, filters)
-        outcomes = await self._afan_out(plans, bundle)
-        selection, kept_by_member = self._merge(outcomes, policy)
-        attachments = await self._attach_async(kept_by_member, policy)
-        return self._finish(bundle, policy, selection, outcomes, attachments)
-
-    # Fan-out ----------------------------------------------------------------------------
-    def _fan_out(self, work: list[tuple[_Member, float, Callable[[], _Found]]]) -> list[_Outcome]:
-        """Run every collection's search in the pool; wait for each until its deadline."""
-        start = time.perf_counter()
-        floors = {m.name: floor for m, floor, _ in work}
-        pending: dict[Future[_Found], _Member] = {
-            self._pool.submit(job): member for member, _, job in work
-        }
-        deadlines = {m.name: start + m.timeout for m in pending.values() if m.timeout is not None}
-        outcomes: dict[str, _Outcome] = {}
-        while pending:
-            now = time.perf_counter()
-            for future, member in list(pending.items()):
-                if member.name in deadlines and now >= deadlines[member.name]:
-                    future.cancel()
-                    del pending[future]
-                    outcomes[member.name] = _timed_out(member, floors[member.name])
-                    self._maybe_fail_fast(outcomes[member.name], pending)
-            if not pending:
-                break
-            due = [deadlines[m.name] for m in pending.values() if m.name in deadlines]
-            wait_for = max(0.0, min(due) - now) if due else None
-            done, _ = wait(list(pending), timeout=wait_for, return_when=FIRST_COMPLETED)
-            for future in done:
-                member = pending.pop(future)
-                outcomes[member.name] = _outcome(member, floors[member.name], future, start)
-                self._maybe_fail_fast(outcomes[member.name], pending)
-        return [outcomes[m.name] for m in self._members]
-
-    async def _afan_out(
-        self, plans: list[tuple[_Member, Any]], bundle: QueryBundle
-    ) -> list[_Outcome]:
-        loop = asyncio.get_running_loop()
-        start = time.perf_counter()
-
-        async def one(member: _Member, sub_call: Any) -> _Outcome:
-            if member.threaded:
-                job = _searching(member, sub_call, bundle)
-                coro: Any = asyncio.wrap_future(self._pool.submit(job), loop=loop)
-            else:
-                coro = _asearching(member, sub_call, bundle)
-            try:
-                found = await asyncio.wait_for(coro, member.timeout)
-            except TimeoutError:
-                return _timed_out(member, sub_call.min_similarity)
-            except Exception as exc:
-                latency = 1000 * (time.perf_counter() - start)
-                return _failed(member, sub_call.min_similarity, exc, latency)
-            return _found(member, sub_call.min_similarity, found)
-
-        tasks = {asyncio.ensure_future(one(m, c)): m for m, c in plans}
-        outcomes: dict[str, _Outcome] = {}
-        try:
-            for next_done in asyncio.as_completed(list(tasks)):
-                outcome = await next_done
-                outcomes[outcome.member.name] = outcome
-                if self._fail_fast and not outcome.status == "ok":
-                    raise _fail_fast_error(outcome)
-        finally:
-            for task in tasks:
-                task.cancel()
-        return [outcomes[m.name] for m in self._members]
-
-    def _maybe_fail_fast(self, outcome: _Outcome, pending: dict[Future[_Found], _Member]) -> None:
-        if self._fail_fast and outcome.status != "ok":
-            for future in pending:
-                future.cancel()
-            raise _fail_fast_error(outcome)
-
-    # Merge and attachments --------------------------------------------------------------
-    def _merge(
-        self, outcomes: list[_Outcome], policy: RetrievalPolicy
-    ) -> tuple[Selection[NodeWithScore], dict[str, list[Candidate[NodeWithScore]]]]:
-        """Every collection's survivors, by cosine, under the global cap, budget and top_k."""
-        answered = [o for o in outcomes if o.selection is not None]
-        if not answered:
-            statuses = [_status(o, {}, {}, {}) for o in outcomes]
-            raise CollectionSearchError(
-                "every collection failed: "
-                + "; ".join(s.describe() for s in statuses)
-                + ". Nothing was searched, so an empty result would be wrong.",
-                statuses,
-            )
-        survivors: list[Candidate[NodeWithScore]] = []
-        stage_dropped: list[Dropped[NodeWithScore]] = []
-        for outcome in answered:
-            name = outcome.member.name
-            assert outcome.selection is not None
-            survivors.extend(_namespaced(c, name) for c in outcome.selection.kept)
-            stage_dropped.extend(
-                Dropped(_namespaced(d.candidate, name), d.reason) for d in outcome.selection.dropped
-            )
-        # The floors were applied per collection: the merge itself has none (0).
-        merged = select(survivors, policy, 0.0)
-        selection = replace(
-            merged,
-            dropped=(*stage_dropped, *merged.dropped),
-            min_similarity=min(o.min_similarity for o in answered),
+        jobs = self._jobs(bundle, policy, min_similarity, filters, use_async=True)
+        outcomes = await afan_out(jobs, self._pool, fail_fast=self._fail_fast)
+        merge = Merge(outcomes, policy)
+        plans = self._attachment_plans(merge, policy)
+        found = await acall_each(
+            {
+                name: (lambda plan=plan, m=member: self._aattach(m, plan), member.timeout)
+                for name, (member, plan) in plans.items()
+            }
         )
-        kept_by_member: dict[str, list[Candidate[NodeWithScore]]] = {}
-        for cand in selection.kept:
-            kept_by_member.setdefault(_collection(cand), []).append(cand)
-        return selection, kept_by_member
+        return self._finish(bundle, merge, outcomes, found)
 
+    def _jobs(
+        self,
+        bundle: QueryBundle,
+        policy: RetrievalPolicy,
+        min_similarity: float | None,
+        filters: MetadataFilters | None,
+        *,
+        use_async: bool,
+    ) -> list[Job[NodeWithScore]]:
+        """Each collection's search, checked here: a bad filter or vector is an error, not a
+        failed collection. The vector is checked once per kind of collection."""
+        jobs = []
+        checked: set[tuple[Any, Any]] = set()
+        for member in self._members:
+            sub = member.retriever
+            k = member.retrieve_k or policy.fetch_k
+            sub_call = sub._call(
+                min_similarity=min_similarity,
+                top_k=None if k == sub.policy.top_k else k,
+                filters=filters,
+            )
+            if (sub._dimension, sub._metric) not in checked:
+                sub._check_query_vector(bundle)
+                checked.add((sub._dimension, sub._metric))
+            asearch = None
+            if use_async and not member.threaded:
+                asearch = _asearching(sub, sub_call, bundle)
+            jobs.append(
+                Job(
+                    name=member.name,
+                    min_similarity=sub_call.min_similarity,
+                    timeout=member.timeout,
+                    search=_searching(sub, sub_call, bundle),
+                    asearch=asearch,
+                )
+            )
+        return jobs
+
+    # Attachments ------------------------------------------------------------------------
     def _attachment_plans(
-        self, kept_by_member: dict[str, list[Candidate[NodeWithScore]]], policy: RetrievalPolicy
-    ) -> list[tuple[_Member, Any]]:
+        self, merge: Merge[NodeWithScore], policy: RetrievalPolicy
+    ) -> dict[str, tuple[_Member, Any]]:
+        """One attachment plan per collection with kept sections, for those sections only."""
         if not self._attachments.enabled:
-            return []
-        return [
-            (
+            return {}
+        kept = merge.kept_by_collection()
+        return {
+            member.name: (
                 member,
                 plan_attachments(
-                    [c.item.node for c in kept_by_member[member.name]],
-                    self._attachments,
-                    policy.source_key,
+                    [c.item.node for c in kept[member.name]], self._attachments, policy.source_key
                 ),
             )
             for member in self._members
-            if member.name in kept_by_member
-        ]
+            if member.name in kept
+        }
 
-    def _attach_sync(
-        self, kept_by_member: dict[str, list[Candidate[NodeWithScore]]], policy: RetrievalPolicy
-    ) -> dict[str, list[Candidate] | BaseException]:
-        plans = self._attachment_plans(kept_by_member, policy)
-        futures = [(m, self._pool.submit(run_plan, plan, m.source)) for m, plan in plans]
-        found: dict[str, list[Candidate] | BaseException] = {}
-        for member, future in futures:
-            try:
-                found[member.name] = future.result(timeout=member.timeout)
-            except Exception as exc:
-                future.cancel()
-                found[member.name] = exc
-        return found
-
-    async def _attach_async(
-        self, kept_by_member: dict[str, list[Candidate[NodeWithScore]]], policy: RetrievalPolicy
-    ) -> dict[str, list[Candidate] | BaseException]:
-        loop = asyncio.get_running_loop()
-        plans = self._attachment_plans(kept_by_member, policy)
-
-        async def one(member: _Member, plan: Any) -> list[Candidate]:
-            if member.threaded:
-                coro: Any = asyncio.wrap_future(
-                    self._pool.submit(run_plan, plan, member.source), loop=loop
-                )
-            else:
-                coro = arun_plan(plan, member.source)
-            return await asyncio.wait_for(coro, member.timeout)
-
-        results = await asyncio.gather(*(one(m, p) for m, p in plans), return_exceptions=True)
-        return {m.name: r for (m, _), r in zip(plans, results, strict=True)}
+    async def _aattach(self, member: _Member, plan: Any) -> list[Candidate]:
+        if member.threaded:
+            loop = asyncio.get_running_loop()
+            return await asyncio.wrap_future(
+                self._pool.submit(run_plan, plan, member.source), loop=loop
+            )
+        return await arun_plan(plan, member.source)
 
     def _finish(
         self,
         bundle: QueryBundle,
-        policy: RetrievalPolicy,
-        selection: Selection[NodeWithScore],
-        outcomes: list[_Outcome],
-        attachments: dict[str, list[Candidate] | BaseException],
+        merge: Merge[NodeWithScore],
+        outcomes: list[Outcome[NodeWithScore]],
+        found: dict[str, list[Candidate] | BaseException],
     ) -> MultiCollectionReport:
-        extra: list[Candidate[NodeWithScore]] = []
-        attachment_errors: dict[str, BaseException] = {}
-        for name, found in attachments.items():
-            if isinstance(found, BaseException):
-                attachment_errors[name] = found
-            else:
-                extra.extend(_namespaced(c, name) for c in found)
-        if extra:
-            selection = attach(selection, extra, policy)
-        kept = [_marked(kept_node(c), _collection(c)) for c in selection.kept]
-        attached = [
-            _marked(attached_node(_original(c)), _collection(c)) for c in selection.attached
-        ]
-        kept_counts = _count_by_collection(selection.kept)
-        attached_counts = _count_by_collection(selection.attached)
-        statuses = tuple(
-            _status(o, kept_counts, attached_counts, attachment_errors) for o in outcomes
+        errors = {name: f for name, f in found.items() if isinstance(f, BaseException)}
+        selection = merge.attach(
+            {name: f for name, f in found.items() if not isinstance(f, BaseException)}
         )
+        kept = [_marked(kept_node(c), merge.collection_of(c)) for c in selection.kept]
+        attached = [
+            _marked(attached_node(merge.original(c)), merge.collection_of(c))
+            for c in selection.attached
+        ]
         report = MultiCollectionReport(
             query_str=bundle.query_str,
             selection=selection,
             kept=kept,
             attached=attached,
             score_kind=ScoreKind.COSINE,
-            collections=statuses,
+            collections=merge.statuses(outcomes, errors),
         )
-        _warn_once(report)
-        self._announce(report)
+        warn_if_partial(logger, report.query_str, report.collections)
+        self._announce(report, merge)
         return report
 
-    def _announce(self, report: MultiCollectionReport) -> None:
+    def _announce(self, report: MultiCollectionReport, merge: Merge[NodeWithScore]) -> None:
         dropped = [
             {
-                "id": d.candidate.item.node.node_id,
-                "collection": _collection(d.candidate),
+                "id": merge.original(d.candidate).id,
+                "collection": merge.collection_of(d.candidate),
                 "reason": d.reason.value,
                 "score": d.candidate.score,
             }
@@ -712,156 +549,33 @@ class MultiCollectionRetriever(BaseRetriever):
             event.on_end(payload=payload)
 
 
-# Workers -------------------------------------------------------------------------------
-def _searching(member: _Member, sub_call: Any, bundle: QueryBundle) -> Callable[[], _Found]:
-    """The sync search of one collection, as a job for the pool."""
+# Searches ------------------------------------------------------------------------------
+def _searching(sub: ThresholdedRetriever, sub_call: Any, bundle: QueryBundle):
+    """One collection's sync search: its candidates cut by its own floor."""
 
-    def job() -> _Found:
-        start = time.perf_counter()
-        sub = member.retriever
+    def search() -> Found[NodeWithScore]:
         pushed = sub._pushes_down(sub_call)
         results = sub._search(bundle, sub_call)
-        return _found_in(sub, sub_call, results, pushed and sub._pushdown.enabled, start)
+        return _found(sub, sub_call, results, pushed and sub._pushdown.enabled)
 
-    return job
-
-
-async def _asearching(member: _Member, sub_call: Any, bundle: QueryBundle) -> _Found:
-    start = time.perf_counter()
-    sub = member.retriever
-    pushed = sub._pushes_down(sub_call)
-    results = await sub._asearch(bundle, sub_call)
-    return _found_in(sub, sub_call, results, pushed and sub._pushdown.enabled, start)
+    return search
 
 
-def _found_in(
-    sub: ThresholdedRetriever,
-    sub_call: Any,
-    results: list[NodeWithScore],
-    pushed: bool,
-    start: float,
-) -> _Found:
+def _asearching(sub: ThresholdedRetriever, sub_call: Any, bundle: QueryBundle):
+    async def asearch() -> Found[NodeWithScore]:
+        pushed = sub._pushes_down(sub_call)
+        results = await sub._asearch(bundle, sub_call)
+        return _found(sub, sub_call, results, pushed and sub._pushdown.enabled)
+
+    return asearch
+
+
+def _found(
+    sub: ThresholdedRetriever, sub_call: Any, results: list[NodeWithScore], pushed: bool
+) -> Found[NodeWithScore]:
     candidates = sub._candidates(results, sub_call)
     selection = select(candidates, sub_call.policy, sub_call.min_similarity)
-    return _Found(len(results), selection, pushed, 1000 * (time.perf_counter() - start))
-
-
-def _outcome(member: _Member, floor: float, future: Future[_Found], start: float) -> _Outcome:
-    try:
-        return _found(member, floor, future.result())
-    except Exception as exc:
-        return _failed(member, floor, exc, 1000 * (time.perf_counter() - start))
-
-
-def _found(member: _Member, floor: float, found: _Found) -> _Outcome:
-    return _Outcome(
-        member=member,
-        status="ok",
-        latency_ms=found.latency_ms,
-        min_similarity=floor,
-        returned=found.returned,
-        selection=found.selection,
-        pushdown=found.pushdown,
-    )
-
-
-def _failed(member: _Member, floor: float, exc: BaseException, latency_ms: float) -> _Outcome:
-    return _Outcome(member, "failed", latency_ms, floor, error=exc)
-
-
-def _timed_out(member: _Member, floor: float) -> _Outcome:
-    timeout = member.timeout or 0.0
-    error = TimeoutError(f"no answer within {timeout:g} s")
-    return _Outcome(member, "timeout", 1000 * timeout, floor, error=error)
-
-
-def _fail_fast_error(outcome: _Outcome) -> CollectionSearchError:
-    status = _status(outcome, {}, {}, {})
-    error = CollectionSearchError(
-        f"collection {status.name!r} {'timed out' if status.status == 'timeout' else 'failed'}"
-        f" (fail_fast=True): {status.error}",
-        [status],
-    )
-    error.__cause__ = outcome.error
-    return error
-
-
-def _status(
-    outcome: _Outcome,
-    kept: dict[str, int],
-    attached: dict[str, int],
-    attachment_errors: dict[str, BaseException],
-) -> CollectionStatus:
-    name = outcome.member.name
-    error = outcome.error
-    attachment_error = attachment_errors.get(name)
-    return CollectionStatus(
-        name=name,
-        status=outcome.status,
-        min_similarity=outcome.min_similarity,
-        latency_ms=outcome.latency_ms,
-        returned=outcome.returned,
-        cleared_floor=len(outcome.selection.kept) if outcome.selection is not None else 0,
-        kept=kept.get(name, 0),
-        attached=attached.get(name, 0),
-        pushdown=outcome.pushdown,
-        error=None if error is None else _describe_error(error),
-        attachment_error=None if attachment_error is None else _describe_error(attachment_error),
-        exception=error,
-    )
-
-
-def _describe_error(error: BaseException) -> str:
-    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    if len(text) > 200:
-        text = text[:199] + "…"
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-def _warn_once(report: MultiCollectionReport) -> None:
-    troubles = [s for s in report.collections if not s.ok or s.attachment_error]
-    if troubles:
-        logger.warning(
-            "multi-collection retrieval for %r is partial: %s",
-            report.query_str,
-            "; ".join(s.describe() for s in troubles),
-        )
-
-
-# Candidates across collections ----------------------------------------------------------
-_SEPARATOR = "/"
-
-
-def _namespaced(cand: Candidate[NodeWithScore], collection: str) -> Candidate[NodeWithScore]:
-    """The candidate with ids unique across collections: ``collection/node id``."""
-    prefix = collection + _SEPARATOR
-    return replace(
-        cand,
-        id=prefix + cand.id,
-        attached_to=None if cand.attached_to is None else prefix + cand.attached_to,
-    )
-
-
-def _collection(cand: Candidate[NodeWithScore]) -> str:
-    node_id = cand.item.node.node_id
-    return cand.id[: len(cand.id) - len(node_id) - len(_SEPARATOR)]
-
-
-def _original(cand: Candidate[NodeWithScore]) -> Candidate[NodeWithScore]:
-    """The candidate with its own node ids again (for the marks on returned nodes)."""
-    prefix = _collection(cand) + _SEPARATOR
-    anchor = cand.attached_to
-    if anchor is not None and anchor.startswith(prefix):
-        anchor = anchor[len(prefix) :]
-    return replace(cand, id=cand.item.node.node_id, attached_to=anchor)
-
-
-def _count_by_collection(cands: Sequence[Candidate[NodeWithScore]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for cand in cands:
-        name = _collection(cand)
-        counts[name] = counts.get(name, 0) + 1
-    return counts
+    return Found(len(results), selection, pushdown=pushed)
 
 
 def _marked(result: NodeWithScore, collection: str) -> NodeWithScore:
@@ -918,17 +632,6 @@ def _needs_thread(store: Any) -> bool:
         return True
     uri = str(getattr(getattr(store.client, "_config", None), "uri", "") or "")
     return not uri.startswith(("http://", "https://", "tcp://", "grpc://"))
-
-
-def _check_unique_names(members: Sequence[_Member]) -> None:
-    seen: set[str] = set()
-    for member in members:
-        if member.name in seen:
-            raise ValueError(
-                f"two collections are named {member.name!r} (the same collection name in two "
-                "databases or URIs?): give each CollectionSpec a distinct name="
-            )
-        seen.add(member.name)
 
 
 def _check_one_model(members: Sequence[_Member], policy: RetrievalPolicy) -> None:

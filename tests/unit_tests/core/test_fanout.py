@@ -1,0 +1,240 @@
+"""thresholded.fanout: concurrent searches with deadlines, and the merge across collections."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from thresholded import Candidate, DropReason, RetrievalPolicy, select
+from thresholded.fanout import (
+    CollectionSearchError,
+    Found,
+    Job,
+    Merge,
+    acall_each,
+    afan_out,
+    call_each,
+    check_unique_names,
+    describe_error,
+    fan_out,
+    warn_if_partial,
+)
+from thresholded.selection import AttachedRole
+
+NO_CAP = {"max_per_source": None, "max_chars": None}
+
+
+def cand(id_, score, source=None, chars=10):
+    return Candidate(item=id_, id=id_, score=score, source=source, chars=chars)
+
+
+def attachment(id_, anchor):
+    return Candidate(
+        item=id_,
+        id=id_,
+        score=None,
+        is_attachment=True,
+        attached_to=anchor,
+        attached_role=AttachedRole.NEIGHBOUR,
+        chars=5,
+    )
+
+
+def found(floor, *cands):
+    policy = RetrievalPolicy(min_similarity=floor, top_k=10, **NO_CAP)
+    return Found(len(cands), select(list(cands), policy, floor))
+
+
+def job(name, result=None, *, floor=0.5, timeout=None, error=None, wait=None, asearch=None):
+    def search():
+        if wait is not None:
+            wait.wait(timeout=10)
+        if error is not None:
+            raise error
+        return result
+
+    return Job(name, floor, timeout, search, asearch)
+
+
+@pytest.fixture
+def pool():
+    with ThreadPoolExecutor(max_workers=8) as executor:
+        yield executor
+
+
+def test_outcomes_come_back_in_job_order_with_latencies(pool):
+    jobs = [
+        job("a", found(0.5, cand("x", 0.9), cand("y", 0.2))),
+        job("b", found(0.3, cand("x", 0.4))),
+    ]
+    outcomes = fan_out(jobs, pool, fail_fast=False)
+    assert [(o.name, o.status) for o in outcomes] == [("a", "ok"), ("b", "ok")]
+    assert all(o.latency_ms >= 0 for o in outcomes)
+    assert [c.id for c in outcomes[0].found.selection.kept] == ["x"]
+
+
+def test_the_jobs_run_concurrently(pool):
+    barrier = threading.Barrier(3)
+
+    def waiting(name):
+        def search():
+            barrier.wait(timeout=10)
+            return found(0.5, cand(name, 0.9))
+
+        return Job(name, 0.5, None, search)
+
+    outcomes = fan_out([waiting(n) for n in "abc"], pool, fail_fast=False)
+    assert [o.status for o in outcomes] == ["ok", "ok", "ok"]
+
+
+def test_a_failure_and_a_timeout_are_outcomes_not_exceptions(pool):
+    release = threading.Event()
+    jobs = [
+        job("ok", found(0.5, cand("x", 0.9))),
+        job("down", error=ConnectionError("refused")),
+        job("slow", found(0.5, cand("y", 0.9)), timeout=0.2, wait=release),
+    ]
+    try:
+        outcomes = fan_out(jobs, pool, fail_fast=False)
+    finally:
+        release.set()
+    assert [o.status for o in outcomes] == ["ok", "failed", "timeout"]
+    assert isinstance(outcomes[1].error, ConnectionError)
+    assert outcomes[2].latency_ms == pytest.approx(200)
+
+
+def test_fail_fast_raises_with_the_collection_named(pool):
+    jobs = [job("ok", found(0.5, cand("x", 0.9))), job("down", error=KeyError("gone"))]
+    with pytest.raises(CollectionSearchError, match="'down' failed") as raised:
+        fan_out(jobs, pool, fail_fast=True)
+    assert isinstance(raised.value.__cause__, KeyError)
+    assert raised.value.statuses[0].name == "down"
+
+
+async def test_async_fan_out_awaits_async_searches_and_threads_the_rest(pool):
+    async def asearch():
+        await asyncio.sleep(0)
+        return found(0.5, cand("async", 0.8))
+
+    release = threading.Event()
+    jobs = [
+        job("sync", found(0.5, cand("sync", 0.9))),
+        job("async", None, asearch=asearch),
+        job("slow", found(0.5), timeout=0.2, wait=release),
+    ]
+    try:
+        outcomes = await afan_out(jobs, pool, fail_fast=False)
+    finally:
+        release.set()
+    assert [o.status for o in outcomes] == ["ok", "ok", "timeout"]
+    assert [c.id for c in outcomes[1].found.selection.kept] == ["async"]
+    with pytest.raises(CollectionSearchError, match="'down' failed"):
+        await afan_out([job("down", error=ValueError("x"))], pool, fail_fast=True)
+
+
+def test_merge_orders_by_cosine_and_applies_the_global_policy_once(pool):
+    outcomes = fan_out(
+        [
+            job("a", found(0.6, cand("s1", 0.9, "S"), cand("s2", 0.55, "S")), floor=0.6),
+            job("b", found(0.3, cand("s1", 0.8, "S"), cand("s3", 0.7, "S"), cand("s4", 0.4))),
+        ],
+        pool,
+        fail_fast=False,
+    )
+    policy = RetrievalPolicy(top_k=3, max_per_source=2, max_chars=None)
+    merge = Merge(outcomes, policy)
+    selection = merge.selection
+    # ids are unique across collections: both collections have an "s1"
+    assert [c.id for c in selection.kept] == ["a/s1", "b/s1", "b/s4"]
+    assert {d.candidate.id: d.reason for d in selection.dropped} == {
+        "a/s2": DropReason.BELOW_THRESHOLD,
+        "b/s3": DropReason.SOURCE_CAP,
+    }
+    assert selection.min_similarity == 0.5  # the lowest floor of the collections
+    assert [merge.collection_of(c) for c in selection.kept] == ["a", "b", "b"]
+    assert [merge.original(c).id for c in selection.kept] == ["s1", "s1", "s4"]
+    by_collection = merge.kept_by_collection()
+    assert {k: [c.id for c in v] for k, v in by_collection.items()} == {
+        "a": ["s1"],
+        "b": ["s1", "s4"],
+    }
+
+
+def test_attachments_join_the_section_of_their_own_collection(pool):
+    outcomes = fan_out(
+        [job("a", found(0.5, cand("s1", 0.9))), job("b", found(0.5, cand("s1", 0.8)))],
+        pool,
+        fail_fast=False,
+    )
+    merge = Merge(outcomes, RetrievalPolicy(top_k=4, **NO_CAP))
+    selection = merge.attach(
+        {"a": [attachment("s0", "s1")], "b": [attachment("s0", "s1"), attachment("s2", "s1")]}
+    )
+    assert [(c.id, c.attached_to) for c in selection.attached] == [
+        ("a/s0", "a/s1"),
+        ("b/s0", "b/s1"),
+        ("b/s2", "b/s1"),
+    ]
+    assert merge.original(selection.attached[0]).attached_to == "s1"
+    statuses = merge.statuses(outcomes)
+    assert [(s.name, s.kept, s.attached) for s in statuses] == [("a", 1, 1), ("b", 1, 2)]
+
+
+def test_when_every_collection_failed_the_merge_raises(pool):
+    outcomes = fan_out(
+        [job("a", error=OSError("disk")), job("b", error=OSError("net"))], pool, fail_fast=False
+    )
+    with pytest.raises(CollectionSearchError, match="every collection failed") as raised:
+        Merge(outcomes, RetrievalPolicy())
+    assert [s.error for s in raised.value.statuses] == ["OSError: disk", "OSError: net"]
+
+
+def test_statuses_describe_and_warn_once(pool, caplog):
+    outcomes = fan_out(
+        [job("a", found(0.5, cand("x", 0.9), cand("y", 0.1))), job("b", error=OSError("down"))],
+        pool,
+        fail_fast=False,
+    )
+    merge = Merge(outcomes, RetrievalPolicy(top_k=4, **NO_CAP))
+    statuses = merge.statuses(outcomes, {"a": TimeoutError("slow docstore")})
+    a, b = statuses
+    assert (a.status, a.returned, a.cleared_floor, a.kept) == ("ok", 2, 1, 1)
+    assert a.attachment_error == "TimeoutError: slow docstore"
+    assert (b.ok, b.error) == (False, "OSError: down")
+    logger = logging.getLogger("test.fanout")
+    with caplog.at_level(logging.WARNING, logger="test.fanout"):
+        warn_if_partial(logger, "q", statuses)
+        warn_if_partial(logger, "q", statuses[:0])
+    assert len(caplog.records) == 1
+    assert "b: failed (OSError: down)" in caplog.records[0].getMessage()
+
+
+def test_call_each_returns_failures(pool):
+    results = call_each({"a": (lambda: 1, None), "b": (lambda: 1 / 0, None)}, pool)
+    assert results["a"] == 1
+    assert isinstance(results["b"], ZeroDivisionError)
+
+
+async def test_acall_each_applies_timeouts():
+    async def slow():
+        await asyncio.sleep(5)
+
+    async def quick():
+        return 2
+
+    results = await acall_each({"slow": (slow, 0.05), "quick": (quick, None)})
+    assert isinstance(results["slow"], TimeoutError)
+    assert results["quick"] == 2
+
+
+def test_helpers():
+    assert describe_error(ValueError("")) == "ValueError"
+    assert describe_error(ValueError("a\nb")) == "ValueError: a"
+    assert len(describe_error(ValueError("x" * 500))) < 220
+    check_unique_names(["a", "b"])
+    with pytest.raises(ValueError, match="named 'a'"):
+        check_unique_names(["a", "a"])

@@ -1,0 +1,320 @@
+"""langchain_thresholded.MultiCollectionRetriever on exact in-memory stores.
+
+Every cosine is a multiple of 1/16 (see conftest), so a floor is met exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.stores import InMemoryStore
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from langchain_thresholded import (
+    CollectionSearchError,
+    CollectionSpec,
+    MultiCollectionRetriever,
+    RetrievalPolicy,
+    ThresholdedRetriever,
+)
+from thresholded.errors import ModelMismatchError
+from thresholded.fanout import COLLECTION_KEY
+from thresholded.selection import DropReason
+
+QUERY = "the question"
+LOGGER = "langchain_thresholded.multi_collection"
+NO_CAP = {"max_per_source": None, "max_chars": None}
+
+
+def floor(value: float, **fields: Any) -> RetrievalPolicy:
+    return RetrievalPolicy(min_similarity=value, **{**NO_CAP, **fields})
+
+
+def kept(report):
+    return [(d.metadata[COLLECTION_KEY], d.id) for d in report.kept]
+
+
+class FailingStore(InMemoryVectorStore):
+    def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
+        raise ConnectionError("store is down")
+
+
+class BlockingStore(InMemoryVectorStore):
+    release: threading.Event | None = None
+
+    def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
+        assert self.release is not None
+        self.release.wait(timeout=30)
+        return super().similarity_search_with_score_by_vector(embedding, k=k, **kwargs)
+
+
+class BarrierStore(InMemoryVectorStore):
+    barrier: threading.Barrier | None = None
+
+    def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
+        assert self.barrier is not None
+        self.barrier.wait(timeout=10)
+        return super().similarity_search_with_score_by_vector(embedding, k=k, **kwargs)
+
+
+@pytest.fixture
+def two(corpus):
+    """Collection a at 0.875 and 0.5625; b at 0.75, 0.375 and 0.25."""
+    a = corpus([("a1", 0.875, {"source": "A"}), ("a2", 0.5625, {"source": "A"})])
+    b = corpus(
+        [
+            ("b1", 0.75, {"source": "B"}),
+            ("b2", 0.375, {"source": "B"}),
+            ("b3", 0.25, {"source": "B"}),
+        ]
+    )
+    return a, b
+
+
+def specs(a, b, fa=0.625, fb=0.3125, **kwargs):
+    return [
+        CollectionSpec(
+            retriever=ThresholdedRetriever(vectorstore=a.store, policy=floor(fa)),
+            name="a",
+            **kwargs,
+        ),
+        CollectionSpec(
+            retriever=ThresholdedRetriever(vectorstore=b.store, policy=floor(fb)),
+            name="b",
+            **kwargs,
+        ),
+    ]
+
+
+def test_each_collection_is_cut_by_its_own_floor_then_merged_by_cosine(two):
+    a, b = two
+    retriever = MultiCollectionRetriever(collections=specs(a, b), policy=RetrievalPolicy(top_k=10))
+    report = retriever.retrieve_with_report(QUERY)
+
+    # a2 (0.5625) clears b's floor but not its own collection's (0.625)
+    assert kept(report) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
+    assert [d.metadata["similarity"] for d in report.kept] == [0.875, 0.75, 0.375]
+    assert {d.id: d.reason for d in report.dropped} == {
+        "a/a2": DropReason.BELOW_THRESHOLD,
+        "b/b3": DropReason.BELOW_THRESHOLD,
+    }
+    assert report.min_similarity == 0.3125
+    assert [
+        (s.name, s.status, s.returned, s.cleared_floor, s.kept) for s in report.collections
+    ] == [
+        ("a", "ok", 2, 1, 1),
+        ("b", "ok", 3, 2, 2),
+    ]
+    assert not report.partial
+    assert retriever.invoke(QUERY) == report.documents
+
+
+def test_per_call_k_and_floor(two):
+    a, b = two
+    retriever = MultiCollectionRetriever(
+        collections=specs(a, b), policy=RetrievalPolicy(top_k=10, **NO_CAP)
+    )
+    assert kept(retriever.retrieve_with_report(QUERY, k=1)) == [("a", "a1")]
+    low = retriever.retrieve_with_report(QUERY, min_similarity=0.25)
+    assert len(low.kept) == 5
+    with pytest.raises(TypeError, match="top_k"):
+        retriever.invoke(QUERY, top_k=2)
+
+
+def test_the_question_is_embedded_once(two):
+    a, b = two
+    retriever = MultiCollectionRetriever(collections=specs(a, b))
+    retriever.invoke(QUERY)
+    assert a.embeddings.query_calls.count(QUERY) + b.embeddings.query_calls.count(QUERY) == 1
+
+
+def test_cap_and_budget_span_collections(corpus):
+    a = corpus([("a1", 0.9375, {"source": "S"}), ("a2", 0.8125, {"source": "S"})], text_len=100)
+    b = corpus(
+        [
+            ("b1", 0.875, {"source": "S"}),
+            ("b2", 0.75, {"source": "T"}),
+            ("b3", 0.625, {"source": "U"}),
+            ("b4", 0.5625, {"source": "V"}),
+        ],
+        text_len=100,
+    )
+    collections = [
+        CollectionSpec(
+            retriever=ThresholdedRetriever(vectorstore=c.store, policy=floor(0.5)), name=name
+        )
+        for name, c in (("a", a), ("b", b))
+    ]
+    policy = RetrievalPolicy(top_k=3, max_per_source=2, max_chars=300)
+    retriever = MultiCollectionRetriever(collections=collections, policy=policy)
+    report = retriever.retrieve_with_report(QUERY)
+    # S is capped across collections (a2 after a1 and b1); b3 and b4 overflow the budget
+    assert kept(report) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
+    assert {d.id: d.reason for d in report.dropped} == {
+        "a/a2": DropReason.SOURCE_CAP,
+        "b/b3": DropReason.BUDGET,
+        "b/b4": DropReason.BUDGET,
+    }
+
+
+def test_collections_are_searched_concurrently(corpus):
+    barrier = threading.Barrier(3)
+    collections = []
+    for i in range(3):
+        c = corpus([(f"d{i}", 0.5 + i / 16)])
+        store = BarrierStore(c.embeddings)
+        store.barrier = barrier
+        store.add_documents(list(c.documents.values()))
+        collections.append(
+            CollectionSpec(
+                retriever=ThresholdedRetriever(vectorstore=store, policy=floor(0.25)), name=f"c{i}"
+            )
+        )
+    retriever = MultiCollectionRetriever(collections=collections)
+    report = retriever.retrieve_with_report(QUERY)
+    assert [s.status for s in report.collections] == ["ok"] * 3
+    assert [d.id for d in report.kept] == ["d2", "d1", "d0"]
+    asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
+    assert [s.status for s in asynchronous.collections] == ["ok"] * 3
+
+
+def _broken(corpus):
+    c = corpus([("x1", 0.9375)])
+    store = FailingStore(c.embeddings)
+    return CollectionSpec(
+        retriever=ThresholdedRetriever(vectorstore=store, policy=floor(0.25)), name="broken"
+    )
+
+
+def test_a_failing_collection_leaves_the_others_and_one_warning(two, corpus, caplog):
+    a, b = two
+    retriever = MultiCollectionRetriever(collections=[*specs(a, b), _broken(corpus)])
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        report = retriever.retrieve_with_report(QUERY)
+    assert kept(report) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
+    assert report.partial
+    assert report.status("broken").error == "ConnectionError: store is down"
+    assert len([r for r in caplog.records if r.name == LOGGER]) == 1
+    asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
+    assert kept(asynchronous) == kept(report)
+    assert asynchronous.status("broken").status == "failed"
+
+
+def test_fail_fast_and_all_failed_raise(two, corpus):
+    a, b = two
+    strict = MultiCollectionRetriever(collections=[*specs(a, b), _broken(corpus)], fail_fast=True)
+    with pytest.raises(CollectionSearchError, match="'broken' failed"):
+        strict.invoke(QUERY)
+    with pytest.raises(CollectionSearchError, match="'broken' failed"):
+        asyncio.run(strict.ainvoke(QUERY))
+    nothing = MultiCollectionRetriever(collections=[_broken(corpus)])
+    with pytest.raises(CollectionSearchError, match="every collection failed"):
+        nothing.invoke(QUERY)
+
+
+def test_a_collection_that_times_out(two, corpus):
+    a, b = two
+    c = corpus([("slow1", 0.9375)])
+    store = BlockingStore(c.embeddings)
+    store.release = threading.Event()
+    store.add_documents(list(c.documents.values()))
+    slow = CollectionSpec(
+        retriever=ThresholdedRetriever(vectorstore=store, policy=floor(0.25)),
+        name="slow",
+        timeout=0.2,
+    )
+    try:
+        retriever = MultiCollectionRetriever(collections=[*specs(a, b), slow])
+        report = retriever.retrieve_with_report(QUERY)
+        assert report.status("slow").status == "timeout"
+        assert kept(report) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
+        asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
+        assert asynchronous.status("slow").status == "timeout"
+    finally:
+        store.release.set()
+
+
+def _linked(prefix: str, cosines: list[float]):
+    """Specs of a chain s0..sN whose metadata links prev/next; docstore texts name the prefix."""
+    ids = [f"s{i}" for i in range(len(cosines))]
+    out = []
+    for i, (doc_id, cos) in enumerate(zip(ids, cosines, strict=True)):
+        meta = {"source": prefix}
+        if i > 0:
+            meta["prev_id"] = ids[i - 1]
+        if i + 1 < len(ids):
+            meta["next_id"] = ids[i + 1]
+        out.append((doc_id, cos, meta, f"{prefix} {doc_id}"))
+    docstore = InMemoryStore()
+    docstore.mset(
+        [
+            (doc_id, Document(id=doc_id, page_content=f"{prefix} text of {doc_id}", metadata=meta))
+            for doc_id, _, meta, _ in out
+        ]
+    )
+    return out, docstore
+
+
+def test_neighbours_come_from_the_docstore_of_each_kept_document(corpus):
+    """Both collections use the ids s0..s4: the attachments must not be mixed up."""
+    a_specs, a_docstore = _linked("A", [0.125, 0.875, 0.125, 0.25, 0.125])
+    b_specs, b_docstore = _linked("B", [0.125, 0.25, 0.125, 0.75, 0.4375])
+    a, b = corpus(a_specs), corpus(b_specs)
+    collections = [
+        CollectionSpec(
+            retriever=ThresholdedRetriever(
+                vectorstore=c.store, policy=floor(0.5), docstore=store, parent_summaries=False
+            ),
+            name=name,
+        )
+        for name, c, store in (("a", a, a_docstore), ("b", b, b_docstore))
+    ]
+    retriever = MultiCollectionRetriever(collections=collections, policy=RetrievalPolicy(top_k=5))
+    report = retriever.retrieve_with_report(QUERY)
+    assert kept(report) == [("a", "s1"), ("b", "s3")]
+    assert [
+        (d.metadata[COLLECTION_KEY], d.id, d.page_content, d.metadata["attached_to"])
+        for d in report.attached
+    ] == [
+        ("a", "s0", "A text of s0", "s1"),
+        ("a", "s2", "A text of s2", "s1"),
+        ("b", "s2", "B text of s2", "s3"),
+        ("b", "s4", "B text of s4", "s3"),
+    ]
+    asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
+    assert [d.page_content for d in asynchronous.attached] == [
+        d.page_content for d in report.attached
+    ]
+
+
+def test_collections_calibrated_for_different_models_are_refused(two):
+    a, b = two
+    subs = [
+        ThresholdedRetriever(
+            vectorstore=a.store,
+            policy=floor(0.5, embedding_model="test/exact@6"),
+            allow_model_mismatch=True,
+        ),
+        ThresholdedRetriever(
+            vectorstore=b.store,
+            policy=floor(0.5, embedding_model="other/model@6"),
+            allow_model_mismatch=True,
+        ),
+    ]
+    with pytest.raises(ModelMismatchError, match="other/model@6"):
+        MultiCollectionRetriever(collections=subs)
+
+
+def test_names_must_differ(two):
+    a, b = two
+    subs = [ThresholdedRetriever(vectorstore=c.store, policy=floor(0.5)) for c in (a, b)]
+    retriever = MultiCollectionRetriever(collections=subs)
+    assert retriever.collection_names == ("InMemoryVectorStore[0]", "InMemoryVectorStore[1]")
+    same = [CollectionSpec(retriever=sub, name="kb") for sub in subs]
+    with pytest.raises(ValueError, match="named 'kb'"):
+        MultiCollectionRetriever(collections=same)

@@ -1,0 +1,410 @@
+"""Fan-out over several collections: run their searches at once, merge, report each one.
+
+Framework-free: the adapters hand in one search per collection (a function that
+returns that collection's own ``Selection``: its candidates cut by its floor)
+and get back each collection's outcome, within its timeout. ``Merge`` then puts
+the survivors of every collection through one global ``select`` (cap, budget,
+``top_k``), with candidate ids made unique across collections, and keeps track
+of where each came from so attachments can be fetched from the right
+collection.
+
+Sync searches run in a thread pool; async calls await a collection's own async
+search where the adapter provides one, and run the sync one in the pool
+otherwise. A collection that fails or times out gets a status instead of an
+answer, unless ``fail_fast``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Literal, TypeVar
+
+from thresholded.errors import ThresholdedError
+from thresholded.policy import RetrievalPolicy
+from thresholded.selection import Candidate, Dropped, Selection, select
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Status = Literal["ok", "failed", "timeout"]
+
+COLLECTION_KEY = "source_collection"
+"""Metadata key the adapters write on every returned section and attachment: the
+collection it came from (hidden from the LLM and the embedder, like the other marks)."""
+
+
+@dataclass(frozen=True)
+class CollectionStatus:
+    """What happened to one collection in one call."""
+
+    name: str
+    status: Status
+    min_similarity: float
+    latency_ms: float
+    returned: int = 0
+    """Results the search returned (with pushdown, only those above the floor)."""
+    cleared_floor: int = 0
+    """Candidates that cleared this collection's floor and its ``retrieve_k``."""
+    kept: int = 0
+    """Sections of this collection in the final result."""
+    attached: int = 0
+    pushdown: bool = False
+    """The floor went to the engine as a range search."""
+    error: str | None = None
+    attachment_error: str | None = None
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def describe(self) -> str:
+        text = (
+            f"{self.name}: {self.status}"
+            + (f" ({self.error})" if self.error else "")
+            + f", {self.returned} returned, {self.cleared_floor} cleared floor "
+            f"{self.min_similarity:g}, {self.kept} kept, {self.latency_ms:.1f} ms"
+        )
+        if self.attachment_error:
+            text += f", attachments failed ({self.attachment_error})"
+        return text
+
+
+class CollectionSearchError(ThresholdedError, RuntimeError):
+    """A collection failed or timed out under ``fail_fast``, or every collection failed."""
+
+    def __init__(self, message: str, statuses: Sequence[CollectionStatus] = ()) -> None:
+        super().__init__(message)
+        self.statuses = tuple(statuses)
+
+
+@dataclass(frozen=True)
+class Found(Generic[T]):
+    """What one collection's search found: its own selection, before the merge."""
+
+    returned: int
+    selection: Selection[T]
+    pushdown: bool = False
+    latency_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Job(Generic[T]):
+    """One collection's search in one call."""
+
+    name: str
+    min_similarity: float
+    timeout: float | None
+    search: Callable[[], Found[T]]
+    """The sync search; run in the pool."""
+    asearch: Callable[[], Awaitable[Found[T]]] | None = None
+    """An async search, for clients that have a working one; else ``search`` in the pool."""
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[T]):
+    name: str
+    status: Status
+    latency_ms: float
+    min_similarity: float
+    found: Found[T] | None = None
+    error: BaseException | None = None
+
+
+def timed(search: Callable[[], Found[T]]) -> Callable[[], Found[T]]:
+    """``search`` with its own latency recorded on what it found."""
+
+    def run() -> Found[T]:
+        start = time.perf_counter()
+        found = search()
+        return replace(found, latency_ms=1000 * (time.perf_counter() - start))
+
+    return run
+
+
+def atimed(asearch: Callable[[], Awaitable[Found[T]]]) -> Callable[[], Awaitable[Found[T]]]:
+    async def run() -> Found[T]:
+        start = time.perf_counter()
+        found = await asearch()
+        return replace(found, latency_ms=1000 * (time.perf_counter() - start))
+
+    return run
+
+
+# Running the searches --------------------------------------------------------------------
+def fan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -> list[Outcome[T]]:
+    """Run every job in ``pool``; wait for each until its own deadline; outcomes in job order."""
+    start = time.perf_counter()
+    pending: dict[Future[Found[T]], Job[T]] = {pool.submit(timed(j.search)): j for j in jobs}
+    deadlines = {j.name: start + j.timeout for j in jobs if j.timeout is not None}
+    outcomes: dict[str, Outcome[T]] = {}
+    while pending:
+        now = time.perf_counter()
+        for future, job in list(pending.items()):
+            if job.name in deadlines and now >= deadlines[job.name]:
+                future.cancel()
+                del pending[future]
+                outcomes[job.name] = _timed_out(job)
+                _raise_if_fail_fast(outcomes[job.name], fail_fast, pending)
+        if not pending:
+            break
+        due = [deadlines[j.name] for j in pending.values() if j.name in deadlines]
+        timeout = max(0.0, min(due) - now) if due else None
+        done, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
+        for future in done:
+            job = pending.pop(future)
+            outcomes[job.name] = _outcome(job, future, start)
+            _raise_if_fail_fast(outcomes[job.name], fail_fast, pending)
+    return [outcomes[j.name] for j in jobs]
+
+
+async def afan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -> list[Outcome[T]]:
+    """Async ``fan_out``: awaits ``asearch`` where given, else ``search`` in the pool."""
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter()
+
+    async def one(job: Job[T]) -> Outcome[T]:
+        if job.asearch is not None:
+            awaitable: Any = atimed(job.asearch)()
+        else:
+            awaitable = asyncio.wrap_future(pool.submit(timed(job.search)), loop=loop)
+        try:
+            found = await asyncio.wait_for(awaitable, job.timeout)
+        except TimeoutError:
+            return _timed_out(job)
+        except Exception as exc:
+            return _failed(job, exc, 1000 * (time.perf_counter() - start))
+        return _ok(job, found)
+
+    tasks = [asyncio.ensure_future(one(job)) for job in jobs]
+    outcomes: dict[str, Outcome[T]] = {}
+    try:
+        for next_done in asyncio.as_completed(tasks):
+            outcome = await next_done
+            outcomes[outcome.name] = outcome
+            if fail_fast and outcome.status != "ok":
+                raise fail_fast_error(outcome)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return [outcomes[j.name] for j in jobs]
+
+
+def call_each(
+    calls: dict[str, tuple[Callable[[], R], float | None]], pool: Executor
+) -> dict[str, R | BaseException]:
+    """Run named calls in the pool, each within its timeout; a failure is returned, not raised."""
+    futures = {name: (pool.submit(fn), timeout) for name, (fn, timeout) in calls.items()}
+    results: dict[str, R | BaseException] = {}
+    for name, (future, timeout) in futures.items():
+        try:
+            results[name] = future.result(timeout=timeout)
+        except Exception as exc:
+            future.cancel()
+            results[name] = exc
+    return results
+
+
+async def acall_each(
+    calls: dict[str, tuple[Callable[[], Awaitable[R]], float | None]],
+) -> dict[str, R | BaseException]:
+    """Async ``call_each``: the awaitables run at once, each within its timeout."""
+    names = list(calls)
+    results = await asyncio.gather(
+        *(asyncio.wait_for(fn(), timeout) for fn, timeout in calls.values()),
+        return_exceptions=True,
+    )
+    return dict(zip(names, results, strict=True))
+
+
+def _outcome(job: Job[T], future: Future[Found[T]], start: float) -> Outcome[T]:
+    try:
+        return _ok(job, future.result())
+    except Exception as exc:
+        return _failed(job, exc, 1000 * (time.perf_counter() - start))
+
+
+def _ok(job: Job[T], found: Found[T]) -> Outcome[T]:
+    return Outcome(job.name, "ok", found.latency_ms, job.min_similarity, found=found)
+
+
+def _failed(job: Job[T], exc: BaseException, latency_ms: float) -> Outcome[T]:
+    return Outcome(job.name, "failed", latency_ms, job.min_similarity, error=exc)
+
+
+def _timed_out(job: Job[T]) -> Outcome[T]:
+    timeout = job.timeout or 0.0
+    error = TimeoutError(f"no answer within {timeout:g} s")
+    return Outcome(job.name, "timeout", 1000 * timeout, job.min_similarity, error=error)
+
+
+def _raise_if_fail_fast(outcome: Outcome[T], fail_fast: bool, pending: Iterable[Future]) -> None:
+    if fail_fast and outcome.status != "ok":
+        for future in pending:
+            future.cancel()
+        raise fail_fast_error(outcome)
+
+
+def fail_fast_error(outcome: Outcome[Any]) -> CollectionSearchError:
+    status = status_of(outcome)
+    what = "timed out" if status.status == "timeout" else "failed"
+    error = CollectionSearchError(
+        f"collection {status.name!r} {what} (fail_fast=True): {status.error}", [status]
+    )
+    error.__cause__ = outcome.error
+    return error
+
+
+# The merge ---------------------------------------------------------------------------------
+_SEPARATOR = "/"
+
+
+class Merge(Generic[T]):
+    """The survivors of every collection under the global policy, with their origins.
+
+    Candidate ids read ``"<collection>/<id>"`` in the merged selection: ids need not
+    be unique across collections. ``collection_of`` and ``original`` undo it.
+    """
+
+    def __init__(self, outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> None:
+        self._origin: dict[str, tuple[str, str]] = {}
+        answered = [o for o in outcomes if o.found is not None]
+        if not answered:
+            statuses = [status_of(o) for o in outcomes]
+            raise CollectionSearchError(
+                "every collection failed: "
+                + "; ".join(s.describe() for s in statuses)
+                + ". Nothing was searched, so an empty result would be wrong.",
+                statuses,
+            )
+        survivors: list[Candidate[T]] = []
+        stage_dropped: list[Dropped[T]] = []
+        for outcome in answered:
+            assert outcome.found is not None
+            own = outcome.found.selection
+            survivors.extend(self.namespaced(c, outcome.name) for c in own.kept)
+            stage_dropped.extend(
+                Dropped(self.namespaced(d.candidate, outcome.name), d.reason) for d in own.dropped
+            )
+        # The floors were applied per collection: the merge itself has none (0).
+        merged = select(survivors, policy, 0.0)
+        self.policy = policy
+        self.selection: Selection[T] = replace(
+            merged,
+            dropped=(*stage_dropped, *merged.dropped),
+            min_similarity=min(o.min_similarity for o in answered),
+        )
+
+    def namespaced(self, cand: Candidate[T], collection: str) -> Candidate[T]:
+        """The candidate with an id unique across collections (and its anchor's, if any)."""
+        prefix = collection + _SEPARATOR
+        new_id = prefix + cand.id
+        self._origin[new_id] = (collection, cand.id)
+        anchor = None if cand.attached_to is None else prefix + cand.attached_to
+        return replace(cand, id=new_id, attached_to=anchor)
+
+    def collection_of(self, cand: Candidate[T]) -> str:
+        return self._origin[cand.id][0]
+
+    def original(self, cand: Candidate[T]) -> Candidate[T]:
+        """The candidate with its own ids again."""
+        anchor = cand.attached_to
+        if anchor is not None and anchor in self._origin:
+            anchor = self._origin[anchor][1]
+        return replace(cand, id=self._origin[cand.id][1], attached_to=anchor)
+
+    def kept_by_collection(self) -> dict[str, list[Candidate[T]]]:
+        """Each collection's kept sections, with their own ids, in score order."""
+        kept: dict[str, list[Candidate[T]]] = {}
+        for cand in self.selection.kept:
+            kept.setdefault(self.collection_of(cand), []).append(self.original(cand))
+        return kept
+
+    def attach(self, found: dict[str, list[Candidate[T]]]) -> Selection[T]:
+        """Add each collection's attachments (with their own ids) to the merged selection."""
+        from thresholded.selection import attach
+
+        extra = [self.namespaced(c, name) for name, cands in found.items() for c in cands]
+        if extra:
+            self.selection = attach(self.selection, extra, self.policy)
+        return self.selection
+
+    def counts(self, cands: Iterable[Candidate[T]]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for cand in cands:
+            name = self.collection_of(cand)
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    def statuses(
+        self,
+        outcomes: Sequence[Outcome[T]],
+        attachment_errors: dict[str, BaseException] | None = None,
+    ) -> tuple[CollectionStatus, ...]:
+        kept = self.counts(self.selection.kept)
+        attached = self.counts(self.selection.attached)
+        errors = attachment_errors or {}
+        return tuple(
+            status_of(o, kept.get(o.name, 0), attached.get(o.name, 0), errors.get(o.name))
+            for o in outcomes
+        )
+
+
+def status_of(
+    outcome: Outcome[Any],
+    kept: int = 0,
+    attached: int = 0,
+    attachment_error: BaseException | None = None,
+) -> CollectionStatus:
+    found = outcome.found
+    return CollectionStatus(
+        name=outcome.name,
+        status=outcome.status,
+        min_similarity=outcome.min_similarity,
+        latency_ms=outcome.latency_ms,
+        returned=found.returned if found else 0,
+        cleared_floor=len(found.selection.kept) if found else 0,
+        kept=kept,
+        attached=attached,
+        pushdown=found.pushdown if found else False,
+        error=None if outcome.error is None else describe_error(outcome.error),
+        attachment_error=None if attachment_error is None else describe_error(attachment_error),
+        exception=outcome.error,
+    )
+
+
+def describe_error(error: BaseException) -> str:
+    text = str(error).strip()
+    text = text.splitlines()[0] if text else ""
+    if len(text) > 200:
+        text = text[:199] + "…"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def warn_if_partial(
+    logger: logging.Logger, query: str, statuses: Sequence[CollectionStatus]
+) -> None:
+    """One warning per call that lost a collection (or its attachments)."""
+    troubles = [s for s in statuses if not s.ok or s.attachment_error]
+    if troubles:
+        logger.warning(
+            "multi-collection retrieval for %r is partial: %s",
+            query,
+            "; ".join(s.describe() for s in troubles),
+        )
+
+
+def check_unique_names(names: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(
+                f"two collections are named {name!r} (the same collection name in two "
+                "databases or URIs?): give each a distinct name"
+            )
+        seen.add(name)

@@ -10,7 +10,7 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
+from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.instrumentation import get_dispatcher
@@ -25,7 +25,7 @@ from llama_index_thresholded.attachments import (
     run_plan,
 )
 from llama_index_thresholded.embeddings import model_id_of
-from llama_index_thresholded.events import ThresholdSelectionEvent
+from llama_index_thresholded.events import announce_selection
 from llama_index_thresholded.filters import milvus_expression
 from llama_index_thresholded.nodes import attached_node, kept_node, to_candidate
 from llama_index_thresholded.pushdown import (
@@ -455,24 +455,7 @@ class ThresholdedRetriever(BaseRetriever):
             {"id": d.candidate.id, "reason": d.reason.value, "score": d.candidate.score}
             for d in report.selection.dropped
         ]
-        dispatcher.event(
-            ThresholdSelectionEvent(
-                query_str=report.query_str,
-                min_similarity=report.min_similarity,
-                score_kind=report.score_kind.value,
-                kept_ids=[n.node.node_id for n in report.kept],
-                attached_ids=[n.node.node_id for n in report.attached],
-                dropped=dropped,
-            )
-        )
-        payload = {
-            EventPayload.QUERY_STR: report.query_str,
-            EventPayload.NODES: report.nodes,
-            "thresholded_dropped": dropped,
-            "thresholded_min_similarity": report.min_similarity,
-        }
-        with self.callback_manager.event(CBEventType.RETRIEVE, payload=payload) as event:
-            event.on_end(payload=payload)
+        announce_selection(dispatcher, self.callback_manager, report, dropped)
         logger.debug(
             "kept %d, attached %d, dropped %s (floor %g)",
             len(report.kept),

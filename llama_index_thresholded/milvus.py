@@ -7,7 +7,9 @@ server, standalone or distributed (``http://host:19530``).
 every engine: LlamaIndex's store sends ``drop_ratio_search=0.2`` with them,
 which milvus-lite 3.x refuses ("only drop_ratio_search=0 is supported"), and
 milvus-lite 3.x returns BM25 scores negated, which would reverse their order
-once sorted by score.
+once sorted by score. Its ``timeout`` gives every client call a deadline, which
+LlamaIndex's store does not pass through: without one, a frozen server holds a
+query forever.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
 from pymilvus import Function, FunctionType
 
 from thresholded.errors import CollectionNotFoundError
+from thresholded.milvus_timeout import check_timeout, with_timeout
 from thresholded.scores import Metric
 
 _SearchResult = tuple[list[BaseNode], list[float], list[str]]
@@ -35,16 +38,41 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
     pass ``milvus_sparse_search_config`` in ``vector_store_kwargs`` to override
     it for one query. BM25 scores come back non-negative, best first, on every
     engine. Dense and hybrid search are LlamaIndex's own.
+
+    ``timeout`` (seconds) is the deadline of each call the store makes after it
+    is built (searches, lookups, inserts); ``None`` waits as long as the server
+    takes.
     """
 
     sparse_search_config: dict[str, Any] = Field(
         default_factory=dict,
         description="search_params of sparse and text search; {} lets the engine choose.",
     )
+    timeout: float | None = Field(
+        default=None, description="Deadline of each Milvus call, in seconds; None: no deadline."
+    )
 
-    def __init__(self, *args: Any, sparse_search_config: dict[str, Any] | None = None, **kwargs):
+    def __init__(
+        self,
+        *args: Any,
+        sparse_search_config: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        timeout = check_timeout(timeout)
         super().__init__(*args, **kwargs)
         self.sparse_search_config = dict(sparse_search_config or {})
+        self.timeout = timeout
+        # LlamaIndex's store connects to ``uri`` but leaves its ``uri`` field at the default
+        self.uri = kwargs.get("uri", args[0] if args else self.uri)
+
+    @property
+    def client(self) -> Any:
+        return with_timeout(self._milvusclient, self.timeout)
+
+    @property
+    def aclient(self) -> Any:
+        return with_timeout(self._async_milvusclient, self.timeout)
 
     def _sparse_request(self, query: VectorStoreQuery, **kwargs: Any) -> tuple[list, dict]:
         function = self.sparse_embedding_function
@@ -145,10 +173,12 @@ def existing_milvus_store(
     from pymilvus import MilvusClient
 
     db_name = kwargs.get("db_name", "")
-    client = (
-        MilvusClient(uri=uri, token=token, db_name=db_name)
+    timeout = check_timeout(kwargs.get("timeout"))
+    client = with_timeout(
+        MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout)
         if db_name
-        else MilvusClient(uri=uri, token=token)
+        else MilvusClient(uri=uri, token=token, timeout=timeout),
+        timeout,
     )
     try:
         names = client.list_collections()

@@ -27,6 +27,7 @@ from llama_index_thresholded.attachments import (
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.events import announce_selection
 from llama_index_thresholded.filters import milvus_expression
+from llama_index_thresholded.milvus import CompatibleMilvusVectorStore
 from llama_index_thresholded.nodes import attached_node, kept_node, to_candidate
 from llama_index_thresholded.pushdown import (
     PushdownSwitch,
@@ -40,6 +41,7 @@ from llama_index_thresholded.scoring import collection_dimension, score_kind_for
 from thresholded.errors import DimensionMismatchError
 from thresholded.policy import RetrievalPolicy
 from thresholded.rescore import wants_rescore
+from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
 from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosine
 from thresholded.selection import Candidate, Selection, attach, select
 
@@ -77,6 +79,12 @@ class ThresholdedRetriever(BaseRetriever):
 
     Use ``retrieve_with_report`` to also get what was dropped and why, and to
     override the floor, ``top_k`` or the filters for one call.
+
+    A search that fails because the store is unreachable or too slow is tried
+    again up to ``max_retries`` times (waits from ``retry_backoff`` seconds,
+    doubling); then :class:`~thresholded.errors.SearchUnavailableError` names
+    the collection and the attempts. Other errors are raised at once. The
+    deadline of each attempt is the store's: ``milvus_store(..., timeout=5)``.
     """
 
     def __init__(
@@ -103,10 +111,13 @@ class ThresholdedRetriever(BaseRetriever):
         vector_store_kwargs: dict[str, Any] | None = None,
         allowed_filter_keys: Iterable[str] | None = None,
         pushdown: bool = True,
+        max_retries: int = 0,
+        retry_backoff: float = 0.2,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
         self._index = index
+        self._retry = RetryPolicy(max_retries=max_retries, backoff=retry_backoff)
         self._allowed_filter_keys = set(allowed_filter_keys) if allowed_filter_keys else None
         self._vector_store = index.vector_store
         self._embed_model = embed_model or index._embed_model
@@ -193,6 +204,7 @@ class ThresholdedRetriever(BaseRetriever):
             "metric": self._metric.value if self._metric else None,
             "score_kind": self._score_kind.value,
             "pushdown": self._pushdown.enabled,
+            "max_retries": self._retry.max_retries,
         }
 
     @property
@@ -328,7 +340,10 @@ class ThresholdedRetriever(BaseRetriever):
             plan = plan_attachments(
                 [c.item.node for c in selection.kept], self._attachments, call.policy.source_key
             )
-            selection = attach(selection, run_plan(plan, self._source), call.policy)
+            found = call_with_retries(
+                lambda: run_plan(plan, self._source), self._retry, what=self._store_name()
+            )
+            selection = attach(selection, found, call.policy)
         return self._report(bundle, selection)
 
     async def _arun(self, bundle: QueryBundle, call: _Call) -> RetrievalReport:
@@ -349,7 +364,13 @@ class ThresholdedRetriever(BaseRetriever):
             plan = plan_attachments(
                 [c.item.node for c in selection.kept], self._attachments, call.policy.source_key
             )
-            selection = attach(selection, await arun_plan(plan, self._source), call.policy)
+            found = await acall_with_retries(
+                lambda: arun_plan(plan, self._source),
+                self._retry,
+                what=self._store_name(),
+                attempt_timeout=self._store_timeout(),
+            )
+            selection = attach(selection, found, call.policy)
         return self._report(bundle, selection)
 
     def _searcher(self, call: _Call, *, pushdown: bool = False) -> VectorIndexRetriever:
@@ -381,29 +402,56 @@ class ThresholdedRetriever(BaseRetriever):
         return self._pushdown.enabled and call.min_similarity != 0.0
 
     def _search(self, bundle: QueryBundle, call: _Call) -> list[NodeWithScore]:
+        """Search, retrying transient failures as configured (see ``thresholded.retry``)."""
+        return call_with_retries(
+            lambda: self._search_once(bundle, call), self._retry, what=self._store_name()
+        )
+
+    async def _asearch(self, bundle: QueryBundle, call: _Call) -> list[NodeWithScore]:
+        return await acall_with_retries(
+            lambda: self._asearch_once(bundle, call),
+            self._retry,
+            what=self._store_name(),
+            attempt_timeout=self._store_timeout(),
+        )
+
+    def _search_once(self, bundle: QueryBundle, call: _Call) -> list[NodeWithScore]:
         """Search; where the engine refuses the pushed-down floor, search again without it."""
         if not self._pushes_down(call):
             return self._searcher(call)._retrieve(bundle)
         try:
             return self._searcher(call, pushdown=True)._retrieve(bundle)
         except Exception as exc:
+            if is_transient(exc):  # the server is unreachable, not refusing range search
+                raise
             results = self._searcher(call)._retrieve(bundle)  # a real failure raises here
             self._pushdown.refused(self._store_name(), exc)
             return results
 
-    async def _asearch(self, bundle: QueryBundle, call: _Call) -> list[NodeWithScore]:
+    async def _asearch_once(self, bundle: QueryBundle, call: _Call) -> list[NodeWithScore]:
         if not self._pushes_down(call):
             return await self._searcher(call)._aretrieve(bundle)
         try:
             return await self._searcher(call, pushdown=True)._aretrieve(bundle)
         except Exception as exc:
+            if is_transient(exc):
+                raise
             results = await self._searcher(call)._aretrieve(bundle)
             self._pushdown.refused(self._store_name(), exc)
             return results
 
+    def _store_timeout(self) -> float | None:
+        """The deadline of one attempt: the store's ``timeout``, where it has one."""
+        timeout = getattr(self._vector_store, "timeout", None)
+        return timeout if isinstance(timeout, int | float) and timeout > 0 else None
+
     def _store_name(self) -> str:
         name = getattr(self._vector_store, "collection_name", None)
-        return f"collection {name!r}" if name else type(self._vector_store).__name__
+        if not name:
+            return type(self._vector_store).__name__
+        if not isinstance(self._vector_store, CompatibleMilvusVectorStore):
+            return f"collection {name!r}"  # LlamaIndex's own store does not keep its uri
+        return f"collection {name!r} at {self._vector_store.uri}"
 
     def _check_query_vector(self, bundle: QueryBundle, rescoring: bool = False) -> None:
         if bundle.embedding is None or not (self._embeds or rescoring):

@@ -15,6 +15,7 @@ from thresholded.errors import (
     NonCosineScoreError,
     NotUnitVectorError,
     ProfileError,
+    SearchUnavailableError,
     ThresholdedError,
     UncalibratedModelError,
     UnsupportedMetricError,
@@ -22,6 +23,7 @@ from thresholded.errors import (
 from thresholded.models import KNOWN_FLOORS, ModelId, default_floor
 from thresholded.policy import RetrievalPolicy
 from thresholded.profile import CalibrationProfile
+from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, to_cosine
 from thresholded.selection import (
     AttachedRole,
@@ -50,7 +52,9 @@ __all__ = [
     "NotUnitVectorError",
     "ProfileError",
     "RetrievalPolicy",
+    "RetryPolicy",
     "ScoreKind",
+    "SearchUnavailableError",
     "Selection",
     "ThresholdedError",
     "UncalibratedModelError",

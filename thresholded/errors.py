@@ -41,3 +41,11 @@ class ProfileError(ThresholdedError, ValueError):
 
 class CollectionNotFoundError(ThresholdedError, LookupError):
     """A collection that was asked for by name does not exist."""
+
+
+class SearchUnavailableError(ThresholdedError, ConnectionError):
+    """The vector store did not answer: down, restarting or frozen, after every retry."""
+
+    def __init__(self, message: str, *, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.attempts = attempts

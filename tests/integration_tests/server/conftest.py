@@ -203,12 +203,47 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=STOP_TIMEOUT)
 
 
+class RunningServer:
+    """A started ``milvus-server``: its URI, and signals to its own process group only."""
+
+    def __init__(self, uri: str, proc: subprocess.Popen) -> None:
+        self.uri = uri
+        self.proc = proc
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid  # start_new_session=True: the group is ours alone
+
+    def signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pgid, sig)
+
+    def freeze(self) -> None:
+        """Stop every process of the server (SIGSTOP): its sockets stay open, nothing answers."""
+        self.signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL the whole server at once, as a crash or an OOM kill would."""
+        self.signal(signal.SIGKILL)
+        _wait_for_group(self.pgid, STOP_TIMEOUT)
+
+
 @contextlib.contextmanager
 def milvus_server(data: Path) -> Iterator[str]:
     """Start ``milvus-server`` with its data in ``data``; yield its URI; stop it.
 
     Also used by ``benchmarks/`` (loaded by path), so it needs nothing from pytest.
     """
+    with milvus_server_process(data) as server:
+        yield server.uri
+
+
+@contextlib.contextmanager
+def milvus_server_process(data: Path) -> Iterator[RunningServer]:
+    """``milvus_server``, yielding the running server itself (for fault injection)."""
     if not MILVUS_SERVER.exists():
         raise FileNotFoundError(
             "needs the Milvus server: pip install 'thresholded-retrieval[server]'"
@@ -237,9 +272,20 @@ def milvus_server(data: Path) -> Iterator[str]:
         uri = f"http://{HOST}:{ports[2]}"
         _wait_until_connected(uri, proc, log)
         _cache_binaries(data)
-        yield uri
+        yield RunningServer(uri, proc)
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGCONT)  # a frozen server cannot handle SIGINT
         _stop(proc)
+
+
+@pytest.fixture
+def disposable_server(tmp_path: Path) -> Iterator[RunningServer]:
+    """A server of this test's own, which the test may freeze or kill."""
+    if not MILVUS_SERVER.exists():
+        pytest.skip("needs the Milvus server: pip install 'thresholded-retrieval[server]'")
+    with milvus_server_process(tmp_path) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

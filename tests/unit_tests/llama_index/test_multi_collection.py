@@ -244,13 +244,15 @@ def test_a_failing_collection_leaves_the_others_results_and_one_warning(kit, two
     assert report.partial
     status = report.status("broken")
     assert (status.status, status.returned, status.kept) == ("failed", 0, 0)
-    assert status.error == "ConnectionError: store is down"
+    assert status.error == (
+        "SearchUnavailableError: FailingStore did not answer (1 attempt in 0.0 s): store is down"
+    )
     assert isinstance(status.exception, ConnectionError)
     assert [s.name for s in report.failed] == ["broken"]
     warnings = [r for r in caplog.records if r.name == LOGGER]
     assert len(warnings) == 1
     assert "broken: failed" in warnings[0].getMessage()
-    assert "broken: failed (ConnectionError: store is down)" in report.explain()
+    assert "broken: failed (SearchUnavailableError: FailingStore did not answer" in report.explain()
 
 
 async def test_async_partial_failure(kit, two):

@@ -1,0 +1,183 @@
+"""Bounded retries: only transient failures are tried again, and never more than configured."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from thresholded.errors import SearchUnavailableError
+from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
+
+
+class Flaky:
+    """Fails with ``error`` for the first ``failures`` calls, then answers ``"ok"``."""
+
+    def __init__(self, failures: int, error: Exception) -> None:
+        self.failures, self.error, self.calls = failures, error, 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return "ok"
+
+    async def acall(self) -> str:
+        return self()
+
+
+class FakeStatus:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class FakeRpcError(Exception):
+    """Shaped like grpc.RpcError: ``code()`` and ``details()``."""
+
+    def __init__(self, code: str, details: str = "") -> None:
+        super().__init__(f"<_InactiveRpcError of RPC that terminated with:\n\tstatus = {code}")
+        self._code, self._details = code, details
+
+    def code(self) -> FakeStatus:
+        return FakeStatus(self._code)
+
+    def details(self) -> str:
+        return self._details
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConnectionError("refused"),
+        TimeoutError(),
+        FakeRpcError("UNAVAILABLE"),
+        FakeRpcError("DEADLINE_EXCEEDED", "Deadline Exceeded"),
+        RuntimeError("Fail connecting to server on 127.0.0.1:19530, server unavailable"),
+    ],
+    ids=["connection", "timeout", "unavailable", "deadline", "pymilvus-message"],
+)
+def test_unreachable_and_slow_servers_are_transient(error):
+    assert is_transient(error)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("bad filter expression"),
+        KeyError("embedding"),
+        FakeRpcError("INVALID_ARGUMENT", "field doc_type does not exist"),
+        RuntimeError("collection not found"),
+    ],
+    ids=["value", "key", "invalid-argument", "not-found"],
+)
+def test_errors_that_cannot_pass_are_not_transient(error):
+    assert not is_transient(error)
+
+
+def test_a_transient_cause_makes_the_wrapper_transient():
+    try:
+        try:
+            raise FakeRpcError("UNAVAILABLE")
+        except FakeRpcError as inner:
+            raise RuntimeError("search failed") from inner
+    except RuntimeError as outer:
+        assert is_transient(outer)
+
+
+def test_waits_double_up_to_the_cap():
+    assert list(RetryPolicy(max_retries=5, backoff=0.5, max_backoff=3).waits()) == [
+        0.5,
+        1.0,
+        2.0,
+        3,
+        3,
+    ]
+    assert list(RetryPolicy().waits()) == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"max_retries": -1}, "max_retries must be 0 or more"),
+        ({"max_retries": 1.5}, "max_retries must be an int"),
+        ({"max_retries": True}, "max_retries must be an int"),
+        ({"backoff": math.nan}, "backoff must be a finite number"),
+        ({"backoff": -0.1}, "backoff must be a finite number"),
+        ({"max_backoff": math.inf}, "max_backoff must be a finite number"),
+    ],
+)
+def test_bad_retry_settings_are_refused(fields, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        RetryPolicy(**fields)
+
+
+def test_transient_failures_are_retried_within_the_budget():
+    flaky, waited = Flaky(2, ConnectionError("refused")), []
+    result = call_with_retries(
+        flaky, RetryPolicy(max_retries=2, backoff=0.1), what="collection 'kb'", sleep=waited.append
+    )
+    assert (result, flaky.calls, waited) == ("ok", 3, [0.1, 0.2])
+
+
+def test_when_retries_run_out_the_error_names_what_and_how_often():
+    flaky, waited = Flaky(10, ConnectionError("connection refused")), []
+    with pytest.raises(SearchUnavailableError) as caught:
+        what = "collection 'kb' at http://x"
+        call_with_retries(flaky, RetryPolicy(max_retries=2), what=what, sleep=waited.append)
+    error = caught.value
+    assert flaky.calls == 3 and error.attempts == 3 and len(waited) == 2
+    assert "collection 'kb' at http://x did not answer (3 attempts in" in str(error)
+    assert "connection refused" in str(error)
+    assert isinstance(error.__cause__, ConnectionError)
+    assert isinstance(error, ConnectionError)  # callers that catch ConnectionError still do
+
+
+def test_without_retries_a_transient_failure_is_reported_once():
+    flaky = Flaky(1, FakeRpcError("DEADLINE_EXCEEDED", "Deadline Exceeded"))
+    with pytest.raises(SearchUnavailableError, match=r"\(1 attempt in .*DEADLINE_EXCEEDED"):
+        call_with_retries(flaky, RetryPolicy(), what="kb", sleep=pytest.fail)
+    assert flaky.calls == 1
+
+
+def test_a_permanent_failure_is_raised_at_once_as_it_is():
+    flaky = Flaky(1, ValueError("bad filter expression"))
+    with pytest.raises(ValueError, match="bad filter expression"):
+        call_with_retries(flaky, RetryPolicy(max_retries=5), what="kb", sleep=pytest.fail)
+    assert flaky.calls == 1
+
+
+def test_async_retries_follow_the_same_rules():
+    waited: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+
+    flaky = Flaky(1, TimeoutError())
+    policy = RetryPolicy(max_retries=1, backoff=0.3)
+    assert asyncio.run(acall_with_retries(flaky.acall, policy, what="kb", sleep=sleep)) == "ok"
+    assert (flaky.calls, waited) == (2, [0.3])
+
+    down = Flaky(5, ConnectionError("refused"))
+    with pytest.raises(SearchUnavailableError, match="2 attempts"):
+        asyncio.run(acall_with_retries(down.acall, policy, what="kb", sleep=sleep))
+    assert down.calls == 2
+
+
+def test_an_async_attempt_past_its_deadline_is_cancelled_and_counted():
+    attempts: list[float] = []
+
+    async def hangs() -> str:
+        attempts.append(0.0)
+        await asyncio.sleep(30)
+        return "late"
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    policy = RetryPolicy(max_retries=1)
+    with pytest.raises(SearchUnavailableError, match="2 attempts"):
+        asyncio.run(
+            acall_with_retries(hangs, policy, what="kb", attempt_timeout=0.05, sleep=no_wait)
+        )
+    assert len(attempts) == 2

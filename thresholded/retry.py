@@ -1,0 +1,194 @@
+"""Bounded retries for searches that meet a server which is down, restarting or frozen.
+
+A vector store call either answers, fails for good (a bad filter, a missing
+field: trying again cannot help, so it is raised at once), or fails for a
+reason that may pass (connection refused, deadline exceeded, server
+unavailable). Only the last kind is tried again, at most ``max_retries`` times,
+with a doubling wait in between. When the attempts run out, the caller gets one
+:class:`~thresholded.errors.SearchUnavailableError` that says what was
+searched, how many attempts were made and how long they took, chained to the
+engine's own error.
+
+Retries never make a call wait on a frozen server: that is the per-call
+timeout's job, which belongs to the client (e.g. ``milvus_store(timeout=...)``).
+A query therefore takes at most ``(max_retries + 1) * timeout`` plus the waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from thresholded.errors import SearchUnavailableError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_TRANSIENT_GRPC_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+_TRANSIENT_MARKERS = (
+    "fail connecting to server",
+    "server unavailable",
+    "connection refused",
+    "deadline exceeded",
+    "retry timeout",
+    "failed to connect",
+    "socket closed",
+)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a transient failure is tried again, and how long to wait in between.
+
+    The first wait is ``backoff`` seconds; each next one doubles, up to ``max_backoff``.
+    """
+
+    max_retries: int = 0
+    backoff: float = 0.2
+    max_backoff: float = 2.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
+            raise TypeError(f"max_retries must be an int, got {self.max_retries!r}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {self.max_retries}")
+        for name in ("backoff", "max_backoff"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+
+    def waits(self) -> Iterator[float]:
+        """The wait before each retry, in order."""
+        wait = self.backoff
+        for _ in range(self.max_retries):
+            yield min(wait, self.max_backoff)
+            wait *= 2
+
+
+def is_transient(error: BaseException) -> bool:
+    """True for failures that may pass: the server is unreachable, restarting or too slow.
+
+    Looks at the error and the errors it was raised from: gRPC status codes
+    (UNAVAILABLE, DEADLINE_EXCEEDED), Python's connection and timeout errors, and
+    the messages pymilvus gives them.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TimeoutError | ConnectionError):
+            return True
+        code = getattr(current, "code", None)
+        if callable(code):  # a grpc.RpcError
+            try:
+                if getattr(code(), "name", None) in _TRANSIENT_GRPC_CODES:
+                    return True
+            except Exception:  # an unusual error class: judge it by its text
+                pass
+        text = str(current).lower()
+        if any(marker in text for marker in _TRANSIENT_MARKERS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def call_with_retries(
+    fn: Callable[[], T],
+    policy: RetryPolicy,
+    *,
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``fn()``, tried again after transient failures as ``policy`` allows.
+
+    ``what`` names the thing searched in the error (e.g. "collection 'kb' at
+    http://127.0.0.1:19530").
+    """
+    start = time.monotonic()
+    waits = policy.waits()
+    attempt = 1
+    while True:
+        try:
+            return fn()
+        except Exception as error:
+            wait = _next_wait(error, waits)
+            if wait is None:
+                _give_up(error, what, attempt, start)
+            _log_retry(what, attempt, wait, error)
+            sleep(wait)
+            attempt += 1
+
+
+async def acall_with_retries(
+    fn: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    what: str,
+    attempt_timeout: float | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """Async ``call_with_retries``: ``fn()`` returns a fresh awaitable per attempt.
+
+    ``attempt_timeout`` cancels an attempt that takes longer (a ``TimeoutError``,
+    so transient): an async client may spend longer than its call deadline on
+    connecting first.
+    """
+    start = time.monotonic()
+    waits = policy.waits()
+    attempt = 1
+    while True:
+        try:
+            return await asyncio.wait_for(fn(), attempt_timeout)
+        except Exception as error:
+            wait = _next_wait(error, waits)
+            if wait is None:
+                _give_up(error, what, attempt, start)
+            _log_retry(what, attempt, wait, error)
+            await sleep(wait)
+            attempt += 1
+
+
+def _next_wait(error: Exception, waits: Iterator[float]) -> float | None:
+    if not is_transient(error):
+        return None
+    return next(waits, None)
+
+
+def _give_up(error: Exception, what: str, attempts: int, start: float) -> None:
+    """Raise: a permanent error as it is; a transient one as SearchUnavailableError."""
+    if not is_transient(error):
+        raise error
+    elapsed = time.monotonic() - start
+    tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+    raise SearchUnavailableError(
+        f"{what} did not answer ({tries} in {elapsed:.1f} s): {_first_line(error)}",
+        attempts=attempts,
+    ) from error
+
+
+def _log_retry(what: str, attempt: int, wait: float, error: Exception) -> None:
+    logger.warning(
+        "%s failed (attempt %d: %s); trying again in %.2f s",
+        what,
+        attempt,
+        _first_line(error),
+        wait,
+    )
+
+
+def _first_line(error: BaseException) -> str:
+    """One readable line: a gRPC error's status and details, else the message's first line."""
+    code, details = getattr(error, "code", None), getattr(error, "details", None)
+    if callable(code) and callable(details):
+        try:
+            return f"{code().name}: {details()}"[:300]
+        except Exception:  # fall back to the text
+            pass
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__

@@ -33,6 +33,7 @@ from langchain_thresholded.scoring import (
 )
 from thresholded.policy import RetrievalPolicy
 from thresholded.rescore import cosines, wants_rescore
+from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries
 from thresholded.scores import Metric, ScoreKind, check_unit_norm, to_cosine
 from thresholded.selection import Candidate, attach, select
 
@@ -110,6 +111,12 @@ class ThresholdedRetriever(BaseRetriever):
     id_key: str | None = None
     """Metadata key of a document's id when ``Document.id`` is empty; default: the Milvus
     primary field for langchain-milvus stores. Without an id a document is known by its text."""
+    max_retries: int = Field(default=0, ge=0)
+    """How often a search that failed because the store was unreachable or too slow is tried
+    again; then ``SearchUnavailableError``. Other errors are raised at once. Each attempt's
+    deadline is the store's (langchain-milvus: ``Milvus(timeout=...)``)."""
+    retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False)
+    """Seconds before the first retry; each next wait doubles (at most 2 s)."""
     allow_model_mismatch: bool = False
     """Use ``policy``'s floor even when ``policy.embedding_model`` differs from the embeddings'
     ``model_id``. A floor measured for one model means nothing for another: only when you know."""
@@ -181,7 +188,9 @@ class ThresholdedRetriever(BaseRetriever):
     ) -> list[Document]:
         sink = kwargs.pop(_REPORT_SINK, None)
         call = self._plan(kwargs)
-        scored, kind = self._search(query, call)
+        scored, kind = call_with_retries(
+            lambda: self._search(query, call), self._retry_policy(), what=self._store_name()
+        )
         selection = select(self._candidates(scored, kind, call), call.policy, call.floor)
         walk = self._walk(selection.kept)
         if walk is not None:
@@ -205,7 +214,9 @@ class ThresholdedRetriever(BaseRetriever):
     ) -> list[Document]:
         sink = kwargs.pop(_REPORT_SINK, None)
         call = self._plan(kwargs)
-        scored, kind = await self._asearch(query, call)
+        scored, kind = await acall_with_retries(
+            lambda: self._asearch(query, call), self._retry_policy(), what=self._store_name()
+        )
         selection = select(self._candidates(scored, kind, call), call.policy, call.floor)
         walk = self._walk(selection.kept)
         if walk is not None:
@@ -233,6 +244,14 @@ class ThresholdedRetriever(BaseRetriever):
         return params
 
     # One call ----------------------------------------------------------------------
+    def _retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(max_retries=self.max_retries, backoff=self.retry_backoff)
+
+    def _store_name(self) -> str:
+        name = getattr(self.vectorstore, "collection_name", None)
+        kind = type(self.vectorstore).__name__
+        return f"{kind} collection {name!r}" if isinstance(name, str) else kind
+
     def _plan(self, kwargs: dict[str, Any]) -> _Call:
         """The effective policy, floor and store arguments of one call."""
         options = {k: v for k, v in kwargs.items() if k not in _IGNORED_OPTIONS}

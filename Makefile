@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint bench venv clean
 
 venv: $(STAMP)
 
@@ -29,5 +29,9 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -q
 
+# Every benchmark (about an hour on 2 cores); figures in docs/benchmarks.md.
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
 clean:
-	rm -rf $(VENV) .thresholded .pytest_cache
+	rm -rf $(VENV) .thresholded .pytest_cache .bench

@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -101,8 +103,42 @@ def median(values: list[float]) -> float:
 
 
 def engine() -> str:
-    """The Milvus Lite engine importable here (``PYTHONPATH=/tmp/ml322`` selects 3.2.2)."""
+    """The Milvus Lite engine importable here (``lite_322_environment()`` selects 3.2.2)."""
     return f"milvus-lite {version('milvus-lite')}"
+
+
+LITE_322 = ROOT / ".bench" / "milvus-lite-3.2.2"
+"""Milvus Lite 3.2.2 and the two packages it adds, installed apart from the venv's 2.5.1."""
+
+
+def lite_322_environment() -> dict[str, str]:
+    """Environment variables under which ``import milvus_lite`` finds 3.2.2; installs it once.
+
+    Both engines are the PyPI distribution ``milvus-lite``, so one venv holds only one.
+    3.2.2 goes to its own folder (without dependencies: numpy and grpcio stay the venv's)
+    and is put first on ``PYTHONPATH``.
+    """
+    if not (LITE_322 / "milvus_lite").is_dir():
+        print(f"installing milvus-lite 3.2.2 into {LITE_322.relative_to(ROOT)} ...")
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--target",
+                str(LITE_322),
+                "milvus-lite==3.2.2",
+                "faiss-cpu",
+                "pyarrow",
+            ],
+            check=True,
+        )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(LITE_322), *filter(None, [env.get("PYTHONPATH")])])
+    return env
 
 
 def environment() -> dict[str, str]:

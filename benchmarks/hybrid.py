@@ -20,7 +20,7 @@ here as the never-lose floor of the dev questions (the lowest cosine of an
 answering passage, rounded down), and the output says so.
 
     .venv/bin/python benchmarks/hybrid.py                 # milvus-lite 2.5.1 (C++ engine)
-    PYTHONPATH=/tmp/ml322 .venv/bin/python benchmarks/hybrid.py   # milvus-lite 3.x
+    .venv/bin/python benchmarks/run_all.py --only hybrid     # both engines
 """
 
 from __future__ import annotations
@@ -122,13 +122,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def passage_nodes(corpus: list[dict[str, Any]]) -> list[TextNode]:
-    """English passages, linked prev/next within their article (so neighbours can attach)."""
-    rows = [r for r in corpus if r["lang"] == "en"]
-    rows.sort(key=lambda r: (r["title"], int(r["group"].rsplit(":", 1)[1])))
+def passage_nodes(corpus: list[dict[str, Any]], langs: tuple[str, ...] = ("en",)) -> list[TextNode]:
+    """Passages in ``langs``, linked prev/next within their article (so neighbours can attach)."""
+    rows = [r for r in corpus if r["lang"] in langs]
+    rows.sort(key=lambda r: (r["lang"], r["title"], int(r["group"].rsplit(":", 1)[1])))
     nodes = []
     for r in rows:
-        meta = {"source": r["source"], "title": r["title"], "group": r["group"]}
+        meta = {"source": r["source"], "title": r["title"], "group": r["group"], "lang": r["lang"]}
         nodes.append(
             TextNode(
                 id_=r["pid"],
@@ -139,7 +139,10 @@ def passage_nodes(corpus: list[dict[str, Any]]) -> list[TextNode]:
             )
         )
     for prev, nxt in itertools.pairwise(nodes):
-        if prev.metadata["title"] == nxt.metadata["title"]:
+        if (prev.metadata["title"], prev.metadata["lang"]) == (
+            nxt.metadata["title"],
+            nxt.metadata["lang"],
+        ):
             prev.relationships[NodeRelationship.NEXT] = RelatedNodeInfo(node_id=nxt.node_id)
             nxt.relationships[NodeRelationship.PREVIOUS] = RelatedNodeInfo(node_id=prev.node_id)
     return nodes

@@ -1,12 +1,9 @@
 """Milvus Lite engine on the demo's and the tests' workload: open, insert, search.
 
-Runs against whichever ``milvus_lite`` is importable. To compare the two
-engines in one run of one machine, install the other into a folder and put it
-first on the path::
+Runs against whichever ``milvus_lite`` is importable. ``run_all.py`` runs it under
+both engines (3.2.2 from its own folder, first on the path)::
 
-    .venv/bin/pip install --target /tmp/ml322 milvus-lite==3.2.2 faiss-cpu pyarrow
-    .venv/bin/python benchmarks/milvus_lite_engines.py
-    PYTHONPATH=/tmp/ml322 .venv/bin/python benchmarks/milvus_lite_engines.py
+    .venv/bin/python benchmarks/run_all.py --only milvus_lite_engines   # both engines
 """
 
 from __future__ import annotations

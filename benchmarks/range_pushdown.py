@@ -9,9 +9,9 @@ Milvus as a range-search radius) and ``pushdown=False`` (Milvus returns the top
 "Transferred" counts the results Milvus returned and the bytes of their
 entities; the kept results are checked to be identical.
 
-    .venv/bin/python benchmarks/range_pushdown.py                         # milvus-lite 2.5.1
-    PYTHONPATH=/tmp/ml322 .venv/bin/python benchmarks/range_pushdown.py   # milvus-lite 3.2.2
-    .venv/bin/python benchmarks/range_pushdown.py --server                # Milvus 2.3.5 server
+    .venv/bin/python benchmarks/range_pushdown.py            # milvus-lite 2.5.1
+    .venv/bin/python benchmarks/range_pushdown.py --server   # Milvus 2.3.5 server
+    .venv/bin/python benchmarks/run_all.py --only range_pushdown   # the three, 3.2.2 included
 """
 
 from __future__ import annotations

@@ -6,10 +6,17 @@ ORM ``Collection(name, using=store.alias)``, where ``alias`` is the
 that alias with the ORM, so every operation on an existing collection fails
 with ``ConnectionNotExistException: should create connection first``
 (langchain-ai/langchain-milvus#130). Registering the alias fixes it.
+
+pymilvus 2.6 also shares one client connection, and so one alias, between every
+client of a server, whatever their database. Registered as it is, the alias
+would send each store's schema and index calls to the database of whichever
+store registered it first. A store in a named database therefore gets an alias
+of its own: one per server, token and database.
 """
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from typing import Any
 
@@ -30,7 +37,19 @@ def ensure_orm_connection(store: Any) -> None:
         return
     from pymilvus import connections
 
+    if connection_args.get("db_name"):
+        alias = database_alias(connection_args)
+        store.alias = alias  # langchain-milvus uses it for ORM calls (and their cache) only
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*ORM-style PyMilvus API.*")
         if not connections.has_connection(alias):
             connections.connect(alias=alias, **connection_args)
+
+
+def database_alias(connection_args: dict[str, Any]) -> str:
+    """An ORM alias of its own for one server, token and database."""
+    identity = "|".join(
+        str(connection_args.get(key) or "") for key in ("uri", "token", "user", "db_name")
+    )
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return f"thresholded-{connection_args['db_name']}-{digest}"

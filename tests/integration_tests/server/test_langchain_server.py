@@ -1,10 +1,8 @@
 """langchain_thresholded.MultiCollectionRetriever against the Milvus 2.3.5 server.
 
-Two collections of the default database: langchain-milvus 0.3.3 on pymilvus 2.6 shares
-one ORM connection alias between all clients of a URI, whatever their ``db_name``, so
-its stores cannot live in two databases of one server (the second store's schema and
-index calls reach the first store's database). The LlamaIndex adapter's server tests
-cover several databases.
+Two collections of the default database, and two collections of the same name in two
+databases of one server: langchain-milvus 0.3.3 on pymilvus 2.6 would share one ORM
+connection alias between them, which ``ensure_orm_connection`` splits per database.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from langchain_thresholded import (
+    CollectionSpec,
     MultiCollectionRetriever,
     RetrievalPolicy,
     ThresholdedRetriever,
@@ -46,23 +45,23 @@ class HandEmbeddings(Embeddings):
         return self.vectors[text]
 
 
-def build(uri: str, collection: str) -> object:
+def build(uri: str, collection: str, db_name: str = "", sections: str | None = None) -> object:
+    """A store of ``collection`` holding the sections listed under ``sections`` (its name)."""
     from langchain_milvus import Milvus
 
     store = Milvus(
         embedding_function=HandEmbeddings(),
         collection_name=collection,
-        connection_args={"uri": uri},
+        connection_args={"uri": uri, **({"db_name": db_name} if db_name else {})},
         index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
         consistency_level="Strong",
         drop_old=True,
         auto_id=False,
     )
     ensure_orm_connection(store)
-    ids = list(SECTIONS[collection])
-    store.add_texts(
-        [f"text {i}" for i in ids], metadatas=[{"source": collection}] * len(ids), ids=ids
-    )
+    listed = sections or collection
+    ids = list(SECTIONS[listed])
+    store.add_texts([f"text {i}" for i in ids], metadatas=[{"source": listed}] * len(ids), ids=ids)
     return store
 
 
@@ -107,3 +106,40 @@ def test_two_collections_sync_and_async_client(stores, monkeypatch):
     asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
     assert [d.metadata["pk"] for d in asynchronous.kept] == ["l1", "f1", "l2"]
     assert sorted(awaited) == ["lc_faqs", "lc_laws"]
+
+
+def test_collections_of_one_name_in_two_databases_of_one_server(milvus_server_uri):
+    pytest.importorskip("langchain_milvus")
+    from pymilvus import MilvusClient
+
+    admin = MilvusClient(uri=milvus_server_uri)
+    for db in ("lc_laws_db", "lc_faqs_db"):
+        if db not in admin.list_databases():
+            admin.create_database(db)
+    admin.close()
+    laws = build(milvus_server_uri, "kb", db_name="lc_laws_db", sections="lc_laws")
+    faqs = build(milvus_server_uri, "kb", db_name="lc_faqs_db", sections="lc_faqs")
+    assert laws.alias != faqs.alias
+
+    for store, expected in ((laws, {"l1", "l2"}), (faqs, {"f1", "f2"})):
+        found = store.similarity_search_with_score(QUERY, k=10)
+        assert {d.metadata["pk"] for d, _ in found} == expected
+        assert store.col is not None and store.col.num_entities == 2
+
+    retriever = MultiCollectionRetriever(
+        collections=[
+            CollectionSpec(
+                retriever=ThresholdedRetriever(
+                    vectorstore=store, policy=RetrievalPolicy(min_similarity=0.4)
+                ),
+                name=name,
+            )
+            for name, store in (("laws/kb", laws), ("faqs/kb", faqs))
+        ],
+        policy=RetrievalPolicy(top_k=10, max_per_source=None),
+    )
+    report = retriever.retrieve_with_report(QUERY)
+    got = [(d.metadata[COLLECTION_KEY], d.metadata["pk"]) for d in report.kept]
+    assert got == [("laws/kb", "l1"), ("faqs/kb", "f1"), ("faqs/kb", "f2"), ("laws/kb", "l2")]
+    asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
+    assert [d.metadata["pk"] for d in asynchronous.kept] == ["l1", "f1", "f2", "l2"]

@@ -98,6 +98,41 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return 1000 * (time.perf_counter() - start), result
 
 
+class CpuMeter:
+    """CPU seconds spent by this process and every process it started (a Milvus Lite engine,
+    a Milvus server), from ``/proc``: whether a latency is waiting or working."""
+
+    def __enter__(self) -> CpuMeter:
+        self.start = self.now()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = self.now() - self.start
+
+    @staticmethod
+    def now() -> float:
+        ticks = os.sysconf("SC_CLK_TCK")
+        children: dict[int, list[int]] = {}
+        usage: dict[int, float] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            pid = int(entry.name)
+            children.setdefault(int(fields[1]), []).append(pid)
+            usage[pid] = (int(fields[11]) + int(fields[12])) / ticks
+        total, stack = time.process_time(), list(children.get(os.getpid(), []))
+        while stack:
+            pid = stack.pop()
+            total += usage.get(pid, 0.0)
+            stack += children.get(pid, [])
+        return total
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

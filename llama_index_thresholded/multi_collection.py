@@ -71,6 +71,7 @@ from thresholded.fanout import (
 )
 from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
+from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate, select
 
@@ -181,7 +182,9 @@ class MultiCollectionRetriever(BaseRetriever):
 
     ``timeout`` (seconds) is each collection's default; ``fail_fast`` raises
     ``CollectionSearchError`` on the first failure instead of returning the others'
-    results. ``pushdown`` sends each floor to Milvus as a range search (see
+    results. ``max_retries`` and ``retry_backoff`` retry a collection's search that
+    failed for a transient reason (see ``ThresholdedRetriever``), within its timeout.
+    ``pushdown`` sends each floor to Milvus as a range search (see
     ``pushdown.py``). ``max_workers`` sizes the thread pool (default: two per
     collection, at most 64); ``close()`` shuts it down.
     """
@@ -201,6 +204,8 @@ class MultiCollectionRetriever(BaseRetriever):
         pushdown: bool = True,
         allowed_filter_keys: Sequence[str] | None = None,
         allow_model_mismatch: bool = False,
+        max_retries: int = 0,
+        retry_backoff: float = 0.2,
         max_workers: int | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
@@ -224,6 +229,7 @@ class MultiCollectionRetriever(BaseRetriever):
                 pushdown=pushdown,
                 allowed_filter_keys=allowed_filter_keys,
                 allow_model_mismatch=allow_model_mismatch,
+                retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
             )
             for spec in specs
         )
@@ -242,6 +248,7 @@ class MultiCollectionRetriever(BaseRetriever):
         pushdown: bool,
         allowed_filter_keys: Sequence[str] | None,
         allow_model_mismatch: bool,
+        retry: RetryPolicy,
     ) -> _Member:
         index = _as_index(spec.target, self._embed_model)
         store = index.vector_store
@@ -271,6 +278,8 @@ class MultiCollectionRetriever(BaseRetriever):
             allow_model_mismatch=allow_model_mismatch,
             allowed_filter_keys=allowed_filter_keys,
             pushdown=pushdown,
+            max_retries=retry.max_retries,
+            retry_backoff=retry.backoff,
         )
         if retriever._score_kind is not ScoreKind.COSINE:  # pragma: no cover - dense only
             raise ValueError("MultiCollectionRetriever merges dense (cosine) results only")

@@ -98,3 +98,23 @@ def test_milvus_store_gives_every_call_its_timeout(kit, milvus_uri, monkeypatch)
 def test_milvus_store_refuses_a_bad_timeout(kit, milvus_uri):
     with pytest.raises(ValueError, match="timeout must be a finite number of seconds above 0"):
         kit.milvus_store(milvus_uri, "timed", dim=kit.DIM, timeout=0)
+
+
+def test_a_fan_out_retries_a_collection_that_comes_back(kit):
+    from llama_index_thresholded import CollectionSpec, MultiCollectionRetriever
+
+    steady = kit.build_index([kit.section("s1", 0.8)], kit.embedding(), store=kit.SpyStore())
+    store = flaky_store(kit, 1, ConnectionError("connection refused"))
+    flaky = kit.build_index([kit.section("f1", 0.9)], kit.embedding(), store=store)
+    specs = [
+        CollectionSpec(steady, name="steady", metric="cosine"),
+        CollectionSpec(flaky, name="flaky", metric="cosine"),
+    ]
+    policy = kit.policy(min_similarity=0.3)
+    retriever = MultiCollectionRetriever(
+        specs, policy, neighbours=0, max_retries=1, retry_backoff=0.01
+    )
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    assert [n.node.node_id for n in report.kept] == ["f1", "s1"]
+    assert not report.partial and store._attempts == 2
+    retriever.close()

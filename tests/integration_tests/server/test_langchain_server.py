@@ -124,7 +124,9 @@ def test_collections_of_one_name_in_two_databases_of_one_server(milvus_server_ur
     for store, expected in ((laws, {"l1", "l2"}), (faqs, {"f1", "f2"})):
         found = store.similarity_search_with_score(QUERY, k=10)
         assert {d.metadata["pk"] for d, _ in found} == expected
-        assert store.col is not None and store.col.num_entities == 2
+        # the ORM calls (schema, index, queries) reach this store's own database
+        rows = store.col.query(expr='pk != ""', output_fields=["pk"])
+        assert {row["pk"] for row in rows} == expected
 
     retriever = MultiCollectionRetriever(
         collections=[

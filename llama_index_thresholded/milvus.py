@@ -14,7 +14,8 @@ query forever.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.schema import BaseNode
@@ -25,9 +26,11 @@ from pymilvus import Function, FunctionType
 
 from thresholded.errors import CollectionNotFoundError
 from thresholded.milvus_timeout import check_timeout, with_timeout
+from thresholded.retry import RetryPolicy, call_with_retries
 from thresholded.scores import Metric
 
 _SearchResult = tuple[list[BaseNode], list[float], list[str]]
+T = TypeVar("T")
 
 
 class CompatibleMilvusVectorStore(MilvusVectorStore):
@@ -151,14 +154,29 @@ def milvus_store(
     ``enable_sparse=True``) work on every engine too.
     """
     metric = Metric.parse(metric)
-    return CompatibleMilvusVectorStore(
-        uri=uri,
-        collection_name=collection_name,
-        dim=dim,
-        similarity_metric=metric.value,
-        overwrite=overwrite,
-        **kwargs,
+    return _opened(
+        uri,
+        lambda: CompatibleMilvusVectorStore(
+            uri=uri,
+            collection_name=collection_name,
+            dim=dim,
+            similarity_metric=metric.value,
+            overwrite=overwrite,
+            **kwargs,
+        ),
     )
+
+
+_LITE_START = RetryPolicy(max_retries=2, backoff=0.5)
+"""Milvus Lite reports its engine started after 0.5 s, whether or not its socket is up yet;
+on a busy machine the first connection can then fail. Two more tries cover that."""
+
+
+def _opened(uri: str, connect: Callable[[], T]) -> T:
+    """``connect()``; for a Milvus Lite file, tried again while the engine is starting."""
+    if "://" in uri or uri.startswith("unix:"):
+        return connect()
+    return call_with_retries(connect, _LITE_START, what=f"Milvus Lite at {uri}")
 
 
 def existing_milvus_store(
@@ -175,9 +193,14 @@ def existing_milvus_store(
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
     client = with_timeout(
-        MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout)
-        if db_name
-        else MilvusClient(uri=uri, token=token, timeout=timeout),
+        _opened(
+            uri,
+            lambda: (
+                MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout)
+                if db_name
+                else MilvusClient(uri=uri, token=token, timeout=timeout)
+            ),
+        ),
         timeout,
     )
     try:
@@ -204,13 +227,16 @@ def existing_milvus_store(
         metric = _index_metric(client, collection_name, field)
     finally:
         client.close()
-    return CompatibleMilvusVectorStore(
-        uri=uri,
-        token=token,
-        collection_name=collection_name,
-        dim=dim,
-        similarity_metric=metric,
-        **kwargs,
+    return _opened(
+        uri,
+        lambda: CompatibleMilvusVectorStore(
+            uri=uri,
+            token=token,
+            collection_name=collection_name,
+            dim=dim,
+            similarity_metric=metric,
+            **kwargs,
+        ),
     )
 
 

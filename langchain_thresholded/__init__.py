@@ -9,7 +9,7 @@ embeddings of the packaged models are in ``langchain_thresholded.embeddings``.
 
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
 from langchain_thresholded.ensemble import RetrieverSource
-from langchain_thresholded.milvus import ensure_orm_connection
+from langchain_thresholded.milvus import ensure_orm_connection, wait_for_milvus_lite
 from langchain_thresholded.multi_collection import (
     CollectionSearchError,
     CollectionSpec,
@@ -44,4 +44,5 @@ __all__ = [
     "ensure_orm_connection",
     "metadata_keys",
     "store_metric",
+    "wait_for_milvus_lite",
 ]

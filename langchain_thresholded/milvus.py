@@ -7,6 +7,9 @@ that alias with the ORM, so every operation on an existing collection fails
 with ``ConnectionNotExistException: should create connection first``
 (langchain-ai/langchain-milvus#130). Registering the alias fixes it.
 
+With Milvus Lite, call ``wait_for_milvus_lite(path)`` before ``Milvus(...)``: its
+engine may not listen yet when langchain-milvus connects (see ``thresholded.milvus_lite``).
+
 pymilvus 2.6 also shares one client connection, and so one alias, between every
 client of a server, whatever their database. Registered as it is, the alias
 would send each store's schema and index calls to the database of whichever
@@ -19,6 +22,10 @@ from __future__ import annotations
 import hashlib
 import warnings
 from typing import Any
+
+from thresholded.milvus_lite import wait_for_milvus_lite
+
+__all__ = ["database_alias", "ensure_orm_connection", "wait_for_milvus_lite"]
 
 
 def ensure_orm_connection(store: Any) -> None:

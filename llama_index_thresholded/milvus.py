@@ -9,13 +9,13 @@ which milvus-lite 3.x refuses ("only drop_ratio_search=0 is supported"), and
 milvus-lite 3.x returns BM25 scores negated, which would reverse their order
 once sorted by score. Its ``timeout`` gives every client call a deadline, which
 LlamaIndex's store does not pass through: without one, a frozen server holds a
-query forever.
+query forever. On a Milvus Lite file it waits until the engine listens before it
+connects (``thresholded.milvus_lite``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.schema import BaseNode
@@ -25,12 +25,11 @@ from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
 from pymilvus import Function, FunctionType
 
 from thresholded.errors import CollectionNotFoundError
+from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
-from thresholded.retry import RetryPolicy, call_with_retries
 from thresholded.scores import Metric
 
 _SearchResult = tuple[list[BaseNode], list[float], list[str]]
-T = TypeVar("T")
 
 
 class CompatibleMilvusVectorStore(MilvusVectorStore):
@@ -63,11 +62,16 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
         **kwargs: Any,
     ) -> None:
         timeout = check_timeout(timeout)
+        wait_for_milvus_lite(str(kwargs.get("uri", args[0] if args else self._default_uri())))
         super().__init__(*args, **kwargs)
         self.sparse_search_config = dict(sparse_search_config or {})
         self.timeout = timeout
         # LlamaIndex's store connects to ``uri`` but leaves its ``uri`` field at the default
-        self.uri = kwargs.get("uri", args[0] if args else self.uri)
+        self.uri = kwargs.get("uri", args[0] if args else self._default_uri())
+
+    @classmethod
+    def _default_uri(cls) -> str:
+        return str(cls.model_fields["uri"].default)
 
     @property
     def client(self) -> Any:
@@ -154,29 +158,14 @@ def milvus_store(
     ``enable_sparse=True``) work on every engine too.
     """
     metric = Metric.parse(metric)
-    return _opened(
-        uri,
-        lambda: CompatibleMilvusVectorStore(
-            uri=uri,
-            collection_name=collection_name,
-            dim=dim,
-            similarity_metric=metric.value,
-            overwrite=overwrite,
-            **kwargs,
-        ),
+    return CompatibleMilvusVectorStore(
+        uri=uri,
+        collection_name=collection_name,
+        dim=dim,
+        similarity_metric=metric.value,
+        overwrite=overwrite,
+        **kwargs,
     )
-
-
-_LITE_START = RetryPolicy(max_retries=2, backoff=0.5)
-"""Milvus Lite reports its engine started after 0.5 s, whether or not its socket is up yet;
-on a busy machine the first connection can then fail. Two more tries cover that."""
-
-
-def _opened(uri: str, connect: Callable[[], T]) -> T:
-    """``connect()``; for a Milvus Lite file, tried again while the engine is starting."""
-    if "://" in uri or uri.startswith("unix:"):
-        return connect()
-    return call_with_retries(connect, _LITE_START, what=f"Milvus Lite at {uri}")
 
 
 def existing_milvus_store(
@@ -192,15 +181,11 @@ def existing_milvus_store(
 
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
+    wait_for_milvus_lite(uri)
     client = with_timeout(
-        _opened(
-            uri,
-            lambda: (
-                MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout)
-                if db_name
-                else MilvusClient(uri=uri, token=token, timeout=timeout)
-            ),
-        ),
+        MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout)
+        if db_name
+        else MilvusClient(uri=uri, token=token, timeout=timeout),
         timeout,
     )
     try:
@@ -227,16 +212,13 @@ def existing_milvus_store(
         metric = _index_metric(client, collection_name, field)
     finally:
         client.close()
-    return _opened(
-        uri,
-        lambda: CompatibleMilvusVectorStore(
-            uri=uri,
-            token=token,
-            collection_name=collection_name,
-            dim=dim,
-            similarity_metric=metric,
-            **kwargs,
-        ),
+    return CompatibleMilvusVectorStore(
+        uri=uri,
+        token=token,
+        collection_name=collection_name,
+        dim=dim,
+        similarity_metric=metric,
+        **kwargs,
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from thresholded import RetrievalPolicy
 from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
+from thresholded.milvus_lite import wait_for_milvus_lite
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,7 @@ def langchain_retriever(tmp_path_factory, policy) -> Any:
     from langchain_thresholded.embeddings import minilm_embeddings
 
     path: Path = tmp_path_factory.mktemp("lc") / "kb.db"
+    wait_for_milvus_lite(str(path))
     store = Milvus(
         embedding_function=minilm_embeddings(),
         collection_name="support_kb",

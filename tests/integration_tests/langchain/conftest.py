@@ -75,10 +75,11 @@ def build_milvus(
     """A langchain-milvus store on Milvus Lite (``path`` ends in .db) holding ``texts``."""
     from langchain_milvus import Milvus
 
-    from langchain_thresholded import ensure_orm_connection
+    from langchain_thresholded import ensure_orm_connection, wait_for_milvus_lite
 
     texts = SUPPORT_TEXTS if texts is None else texts
     index = None if metric is None else {"metric_type": metric, "index_type": "FLAT", "params": {}}
+    wait_for_milvus_lite(str(path))
     store = Milvus(
         embedding_function=embeddings,
         collection_name="support",

@@ -16,7 +16,12 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_thresholded import ScoreKind, ThresholdedRetriever, ensure_orm_connection
+from langchain_thresholded import (
+    ScoreKind,
+    ThresholdedRetriever,
+    ensure_orm_connection,
+    wait_for_milvus_lite,
+)
 from thresholded import NonCosineScoreError, RetrievalPolicy
 
 langchain_milvus = pytest.importorskip("langchain_milvus")
@@ -53,6 +58,7 @@ class HandEmbeddings(Embeddings):
 @pytest.fixture
 def hybrid(tmp_path: Path) -> tuple[Any, HandEmbeddings]:
     embeddings = HandEmbeddings()
+    wait_for_milvus_lite(str(tmp_path / "hybrid.db"))
     store = langchain_milvus.Milvus(
         embedding_function=embeddings,
         builtin_function=langchain_milvus.BM25BuiltInFunction(),

@@ -17,6 +17,7 @@ from langchain_thresholded import (
     ensure_orm_connection,
 )
 from thresholded.fanout import COLLECTION_KEY
+from thresholded.milvus_lite import wait_for_milvus_lite
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +54,7 @@ SECTIONS = {
 def build(uri: str, collection: str, embeddings: HandEmbeddings, **connection) -> object:
     from langchain_milvus import Milvus
 
+    wait_for_milvus_lite(uri)
     store = Milvus(
         embedding_function=embeddings,
         collection_name=collection,

@@ -61,11 +61,13 @@ class TestThresholdedRetrieverMilvus(RetrieversIntegrationTests):
         pytest.importorskip("langchain_milvus")
         from langchain_milvus import Milvus
 
-        from langchain_thresholded import ensure_orm_connection
+        from langchain_thresholded import ensure_orm_connection, wait_for_milvus_lite
 
+        path = str(tmp_path_factory.mktemp("standard") / "standard.db")
+        wait_for_milvus_lite(path)
         store = Milvus(
             embedding_function=minilm,
-            connection_args={"uri": str(tmp_path_factory.mktemp("standard") / "standard.db")},
+            connection_args={"uri": path},
             index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
             drop_old=True,
             auto_id=True,

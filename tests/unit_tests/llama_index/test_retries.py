@@ -118,23 +118,3 @@ def test_a_fan_out_retries_a_collection_that_comes_back(kit):
     assert [n.node.node_id for n in report.kept] == ["f1", "s1"]
     assert not report.partial and store._attempts == 2
     retriever.close()
-
-
-def test_a_milvus_lite_engine_still_starting_is_connected_to_again(monkeypatch):
-    from llama_index_thresholded import milvus
-
-    monkeypatch.setattr(milvus, "_LITE_START", milvus.RetryPolicy(max_retries=2, backoff=0))
-    attempts = []
-
-    def connect():
-        attempts.append(1)
-        if len(attempts) == 1:
-            raise RuntimeError("Fail connecting to server on unix:/tmp/x.db.sock")
-        return "store"
-
-    assert milvus._opened("/tmp/kb.db", connect) == "store" and len(attempts) == 2
-
-    attempts.clear()
-    with pytest.raises(RuntimeError, match="Fail connecting"):
-        milvus._opened("http://127.0.0.1:19530", connect)  # a server: its caller decides
-    assert len(attempts) == 1

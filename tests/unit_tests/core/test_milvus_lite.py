@@ -1,0 +1,36 @@
+"""``wait_for_milvus_lite``: the engine of a Lite file listens before a client connects."""
+
+from __future__ import annotations
+
+import pytest
+from pymilvus import MilvusClient
+
+from thresholded.milvus_lite import is_lite_uri, wait_for_milvus_lite
+
+
+def test_a_lite_file_is_served_once_it_returns(tmp_path):
+    path = str(tmp_path / "kb.db")
+    wait_for_milvus_lite(path)
+    client = MilvusClient(uri=path)  # the same engine, already listening
+    assert client.list_collections() == []
+    client.close()
+
+
+def test_server_addresses_are_left_alone():
+    assert not is_lite_uri("http://127.0.0.1:19530")
+    assert not is_lite_uri("unix:/tmp/x.sock")
+    assert is_lite_uri("./kb.db")
+    wait_for_milvus_lite("http://127.0.0.1:1")  # returns at once: nothing is started
+
+
+def test_an_engine_that_never_listens_is_a_clear_timeout(monkeypatch, tmp_path):
+    from milvus_lite import server_manager
+
+    socket = tmp_path / "never.sock"
+    monkeypatch.setattr(
+        server_manager.server_manager_instance,
+        "start_and_get_uri",
+        lambda path, args=None: f"unix:{socket}",
+    )
+    with pytest.raises(TimeoutError, match=r"did not open its socket .*never\.sock"):
+        wait_for_milvus_lite(str(tmp_path / "kb.db"), timeout=0.1)

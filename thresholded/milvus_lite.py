@@ -1,0 +1,48 @@
+"""Start a Milvus Lite engine and wait until it answers, before a client connects to it.
+
+Milvus Lite 2.x runs its engine as a child process that listens on a Unix socket. It
+reports the engine started once the process has lived for 0.5 s, whether or not the
+socket exists yet; pymilvus then connects at once, and on a busy machine the first
+connection fails with "Fail connecting to server on unix:...sock". Starting the engine
+here (pymilvus reuses it for the same file) and waiting for its socket removes the
+race. Milvus Lite 3.x serves in-process and is ready when started.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+LITE_STARTUP_TIMEOUT = 60.0
+
+
+def is_lite_uri(uri: str) -> bool:
+    """A local file path (Milvus Lite), not a server address."""
+    return "://" not in uri and not uri.startswith("unix:")
+
+
+def wait_for_milvus_lite(uri: str, timeout: float = LITE_STARTUP_TIMEOUT) -> None:
+    """Start the Milvus Lite engine of the file ``uri`` if needed; return once it listens.
+
+    Does nothing for a server address, or where ``milvus_lite`` is not installed.
+    Raises ``TimeoutError`` naming the file and the socket when the engine does not
+    open its socket within ``timeout`` seconds.
+    """
+    if not is_lite_uri(uri):
+        return
+    try:
+        from milvus_lite.server_manager import server_manager_instance
+    except ImportError:
+        return
+    local = server_manager_instance.start_and_get_uri(uri)
+    if not local or not str(local).startswith("unix:"):
+        return  # not started (pymilvus reports why when it connects), or served in-process
+    socket = Path(str(local)[len("unix:") :])
+    deadline = time.monotonic() + timeout
+    while not socket.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"the Milvus Lite engine for {uri} did not open its socket {socket} "
+                f"within {timeout:g} s"
+            )
+        time.sleep(0.02)

@@ -9,6 +9,7 @@ that server's process group only. The store's ``timeout`` bounds every attempt,
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 
@@ -92,6 +93,28 @@ def test_a_frozen_server_cannot_hold_a_query_past_its_deadline(
 
     # The server was only frozen: once it answers again, so does the same retriever.
     assert [n.node.node_id for n in retriever.retrieve(hand.QUESTION)] == ["frozen-0", "frozen-1"]
+
+
+def test_a_retry_rides_out_a_short_stall(disposable_server, hand, embed_model, caplog):
+    """Frozen for 2.5 s: the first attempt times out at 1.5 s, a retry gets the answer."""
+    index = build(disposable_server.uri, "stall", hand, embed_model, timeout=TIMEOUT)
+    retriever = retriever_over(index)
+    assert len(retriever.retrieve(hand.QUESTION)) == 2
+
+    disposable_server.freeze()
+    thaw = threading.Timer(TIMEOUT + 1.0, disposable_server.thaw)
+    thaw.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="thresholded.retry"):
+            nodes, took = timed(lambda: retriever.retrieve(hand.QUESTION))
+    finally:
+        thaw.join()
+        disposable_server.thaw()
+    assert not isinstance(nodes, Exception), nodes
+    assert [n.node.node_id for n in nodes] == ["stall-0", "stall-1"]
+    retried = [r for r in caplog.records if "trying again" in r.getMessage()]
+    assert 1 <= len(retried) <= RETRIES
+    assert TIMEOUT <= took <= WORST_CASE + SLACK
 
 
 def reopened(uri, collection, hand, embed_model):

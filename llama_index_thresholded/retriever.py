@@ -364,11 +364,8 @@ class ThresholdedRetriever(BaseRetriever):
             plan = plan_attachments(
                 [c.item.node for c in selection.kept], self._attachments, call.policy.source_key
             )
-            found = await acall_with_retries(
-                lambda: arun_plan(plan, self._source),
-                self._retry,
-                what=self._store_name(),
-                attempt_timeout=self._store_timeout(),
+            found = await acall_with_retries(  # one lookup per hop, each with its deadline
+                lambda: arun_plan(plan, self._source), self._retry, what=self._store_name()
             )
             selection = attach(selection, found, call.policy)
         return self._report(bundle, selection)

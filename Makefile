@@ -3,6 +3,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 EXTRAS := minilm,multilingual,langchain-milvus,plot,rerank,test,server
+# The second Milvus Lite engine, apart from the venv's 2.5.1 (both are the distribution
+# milvus-lite): the tests of 3.x compatibility and the benchmarks put it first on PYTHONPATH.
+LITE3  := .bench/milvus-lite-3.2.2
+LITE3_PACKAGES := milvus-lite==3.2.2 faiss-cpu==1.15.1 pyarrow==26.0.1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -17,6 +21,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --upgrade pip 'setuptools<81' wheel
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
+	$(PY) -m pip install --quiet --upgrade --no-deps --target $(LITE3) $(LITE3_PACKAGES)
 	touch $(STAMP)
 
 demo: $(STAMP)

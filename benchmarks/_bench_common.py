@@ -144,7 +144,9 @@ def engine() -> str:
 
 
 LITE_322 = ROOT / ".bench" / "milvus-lite-3.2.2"
-"""Milvus Lite 3.2.2 and the two packages it adds, installed apart from the venv's 2.5.1."""
+"""Milvus Lite 3.2.2 and the two packages it adds, installed apart from the venv's 2.5.1
+(``make`` installs it there too, with the same pins)."""
+LITE_322_PACKAGES = ("milvus-lite==3.2.2", "faiss-cpu==1.15.1", "pyarrow==26.0.1")
 
 
 def lite_322_environment() -> dict[str, str]:
@@ -166,9 +168,7 @@ def lite_322_environment() -> dict[str, str]:
                 "--no-deps",
                 "--target",
                 str(LITE_322),
-                "milvus-lite==3.2.2",
-                "faiss-cpu",
-                "pyarrow",
+                *LITE_322_PACKAGES,
             ],
             check=True,
         )

@@ -49,7 +49,11 @@ TEXTS = {
 }
 COSINES = {"apple": 0.9, "banana": 0.6, "engine": 0.2}
 RRF = {"apple": 2 / 61, "banana": 2 / 62, "engine": 1 / 63}
-ML322 = Path(os.environ.get("THRESHOLDED_MILVUS_LITE_3", "/tmp/ml322"))
+ML322 = Path(
+    os.environ.get("THRESHOLDED_MILVUS_LITE_3")
+    or Path(__file__).resolve().parents[3] / ".bench" / "milvus-lite-3.2.2"
+)
+"""Milvus Lite 3.x, installed apart from the venv's 2.5.1 by ``make``."""
 
 
 def vec(cos: float, axis: int) -> list[float]:

@@ -7,6 +7,7 @@ its embedding, so the figures are the retrieval's own.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -115,17 +116,9 @@ class CpuMeter:
         ticks = os.sysconf("SC_CLK_TCK")
         children: dict[int, list[int]] = {}
         usage: dict[int, float] = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            pid = int(entry.name)
+        for pid, fields in _server_launcher().process_table().items():
             children.setdefault(int(fields[1]), []).append(pid)
-            usage[pid] = (int(fields[11]) + int(fields[12])) / ticks
+            usage[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
         total, stack = time.process_time(), list(children.get(os.getpid(), []))
         while stack:
             pid = stack.pop()
@@ -199,12 +192,18 @@ def write_json(name: str, payload: dict[str, Any]) -> Path:
 @contextlib.contextmanager
 def milvus_server(data: Path) -> Iterator[str]:
     """The test suite's Milvus 2.3.5 standalone launcher (its own ports, 127.0.0.1)."""
+    with _server_launcher().milvus_server(data) as uri:
+        yield uri
+
+
+@functools.cache
+def _server_launcher() -> Any:
+    """The server tests' conftest, loaded by path: its launcher and its /proc reader."""
     spec = importlib.util.spec_from_file_location("_milvus_server_conftest", SERVER_CONFTEST)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    with module.milvus_server(data) as uri:
-        yield uri
+    return module
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:

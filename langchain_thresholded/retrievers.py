@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -36,6 +36,8 @@ from thresholded.rescore import cosines, wants_rescore
 from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries
 from thresholded.scores import Metric, ScoreKind, check_unit_norm, to_cosine
 from thresholded.selection import Candidate, attach, select
+
+T = TypeVar("T")
 
 _REPORT_SINK = "_thresholded_report_sink"
 _POLICY_OVERRIDES = ("min_similarity", "max_per_source", "max_chars", "over_fetch")
@@ -188,9 +190,7 @@ class ThresholdedRetriever(BaseRetriever):
     ) -> list[Document]:
         sink = kwargs.pop(_REPORT_SINK, None)
         call = self._plan(kwargs)
-        scored, kind = call_with_retries(
-            lambda: self._search(query, call), self._retry_policy(), what=self._store_name()
-        )
+        scored, kind = self._search(query, call)
         selection = select(self._candidates(scored, kind, call), call.policy, call.floor)
         walk = self._walk(selection.kept)
         if walk is not None:
@@ -214,9 +214,7 @@ class ThresholdedRetriever(BaseRetriever):
     ) -> list[Document]:
         sink = kwargs.pop(_REPORT_SINK, None)
         call = self._plan(kwargs)
-        scored, kind = await acall_with_retries(
-            lambda: self._asearch(query, call), self._retry_policy(), what=self._store_name()
-        )
+        scored, kind = await self._asearch(query, call)
         selection = select(self._candidates(scored, kind, call), call.policy, call.floor)
         walk = self._walk(selection.kept)
         if walk is not None:
@@ -244,6 +242,13 @@ class ThresholdedRetriever(BaseRetriever):
         return params
 
     # One call ----------------------------------------------------------------------
+    def _stored(self, search: Callable[[], T]) -> T:
+        """One store search, retried after transient failures (the embedding is not redone)."""
+        return call_with_retries(search, self._retry_policy(), what=self._store_name())
+
+    async def _astored(self, search: Callable[[], Awaitable[T]]) -> T:
+        return await acall_with_retries(search, self._retry_policy(), what=self._store_name())
+
     def _retry_policy(self) -> RetryPolicy:
         return RetryPolicy(max_retries=self.max_retries, backoff=self.retry_backoff)
 
@@ -291,7 +296,9 @@ class ThresholdedRetriever(BaseRetriever):
         store, fetch_k, kwargs = self.vectorstore, call.policy.fetch_k, call.store_kwargs
         self._prepare_store()
         if self.score_kind is not ScoreKind.COSINE:
-            pairs = store.similarity_search_with_score(query, k=fetch_k, **kwargs)
+            pairs = self._stored(
+                lambda: store.similarity_search_with_score(query, k=fetch_k, **kwargs)
+            )
             if not self._rescores_non_cosine(call.policy):
                 return [(doc, score, None) for doc, score in pairs], self.score_kind
             embeddings = self._require_embeddings()
@@ -302,23 +309,29 @@ class ThresholdedRetriever(BaseRetriever):
         embeddings = self._require_embeddings()
         vector = embeddings.embed_query(query)
         if self.score_mode == "rescore":
-            docs = store.similarity_search_by_vector(vector, k=fetch_k, **kwargs)
+            docs = self._stored(
+                lambda: store.similarity_search_by_vector(vector, k=fetch_k, **kwargs)
+            )
             texts = [doc.page_content for doc in docs]
             sims = cosines(vector, embeddings.embed_documents(texts)) if texts else []
             return _as_cosines(docs, sims), ScoreKind.COSINE
         metric = self._metric(kwargs, vector)
         by_vector = getattr(store, "similarity_search_with_score_by_vector", None)
         if by_vector is not None:
-            pairs = by_vector(vector, k=fetch_k, **kwargs)
+            pairs = self._stored(lambda: by_vector(vector, k=fetch_k, **kwargs))
         else:  # the store embeds the query again; the vector was still checked
-            pairs = store.similarity_search_with_score(query, k=fetch_k, **kwargs)
+            pairs = self._stored(
+                lambda: store.similarity_search_with_score(query, k=fetch_k, **kwargs)
+            )
         return [(doc, to_cosine(s, metric), None) for doc, s in pairs], ScoreKind.COSINE
 
     async def _asearch(self, query: str, call: _Call) -> tuple[ScoredDocs, ScoreKind]:
         store, fetch_k, kwargs = self.vectorstore, call.policy.fetch_k, call.store_kwargs
         self._prepare_store()
         if self.score_kind is not ScoreKind.COSINE:
-            pairs = await store.asimilarity_search_with_score(query, k=fetch_k, **kwargs)
+            pairs = await self._astored(
+                lambda: store.asimilarity_search_with_score(query, k=fetch_k, **kwargs)
+            )
             if not self._rescores_non_cosine(call.policy):
                 return [(doc, score, None) for doc, score in pairs], self.score_kind
             embeddings = self._require_embeddings()
@@ -329,7 +342,9 @@ class ThresholdedRetriever(BaseRetriever):
         embeddings = self._require_embeddings()
         vector = await embeddings.aembed_query(query)
         if self.score_mode == "rescore":
-            docs = await store.asimilarity_search_by_vector(vector, k=fetch_k, **kwargs)
+            docs = await self._astored(
+                lambda: store.asimilarity_search_by_vector(vector, k=fetch_k, **kwargs)
+            )
             texts = [doc.page_content for doc in docs]
             sims = cosines(vector, await embeddings.aembed_documents(texts)) if texts else []
             return _as_cosines(docs, sims), ScoreKind.COSINE
@@ -337,11 +352,15 @@ class ThresholdedRetriever(BaseRetriever):
         async_by_vector = getattr(store, "asimilarity_search_with_score_by_vector", None)
         by_vector = getattr(store, "similarity_search_with_score_by_vector", None)
         if async_by_vector is not None:
-            pairs = await async_by_vector(vector, k=fetch_k, **kwargs)
+            pairs = await self._astored(lambda: async_by_vector(vector, k=fetch_k, **kwargs))
         elif by_vector is not None:  # e.g. InMemoryVectorStore: no async by-vector search
-            pairs = await run_in_executor(None, by_vector, vector, k=fetch_k, **kwargs)
+            pairs = await self._astored(
+                lambda: run_in_executor(None, by_vector, vector, k=fetch_k, **kwargs)
+            )
         else:
-            pairs = await store.asimilarity_search_with_score(query, k=fetch_k, **kwargs)
+            pairs = await self._astored(
+                lambda: store.asimilarity_search_with_score(query, k=fetch_k, **kwargs)
+            )
         return [(doc, to_cosine(s, metric), None) for doc, s in pairs], ScoreKind.COSINE
 
     def _rescores_non_cosine(self, policy: RetrievalPolicy) -> bool:

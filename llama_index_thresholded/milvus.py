@@ -62,16 +62,12 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
         **kwargs: Any,
     ) -> None:
         timeout = check_timeout(timeout)
-        wait_for_milvus_lite(str(kwargs.get("uri", args[0] if args else self._default_uri())))
+        uri = str(kwargs.get("uri", args[0] if args else self.model_fields["uri"].default))
+        wait_for_milvus_lite(uri)
         super().__init__(*args, **kwargs)
         self.sparse_search_config = dict(sparse_search_config or {})
         self.timeout = timeout
-        # LlamaIndex's store connects to ``uri`` but leaves its ``uri`` field at the default
-        self.uri = kwargs.get("uri", args[0] if args else self._default_uri())
-
-    @classmethod
-    def _default_uri(cls) -> str:
-        return str(cls.model_fields["uri"].default)
+        self.uri = uri  # LlamaIndex's store connects to it but leaves the field at the default
 
     @property
     def client(self) -> Any:

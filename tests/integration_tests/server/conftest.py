@@ -159,7 +159,19 @@ def _group_members(pgid: int) -> list[int]:
         except ProcessLookupError:
             return []
         return [pgid]
-    members = []
+    return [
+        pid
+        for pid, fields in process_table().items()
+        if int(fields[2]) == pgid and fields[0] != "Z"
+    ]
+
+
+def process_table() -> dict[int, list[str]]:
+    """Every process's ``/proc/<pid>/stat`` fields after its name (state, ppid, pgrp, ...).
+
+    Also read by ``benchmarks/`` (CPU time of the processes a benchmark started).
+    """
+    table = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -167,11 +179,8 @@ def _group_members(pgid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state != "Z":
-            members.append(int(entry.name))
-    return members
+        table[int(entry.name)] = stat[stat.rindex(")") + 2 :].split()
+    return table
 
 
 def _wait_for_group(pgid: int, timeout: float) -> bool:

@@ -33,31 +33,34 @@ from llama_index.core.indices.vector_store.retrievers.retriever import VectorInd
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 
 from llama_index_thresholded import ThresholdedRetriever
-from llama_index_thresholded.attachments import (
-    AttachmentSpec,
-    NodeSource,
-    plan_attachments,
-    run_plan,
-)
+from llama_index_thresholded.backend import index_collection
 from llama_index_thresholded.milvus import milvus_store
 from thresholded import RetrievalPolicy
+from thresholded.attachments import AttachmentSpec, walk
+from thresholded.engine import Fetch, drive
+from thresholded.selection import Candidate
 
 DIM = 384
 PER_DOCUMENT = 10
 
 
-class CountingSource(NodeSource):
-    """A NodeSource that counts the ids it is asked for and its batches."""
+class Lookups:
+    """Attachment walks of the engine over one index, counting the ids and batches fetched."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, index, spec: AttachmentSpec) -> None:
+        self.collection = index_collection(index, None, attachments=spec)
         self.ids = 0
         self.batches = 0
 
-    def fetch(self, ids):
+    def attach(self, nodes) -> list:
+        backend = self.collection.backend
+        kept = [Candidate(n, *backend.identify(n, "source")) for n in nodes]
+        return drive(walk(self.collection, kept, "source", fetch=self._fetch))
+
+    def _fetch(self, collection, ids):
         self.ids += len(ids)
         self.batches += 1
-        return super().fetch(ids)
+        return Fetch(collection, ids)
 
 
 def main() -> None:
@@ -93,30 +96,21 @@ def main() -> None:
             policy = RetrievalPolicy(
                 min_similarity=args.floor, top_k=top_k, over_fetch=over_fetch, max_chars=None
             )
-            retriever = ThresholdedRetriever(index, policy, neighbours=1, parent_levels=1)
-            kept_source = CountingSource(index.docstore, store)
-            retriever._source = kept_source  # count the lookups the retriever makes
-            every_source = CountingSource(index.docstore, store)
+            retriever = ThresholdedRetriever(index, policy, neighbours=0, parent_summaries=False)
+            kept_source, every_source = Lookups(index, spec), Lookups(index, spec)
             search = VectorIndexRetriever(index, similarity_top_k=policy.fetch_k)
             retriever.retrieve(queries[0]), search.retrieve(queries[0])  # warm-up
-            kept_source.ids = kept_source.batches = 0
             kept_ms, every_ms, kept_counts, candidates = [], [], [], []
             for q in queries:
                 report = retriever.retrieve_with_report(q)
                 kept_counts.append(len(report.kept))
-                # the retriever's own lookups, timed apart from its search
-                if report.kept:
-                    plan = plan_attachments([n.node for n in report.kept], spec, "source")
-                    ms, _ = timed(
-                        lambda plan=plan: run_plan(plan, NodeSource(index.docstore, store))
-                    )
-                    kept_ms.append(ms)
-                else:
-                    kept_ms.append(0.0)
-                found = search.retrieve(q)
+                # the lookups the retriever makes for what it kept, timed apart from its search
+                kept = [n.node for n in report.kept]
+                ms, _ = timed(lambda kept=kept, src=kept_source: src.attach(kept))
+                kept_ms.append(ms if kept else 0.0)
+                found = [n.node for n in search.retrieve(q)]
                 candidates.append(len(found))
-                plan = plan_attachments([n.node for n in found], spec, "source")
-                ms, _ = timed(lambda plan=plan, src=every_source: run_plan(plan, src))
+                ms, _ = timed(lambda found=found, src=every_source: src.attach(found))
                 every_ms.append(ms)
             n = len(queries)
             result = {

@@ -10,14 +10,13 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from langchain_core.documents import Document
 
 from thresholded import metadata_keys
 from thresholded.scores import ScoreKind
-from thresholded.selection import AttachedRole, Candidate
+from thresholded.selection import AttachedRole
 
 _CONTENT_ID_PREFIX = "sha1:"
 _SCORE_MARKS = (metadata_keys.SIMILARITY, metadata_keys.SCORE_KIND)
@@ -74,61 +73,6 @@ def marked_copy(
     if doc.id is None and doc_id is not None and not doc_id.startswith(_CONTENT_ID_PREFIX):
         update["id"] = doc_id
     return doc.model_copy(update=update)
-
-
-def scored_candidate(
-    doc: Document,
-    score: float | None,
-    kind: ScoreKind,
-    *,
-    cosine: float | None = None,
-    id_key: str | None,
-    source_key: str,
-) -> Candidate[Document]:
-    """A search result as a candidate whose item is already the marked output copy.
-
-    ``similarity`` is written whenever a cosine is known: the score itself, or the
-    dense ``cosine`` of a re-scored hybrid or sparse result (whose score stays).
-    """
-    doc_id = document_id(doc, id_key)
-    cand = Candidate(
-        item=doc,
-        id=doc_id,
-        score=score,
-        score_kind=kind,
-        source=source_of(doc, source_key, doc_id),
-        chars=len(doc.page_content),
-        cosine=cosine,
-    )
-    marks: dict[str, Any] = {metadata_keys.SCORE_KIND: kind.value}
-    if cand.floor_score is not None:
-        marks[metadata_keys.SIMILARITY] = cand.floor_score
-    item = marked_copy(doc, marks, remove=(*_SCORE_MARKS, *_ATTACHMENT_MARKS), doc_id=doc_id)
-    return replace(cand, item=item)
-
-
-def attachment_candidate(
-    doc: Document,
-    *,
-    doc_id: str,
-    anchor: str,
-    role: AttachedRole,
-    source_key: str,
-) -> Candidate[Document]:
-    """A neighbour or parent summary: a marked copy with no score of its own."""
-    marks = {metadata_keys.ATTACHED_ROLE: role.value, metadata_keys.ATTACHED_TO: anchor}
-    item = marked_copy(doc, marks, remove=(*_SCORE_MARKS, *_ATTACHMENT_MARKS), doc_id=doc_id)
-    return Candidate(
-        item=item,
-        id=doc_id,
-        score=None,
-        score_kind=ScoreKind.UNKNOWN,
-        source=source_of(doc, source_key, doc_id),
-        chars=len(doc.page_content),
-        is_attachment=True,
-        attached_to=anchor,
-        attached_role=role,
-    )
 
 
 def read_score(value: Any) -> float | None:

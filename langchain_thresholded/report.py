@@ -8,11 +8,13 @@ retriever.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.documents import Document
 
+from langchain_thresholded.backend import output
+from thresholded.engine import Result
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, DropReason, Selection
 
@@ -29,6 +31,8 @@ class DroppedDocument:
     id: str
     similarity: float | None
     """The cosine, where one is known (dense or re-scored results); None for attachments."""
+    collection: str = ""
+    """The collection it came from, when several were searched."""
 
 
 @dataclass(frozen=True)
@@ -55,10 +59,10 @@ class ThresholdedReport:
         query: str,
         selection: Selection[Any],
         document_of: Callable[[Any], Document] | None = None,
-    ) -> ThresholdedReport:
+        **extra: Any,
+    ) -> Any:
         """A report over a selection; ``document_of`` maps a candidate's item to its document."""
-        if document_of is None:
-            document_of = _itself
+        document_of = document_of or _itself
         return cls(
             query=query,
             kept=tuple(document_of(c.item) for c in selection.kept),
@@ -69,12 +73,29 @@ class ThresholdedReport:
                     reason=d.reason,
                     id=d.candidate.id,
                     similarity=None if d.candidate.is_attachment else d.candidate.floor_score,
+                    collection=d.candidate.collection,
                 )
                 for d in selection.dropped
             ),
             min_similarity=selection.min_similarity,
             passed_through=selection.passed_through,
             selection=selection,
+            **extra,
+        )
+
+    @classmethod
+    def from_result(cls, result: Result[Document], collection_key: str | None = None) -> Any:
+        """The report of an engine result: what it returns are marked copies."""
+        selection = result.selection
+        report = cls.from_selection(
+            result.question.text,
+            selection,
+            **({"collections": result.collections} if collection_key else {}),
+        )
+        return replace(
+            report,
+            kept=tuple(output(c, collection_key=collection_key) for c in selection.kept),
+            attached=tuple(output(c, collection_key=collection_key) for c in selection.attached),
         )
 
     @property
@@ -120,7 +141,12 @@ class ThresholdedReport:
                 for c in self.selection.attached
             ],
             "dropped": [
-                {"id": d.id, "reason": d.reason.value, "similarity": d.similarity}
+                {
+                    "id": d.id,
+                    **({"collection": d.collection} if d.collection else {}),
+                    "reason": d.reason.value,
+                    "similarity": d.similarity,
+                }
                 for d in self.dropped
             ],
             "drop_counts": self.drop_counts(),

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -16,45 +14,24 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
-from langchain_thresholded._attachments import AttachmentWalk
-from langchain_thresholded._documents import scored_candidate
-from langchain_thresholded.milvus import ensure_orm_connection
+from langchain_thresholded.backend import LangChainBackend, LinkKeys
 from langchain_thresholded.report import EVENT_NAME, ThresholdedReport
-from langchain_thresholded.scoring import (
-    is_milvus,
-    store_metric,
-    supports_metric_detection,
-    unknown_store_error,
-)
+from langchain_thresholded.scoring import is_milvus, supports_metric_detection, unknown_store_error
+from thresholded.attachments import AttachmentSpec
+from thresholded.engine import Call, Collection, Question, adrive, drive, plan, retrieve
 from thresholded.policy import RetrievalPolicy
-from thresholded.rescore import cosines, wants_rescore
-from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries
-from thresholded.scores import Metric, ScoreKind, check_unit_norm, to_cosine
-from thresholded.selection import Candidate, attach, select
+from thresholded.retry import RetryPolicy
+from thresholded.scores import Metric, ScoreKind
 
-T = TypeVar("T")
-
-_REPORT_SINK = "_thresholded_report_sink"
+REPORT_SINK = "_thresholded_report_sink"
 _POLICY_OVERRIDES = ("min_similarity", "max_per_source", "max_chars", "over_fetch")
-_CALL_OPTIONS = frozenset({"k", *_POLICY_OVERRIDES, "filter", "expr", "search_kwargs"})
-_IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and passes it on
-
-ScoredDocs = list[tuple[Document, float | None, float | None]]
-"""(document, score, the dense cosine of a non-cosine score when re-scored)."""
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One call's effective settings: the retriever's, with the call's overrides."""
-
-    policy: RetrievalPolicy
-    floor: float
-    store_kwargs: dict[str, Any]
+STORE_OPTIONS = ("filter", "expr", "search_kwargs")
+_CALL_OPTIONS = frozenset({"k", *_POLICY_OVERRIDES, *STORE_OPTIONS})
+IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and passes it on
 
 
 class ThresholdedRetriever(BaseRetriever):
@@ -123,9 +100,13 @@ class ThresholdedRetriever(BaseRetriever):
     """Use ``policy``'s floor even when ``policy.embedding_model`` differs from the embeddings'
     ``model_id``. A floor measured for one model means nothing for another: only when you know."""
 
+    _collection: Collection[Document] = PrivateAttr()
+
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
         self._check_scoring()  # raise the metric error itself, not wrapped by pydantic
+        self._collection = self._build_collection()
+        self._collection.floor(self._policy())  # a bad floor is refused now
 
     @field_validator("metric", mode="before")
     @classmethod
@@ -150,7 +131,7 @@ class ThresholdedRetriever(BaseRetriever):
     ) -> ThresholdedReport:
         """Like ``invoke``, but returns the report: kept, attached and dropped with reasons."""
         sink: list[ThresholdedReport] = []
-        self.invoke(query, config, **kwargs, **{_REPORT_SINK: sink})
+        self.invoke(query, config, **kwargs, **{REPORT_SINK: sink})
         return sink[0]
 
     async def aretrieve_with_report(
@@ -158,7 +139,7 @@ class ThresholdedRetriever(BaseRetriever):
     ) -> ThresholdedReport:
         """Async ``retrieve_with_report``."""
         sink: list[ThresholdedReport] = []
-        await self.ainvoke(query, config, **kwargs, **{_REPORT_SINK: sink})
+        await self.ainvoke(query, config, **kwargs, **{REPORT_SINK: sink})
         return sink[0]
 
     @classmethod
@@ -188,23 +169,11 @@ class ThresholdedRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        sink = kwargs.pop(_REPORT_SINK, None)
-        call = self._plan(kwargs)
-        scored, kind = self._search(query, call)
-        selection = select(self._candidates(scored, kind, call), call.policy, call.floor)
-        walk = self._walk(selection.kept)
-        if walk is not None:
-            assert self.docstore is not None
-            while keys := walk.pending():
-                walk.receive(keys, self.docstore.mget(keys))
-            selection = attach(selection, walk.candidates(), call.policy)
-        report = ThresholdedReport.from_selection(query, selection)
+        sink = kwargs.pop(REPORT_SINK, None)
+        report = ThresholdedReport.from_result(drive(retrieve(self._plan(query, kwargs))))
         run_manager.on_text(report.summary())
-        dispatch_custom_event(
-            EVENT_NAME,
-            report.to_event_data("retriever"),
-            config={"callbacks": run_manager.get_child()},
-        )
+        data = report.to_event_data("retriever")
+        dispatch_custom_event(EVENT_NAME, data, config={"callbacks": run_manager.get_child()})
         if sink is not None:
             sink.append(report)
         return report.documents
@@ -212,22 +181,12 @@ class ThresholdedRetriever(BaseRetriever):
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        sink = kwargs.pop(_REPORT_SINK, None)
-        call = self._plan(kwargs)
-        scored, kind = await self._asearch(query, call)
-        selection = select(self._candidates(scored, kind, call), call.policy, call.floor)
-        walk = self._walk(selection.kept)
-        if walk is not None:
-            assert self.docstore is not None
-            while keys := walk.pending():
-                walk.receive(keys, await self.docstore.amget(keys))
-            selection = attach(selection, walk.candidates(), call.policy)
-        report = ThresholdedReport.from_selection(query, selection)
+        sink = kwargs.pop(REPORT_SINK, None)
+        report = ThresholdedReport.from_result(await adrive(retrieve(self._plan(query, kwargs))))
         await run_manager.on_text(report.summary())
+        data = report.to_event_data("retriever")
         await adispatch_custom_event(
-            EVENT_NAME,
-            report.to_event_data("retriever"),
-            config={"callbacks": run_manager.get_child()},
+            EVENT_NAME, data, config={"callbacks": run_manager.get_child()}
         )
         if sink is not None:
             sink.append(report)
@@ -242,174 +201,60 @@ class ThresholdedRetriever(BaseRetriever):
         return params
 
     # One call ----------------------------------------------------------------------
-    def _stored(self, search: Callable[[], T]) -> T:
-        """One store search, retried after transient failures (the embedding is not redone)."""
-        return call_with_retries(search, self._retry_policy(), what=self._store_name())
+    def as_collection(self) -> Collection[Document]:
+        """This retriever's store and settings as the engine searches them; a
+        ``MultiCollectionRetriever`` searches its collections through it."""
+        return self._collection
 
-    async def _astored(self, search: Callable[[], Awaitable[T]]) -> T:
-        return await acall_with_retries(search, self._retry_policy(), what=self._store_name())
+    def _policy(self) -> RetrievalPolicy:
+        """The retriever's policy, with its ``k`` and ``min_similarity`` fields applied."""
+        return self.policy.with_overrides(top_k=self.k, min_similarity=self.min_similarity)
 
-    def _retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(max_retries=self.max_retries, backoff=self.retry_backoff)
-
-    def _store_name(self) -> str:
-        name = getattr(self.vectorstore, "collection_name", None)
-        kind = type(self.vectorstore).__name__
-        return f"{kind} collection {name!r}" if isinstance(name, str) else kind
-
-    def _plan(self, kwargs: dict[str, Any]) -> _Call:
-        """The effective policy, floor and store arguments of one call."""
-        options = {k: v for k, v in kwargs.items() if k not in _IGNORED_OPTIONS}
-        unknown = sorted(set(options) - _CALL_OPTIONS)
-        if unknown:
-            hint = " (use k: it is LangChain's name for top_k)" if "top_k" in unknown else ""
-            raise TypeError(
-                f"{type(self).__name__} got unexpected keyword argument(s) {unknown}{hint}; "
-                f"per call it accepts {sorted(_CALL_OPTIONS)}"
-            )
-        k = options.get("k")
-        floor = options.get("min_similarity")
-        policy = self.policy.with_overrides(
-            top_k=k if k is not None else self.k,
-            min_similarity=floor if floor is not None else self.min_similarity,
-            **{name: options.get(name) for name in _POLICY_OVERRIDES if name != "min_similarity"},
+    def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
+        """One call: its policy with the call's overrides, and its store arguments."""
+        options = check_options(self, kwargs, _CALL_OPTIONS)
+        policy = self._policy().with_overrides(
+            top_k=options.get("k"), **{name: options.get(name) for name in _POLICY_OVERRIDES}
         )
-        store_kwargs = {**self.search_kwargs, **(options.get("search_kwargs") or {})}
-        for name in ("filter", "expr"):
-            if name in options:
-                store_kwargs[name] = options[name]
-        if "k" in store_kwargs:
-            raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
-        if is_milvus(self.vectorstore) and "filter" in store_kwargs and "expr" not in store_kwargs:
-            store_kwargs["expr"] = store_kwargs.pop("filter")
-        return _Call(policy=policy, floor=self._resolve_floor(policy), store_kwargs=store_kwargs)
+        store_options = {name: options[name] for name in STORE_OPTIONS if name in options}
+        return plan(Question(query), [self._collection], policy, filters=store_options)
 
-    def _resolve_floor(self, policy: RetrievalPolicy) -> float:
-        """The floor; the embeddings' ``model_id`` must match the policy's model, if both say."""
-        model = getattr(self._store_embeddings(), "model_id", None)
-        model = model if isinstance(model, str) else None
-        if self.allow_model_mismatch and policy.embedding_model is not None:
-            model = None
-        return policy.resolve_min_similarity(model)
-
-    def _search(self, query: str, call: _Call) -> tuple[ScoredDocs, ScoreKind]:
-        store, fetch_k, kwargs = self.vectorstore, call.policy.fetch_k, call.store_kwargs
-        self._prepare_store()
-        if self.score_kind is not ScoreKind.COSINE:
-            pairs = self._stored(
-                lambda: store.similarity_search_with_score(query, k=fetch_k, **kwargs)
-            )
-            if not self._rescores_non_cosine(call.policy):
-                return [(doc, score, None) for doc, score in pairs], self.score_kind
-            embeddings = self._require_embeddings()
-            vector = embeddings.embed_query(query)
-            texts = [doc.page_content for doc, _ in pairs]
-            sims = cosines(vector, embeddings.embed_documents(texts)) if texts else []
-            return _with_cosines(pairs, sims), self.score_kind
-        embeddings = self._require_embeddings()
-        vector = embeddings.embed_query(query)
-        if self.score_mode == "rescore":
-            docs = self._stored(
-                lambda: store.similarity_search_by_vector(vector, k=fetch_k, **kwargs)
-            )
-            texts = [doc.page_content for doc in docs]
-            sims = cosines(vector, embeddings.embed_documents(texts)) if texts else []
-            return _as_cosines(docs, sims), ScoreKind.COSINE
-        metric = self._metric(kwargs, vector)
-        by_vector = getattr(store, "similarity_search_with_score_by_vector", None)
-        if by_vector is not None:
-            pairs = self._stored(lambda: by_vector(vector, k=fetch_k, **kwargs))
-        else:  # the store embeds the query again; the vector was still checked
-            pairs = self._stored(
-                lambda: store.similarity_search_with_score(query, k=fetch_k, **kwargs)
-            )
-        return [(doc, to_cosine(s, metric), None) for doc, s in pairs], ScoreKind.COSINE
-
-    async def _asearch(self, query: str, call: _Call) -> tuple[ScoredDocs, ScoreKind]:
-        store, fetch_k, kwargs = self.vectorstore, call.policy.fetch_k, call.store_kwargs
-        self._prepare_store()
-        if self.score_kind is not ScoreKind.COSINE:
-            pairs = await self._astored(
-                lambda: store.asimilarity_search_with_score(query, k=fetch_k, **kwargs)
-            )
-            if not self._rescores_non_cosine(call.policy):
-                return [(doc, score, None) for doc, score in pairs], self.score_kind
-            embeddings = self._require_embeddings()
-            vector = await embeddings.aembed_query(query)
-            texts = [doc.page_content for doc, _ in pairs]
-            sims = cosines(vector, await embeddings.aembed_documents(texts)) if texts else []
-            return _with_cosines(pairs, sims), self.score_kind
-        embeddings = self._require_embeddings()
-        vector = await embeddings.aembed_query(query)
-        if self.score_mode == "rescore":
-            docs = await self._astored(
-                lambda: store.asimilarity_search_by_vector(vector, k=fetch_k, **kwargs)
-            )
-            texts = [doc.page_content for doc in docs]
-            sims = cosines(vector, await embeddings.aembed_documents(texts)) if texts else []
-            return _as_cosines(docs, sims), ScoreKind.COSINE
-        metric = self._metric(kwargs, vector)
-        async_by_vector = getattr(store, "asimilarity_search_with_score_by_vector", None)
-        by_vector = getattr(store, "similarity_search_with_score_by_vector", None)
-        if async_by_vector is not None:
-            pairs = await self._astored(lambda: async_by_vector(vector, k=fetch_k, **kwargs))
-        elif by_vector is not None:  # e.g. InMemoryVectorStore: no async by-vector search
-            pairs = await self._astored(
-                lambda: run_in_executor(None, by_vector, vector, k=fetch_k, **kwargs)
-            )
-        else:
-            pairs = await self._astored(
-                lambda: store.asimilarity_search_with_score(query, k=fetch_k, **kwargs)
-            )
-        return [(doc, to_cosine(s, metric), None) for doc, s in pairs], ScoreKind.COSINE
-
-    def _rescores_non_cosine(self, policy: RetrievalPolicy) -> bool:
-        """Whether non-cosine results get their dense cosine for the floor."""
-        return self.score_mode == "rescore" or wants_rescore(policy, self.score_kind)
-
-    def _candidates(
-        self, scored: ScoredDocs, kind: ScoreKind, call: _Call
-    ) -> list[Candidate[Document]]:
-        id_key = self._id_key()
-        return [
-            scored_candidate(
-                doc, score, kind, cosine=cosine, id_key=id_key, source_key=call.policy.source_key
-            )
-            for doc, score, cosine in scored
-        ]
-
-    def _walk(self, kept: Sequence[Candidate[Document]]) -> AttachmentWalk | None:
-        if (
-            self.docstore is None
-            or not kept
-            or (self.neighbours == 0 and not self.parent_summaries)
-        ):
-            return None
-        return AttachmentWalk(
-            kept,
-            neighbours=self.neighbours,
-            parent_summaries=self.parent_summaries,
-            prev_id_key=self.prev_id_key,
-            next_id_key=self.next_id_key,
-            parent_id_key=self.parent_id_key,
+    def _build_collection(self) -> Collection[Document]:
+        rescore = self.score_mode == "rescore"
+        backend = LangChainBackend(
+            self.vectorstore,
+            embeddings=self._store_embeddings(),
+            metric=self.metric,
+            score_kind=self.score_kind,
+            search_kwargs=self.search_kwargs,
+            docstore=self.docstore,
+            link_keys=LinkKeys(self.prev_id_key, self.next_id_key, self.parent_id_key),
             id_key=self._id_key(),
-            source_key=self.policy.source_key,
+            rescore_dense=rescore and self.score_kind is ScoreKind.COSINE,
         )
-
-    # The store ---------------------------------------------------------------------
-    def _metric(self, store_kwargs: dict[str, Any], vector: list[float]) -> Metric:
-        """The store's metric; IP and L2 are cosines only on unit vectors, so check the query."""
-        metric = store_metric(self.vectorstore, self.metric, store_kwargs)
-        if metric is not Metric.COSINE:
-            check_unit_norm(vector)
-        return metric
+        model = getattr(self._store_embeddings(), "model_id", None)
+        attach = self.docstore is not None
+        return Collection(
+            backend=backend,
+            score_kind=self.score_kind,
+            model=model if isinstance(model, str) else None,
+            allow_model_mismatch=self.allow_model_mismatch,
+            retry=RetryPolicy(max_retries=self.max_retries, backoff=self.retry_backoff),
+            attachments=AttachmentSpec(
+                neighbours=self.neighbours if attach else 0,
+                parent_levels=1 if attach and self.parent_summaries else 0,
+            ),
+            embeds=self.score_kind is ScoreKind.COSINE,
+            rescore=rescore,
+        )
 
     def _check_scoring(self) -> None:
         """Fail at construction on a store whose scores cannot be read as cosines."""
         needs_metric = self.score_mode == "metric" and self.score_kind is ScoreKind.COSINE
         if needs_metric and self.metric is None and not supports_metric_detection(self.vectorstore):
             raise unknown_store_error(self.vectorstore)
-        embeds = self.score_kind is ScoreKind.COSINE or self._rescores_non_cosine(self.policy)
+        rescores = self.score_mode == "rescore" or self.policy.hybrid_policy == "rescore"
+        embeds = self.score_kind is ScoreKind.COSINE or rescores
         if embeds and self._store_embeddings() is None:
             raise ValueError(
                 f"{type(self.vectorstore).__name__} exposes no embeddings to embed the query "
@@ -423,15 +268,6 @@ class ThresholdedRetriever(BaseRetriever):
         found = self.vectorstore.embeddings
         return found if isinstance(found, Embeddings) else None
 
-    def _require_embeddings(self) -> Embeddings:
-        found = self._store_embeddings()
-        if found is None:
-            raise ValueError(
-                f"{type(self.vectorstore).__name__} exposes no single embeddings model: "
-                "pass ThresholdedRetriever(embeddings=...)"
-            )
-        return found
-
     def _id_key(self) -> str | None:
         if self.id_key is not None:
             return self.id_key
@@ -439,16 +275,17 @@ class ThresholdedRetriever(BaseRetriever):
             return str(getattr(self.vectorstore, "_primary_field", "pk"))
         return "id"
 
-    def _prepare_store(self) -> None:
-        if is_milvus(self.vectorstore):
-            ensure_orm_connection(self.vectorstore)
 
-
-def _as_cosines(docs: Sequence[Document], sims: Sequence[float]) -> ScoredDocs:
-    """Dense results re-scored: the computed cosine becomes the score."""
-    return [(doc, sim, None) for doc, sim in zip(docs, sims, strict=True)]
-
-
-def _with_cosines(pairs: Sequence[tuple[Document, float]], sims: Sequence[float]) -> ScoredDocs:
-    """Hybrid or sparse results re-scored: the score and order stay, the floor reads the cosine."""
-    return [(doc, score, sim) for (doc, score), sim in zip(pairs, sims, strict=True)]
+def check_options(
+    retriever: BaseRetriever, kwargs: dict[str, Any], accepted: frozenset[str]
+) -> dict[str, Any]:
+    """A call's options; an unknown one is an error that lists what the retriever accepts."""
+    options = {k: v for k, v in kwargs.items() if k not in IGNORED_OPTIONS}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        hint = " (use k: it is LangChain's name for top_k)" if "top_k" in unknown else ""
+        raise TypeError(
+            f"{type(retriever).__name__} got unexpected keyword argument(s) {unknown}{hint}; "
+            f"per call it accepts {sorted(accepted)}"
+        )
+    return options

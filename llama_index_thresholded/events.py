@@ -1,11 +1,24 @@
-"""Instrumentation events: what one selection kept, attached and dropped, and why."""
+"""Events of one retrieval, sent exactly once per call, whichever method was called.
+
+A call opens one span (the retriever method's), sends LlamaIndex's
+``RetrievalStartEvent``/``RetrievalEndEvent`` and one RETRIEVE callback event,
+whose end payload carries the drops, and one :class:`ThresholdSelectionEvent`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation.events.base import BaseEvent
+from llama_index.core.instrumentation.events.retrieval import (
+    RetrievalEndEvent,
+    RetrievalStartEvent,
+)
+from llama_index.core.schema import QueryBundle, QueryType
 
 if TYPE_CHECKING:
     from llama_index.core.instrumentation.dispatcher import Dispatcher
@@ -22,21 +35,39 @@ class ThresholdSelectionEvent(BaseEvent):
     kept_ids: list[str]
     attached_ids: list[str]
     dropped: list[dict[str, Any]]
-    """One entry per dropped candidate: ``id``, ``reason`` and ``score``."""
+    """One entry per dropped candidate: ``id``, ``reason``, ``score`` and ``similarity``
+    (and ``collection`` when several collections were searched)."""
 
     @classmethod
     def class_name(cls) -> str:
         return "ThresholdSelectionEvent"
 
 
-def announce_selection(
-    dispatcher: Dispatcher,
-    callback_manager: CallbackManager,
-    report: RetrievalReport,
-    dropped: list[dict[str, Any]],
-    **extra_payload: Any,
-) -> None:
-    """Send one retrieval's drops out as an instrumentation event and a callback event."""
+@contextmanager
+def retrieval_events(
+    retriever: BaseRetriever, dispatcher: Dispatcher, query: QueryType
+) -> Iterator[Callable[[RetrievalReport], None]]:
+    """Wrap one call in its events; the body hands its report to the yielded function."""
+    retriever._check_callback_manager()
+    dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query))
+    query_str = query.query_str if isinstance(query, QueryBundle) else query
+    reports: list[RetrievalReport] = []
+    manager = retriever.callback_manager
+    with (
+        manager.as_trace("query"),
+        manager.event(CBEventType.RETRIEVE, payload={EventPayload.QUERY_STR: query_str}) as event,
+    ):
+        yield reports.append
+        report = reports[0]
+        dropped = report.result.dropped_data()
+        event.on_end(
+            payload={
+                EventPayload.NODES: report.nodes,
+                "thresholded_dropped": dropped,
+                "thresholded_min_similarity": report.min_similarity,
+                **report.extra_payload(),
+            }
+        )
     dispatcher.event(
         ThresholdSelectionEvent(
             query_str=report.query_str,
@@ -47,12 +78,4 @@ def announce_selection(
             dropped=dropped,
         )
     )
-    payload = {
-        EventPayload.QUERY_STR: report.query_str,
-        EventPayload.NODES: report.nodes,
-        "thresholded_dropped": dropped,
-        "thresholded_min_similarity": report.min_similarity,
-        **extra_payload,
-    }
-    with callback_manager.event(CBEventType.RETRIEVE, payload=payload) as event:
-        event.on_end(payload=payload)
+    dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query, nodes=report.nodes))

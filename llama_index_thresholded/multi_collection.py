@@ -1,10 +1,11 @@
 """``MultiCollectionRetriever``: one question, several collections, one thresholded answer.
 
 The question is embedded once and every collection is searched at the same
-time, so a call takes about as long as its slowest collection, not the sum of
-them: Milvus servers are searched with their async client when the call is
-async; Milvus Lite (whose async client is unreliable, milvus-io/pymilvus#3711),
-other stores and every sync call use a thread pool.
+time (on the engine of :mod:`thresholded.engine`, as the single retriever), so a
+call takes about as long as its slowest collection, not the sum of them: Milvus
+servers are searched with their async client when the call is async; Milvus Lite
+(whose async client is unreliable, milvus-io/pymilvus#3711), other stores and
+every sync call use a thread pool.
 
 Each collection's candidates are cut by that collection's own floor (its
 policy or calibration profile), up to its ``retrieve_k``. The survivors are
@@ -24,8 +25,6 @@ question or a filter names a collection.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,40 +39,24 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_thresholded.attachments import (
-    AttachmentSpec,
-    NodeSource,
-    arun_plan,
-    plan_attachments,
-    run_plan,
-)
+from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
-from llama_index_thresholded.events import announce_selection
-from llama_index_thresholded.nodes import attached_node, kept_node
-from llama_index_thresholded.pushdown import is_milvus_store
+from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.report import RetrievalReport
-from llama_index_thresholded.retriever import ThresholdedRetriever
+from llama_index_thresholded.retriever import question_of
+from thresholded.attachments import AttachmentSpec
+from thresholded.engine import Call, Collection, Fan, adrive, drive, plan, retrieve
 from thresholded.errors import ModelMismatchError
 from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
     CollectionStatus,
-    Found,
-    Job,
-    Merge,
-    Outcome,
-    acall_each,
-    afan_out,
-    call_each,
     check_unique_names,
-    fan_out,
-    warn_if_partial,
 )
 from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
-from thresholded.selection import Candidate, select
 
 __all__ = [
     "COLLECTION_KEY",
@@ -84,7 +67,6 @@ __all__ = [
     "MultiCollectionRetriever",
 ]
 
-logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 
@@ -150,23 +132,13 @@ class MultiCollectionReport(RetrievalReport):
         """The collection a returned node came from."""
         return node.node.metadata.get(COLLECTION_KEY)
 
+    def extra_payload(self) -> dict[str, Any]:
+        return {"thresholded_collections": [s.describe() for s in self.collections]}
+
     def explain(self, width: int = 70) -> str:
         lines = [super().explain(width)]
         lines.extend(f"  collection {s.describe()}" for s in self.collections)
         return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class _Member:
-    """One collection as the retriever holds it."""
-
-    name: str
-    retriever: ThresholdedRetriever
-    source: NodeSource
-    retrieve_k: int | None
-    timeout: float | None
-    threaded: bool
-    """Searched in a thread even by async calls (Milvus Lite, non-Milvus stores)."""
 
 
 class MultiCollectionRetriever(BaseRetriever):
@@ -216,81 +188,39 @@ class MultiCollectionRetriever(BaseRetriever):
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
         self._policy = policy or RetrievalPolicy()
-        self._embed_model = embed_model or _common_embed_model(specs)
-        self._attachments = AttachmentSpec(
-            neighbours=neighbours, parent_levels=parent_levels if parent_summaries else 0
-        )
-        self._fail_fast = fail_fast
-        self._members = tuple(
-            self._member(
-                spec,
-                timeout=timeout,
-                filters=filters,
-                pushdown=pushdown,
-                allowed_filter_keys=allowed_filter_keys,
+        embed_model = embed_model or _common_embed_model(specs)
+        self._collections = tuple(
+            index_collection(
+                _as_index(spec.target, embed_model),
+                spec.policy,
+                embed_model=embed_model,
+                profile=spec.profile,
+                metric=spec.metric,
                 allow_model_mismatch=allow_model_mismatch,
+                allowed_filter_keys=allowed_filter_keys,
+                pushdown=pushdown,
                 retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
+                attachments=AttachmentSpec(
+                    neighbours=neighbours, parent_levels=parent_levels if parent_summaries else 0
+                ),
+                name=spec.name or _default_name(spec.target),
+                timeout=spec.timeout if spec.timeout is not None else timeout,
+                retrieve_k=spec.retrieve_k,
             )
             for spec in specs
         )
-        check_unique_names([m.name for m in self._members])
-        _check_one_model(self._members, self._policy)
-        workers = max_workers or min(64, 2 * len(self._members))
+        for collection in self._collections:
+            if collection.score_kind is not ScoreKind.COSINE:  # pragma: no cover - dense only
+                raise ValueError("MultiCollectionRetriever merges dense (cosine) results only")
+        check_unique_names([c.name for c in self._collections])
+        _check_one_model(self._collections, self._policy)
+        self._filters = filters
+        self._fail_fast = fail_fast
+        self._model = model_id_of(embed_model)
+        self._plan(QueryBundle("", embedding=[0.0]))  # refuse bad floors and filters now
+        workers = max_workers or min(64, 2 * len(self._collections))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="multi-collection")
         super().__init__(callback_manager=callback_manager, verbose=verbose)
-
-    def _member(
-        self,
-        spec: CollectionSpec,
-        *,
-        timeout: float | None,
-        filters: MetadataFilters | None,
-        pushdown: bool,
-        allowed_filter_keys: Sequence[str] | None,
-        allow_model_mismatch: bool,
-        retry: RetryPolicy,
-    ) -> _Member:
-        index = _as_index(spec.target, self._embed_model)
-        store = index.vector_store
-        base = spec.policy or self._policy
-        # The collection's own stage: only its floor and retrieve_k; the cap, the budget
-        # and top_k apply once, to the merged candidates.
-        stage = RetrievalPolicy.model_validate(
-            {
-                **base.model_dump(),
-                "top_k": spec.retrieve_k or self._policy.fetch_k,
-                "over_fetch": 1,
-                "max_per_source": None,
-                "max_chars": None,
-                "max_attachment_chars": None,
-                "source_key": self._policy.source_key,
-            }
-        )
-        retriever = ThresholdedRetriever(
-            index,
-            stage,
-            neighbours=0,
-            parent_summaries=False,
-            profile=spec.profile,
-            filters=filters,
-            metric=spec.metric,
-            embed_model=self._embed_model,
-            allow_model_mismatch=allow_model_mismatch,
-            allowed_filter_keys=allowed_filter_keys,
-            pushdown=pushdown,
-            max_retries=retry.max_retries,
-            retry_backoff=retry.backoff,
-        )
-        if retriever._score_kind is not ScoreKind.COSINE:  # pragma: no cover - dense only
-            raise ValueError("MultiCollectionRetriever merges dense (cosine) results only")
-        return _Member(
-            name=spec.name or _default_name(store),
-            retriever=retriever,
-            source=NodeSource(index.docstore, store),
-            retrieve_k=spec.retrieve_k,
-            timeout=spec.timeout if spec.timeout is not None else timeout,
-            threaded=_needs_thread(store),
-        )
 
     # Configuration ----------------------------------------------------------------------
     @classmethod
@@ -303,31 +233,32 @@ class MultiCollectionRetriever(BaseRetriever):
 
     @property
     def collection_names(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self._members)
+        return tuple(c.name for c in self._collections)
 
     @property
     def floors(self) -> dict[str, float]:
         """Each collection's floor in force."""
-        return {m.name: m.retriever.min_similarity for m in self._members}
+        return {s.collection.name: s.floor for s in self._plan(QueryBundle("", [0.0])).stages}
 
     def to_dict(self) -> dict[str, Any]:
+        floors = self.floors
         return {
             "class_name": self.class_name(),
             "policy": self._policy.to_dict(),
             "collections": [
                 {
-                    "name": m.name,
-                    "min_similarity": m.retriever.min_similarity,
-                    "retrieve_k": m.retrieve_k,
-                    "timeout": m.timeout,
-                    "pushdown": m.retriever._pushdown.enabled,
-                    "threaded": m.threaded,
+                    "name": c.name,
+                    "min_similarity": floors[c.name],
+                    "retrieve_k": c.retrieve_k,
+                    "timeout": c.timeout,
+                    "pushdown": c.pushdown.enabled,
+                    "threaded": c.backend.threaded,
                 }
-                for m in self._members
+                for c in self._collections
             ],
-            "embedding_model": str(model_id_of(self._embed_model)),
-            "neighbours": self._attachments.neighbours,
-            "parent_levels": self._attachments.parent_levels,
+            "embedding_model": str(self._model),
+            "neighbours": self._collections[0].attachments.neighbours,
+            "parent_levels": self._collections[0].attachments.parent_levels,
             "fail_fast": self._fail_fast,
         }
 
@@ -342,6 +273,15 @@ class MultiCollectionRetriever(BaseRetriever):
         self.close()
 
     # Retrieval --------------------------------------------------------------------------
+    @dispatcher.span
+    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        return self._report(str_or_query_bundle).nodes
+
+    @dispatcher.span
+    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        return (await self._areport(str_or_query_bundle)).nodes
+
+    @dispatcher.span
     def retrieve_with_report(
         self,
         str_or_query_bundle: QueryType,
@@ -356,11 +296,15 @@ class MultiCollectionRetriever(BaseRetriever):
         ``min_similarity`` replaces every collection's floor for this call; ``top_k`` and
         ``policy`` replace the global policy's; ``filters`` apply in every collection.
         """
-        bundle = _bundle(str_or_query_bundle)
-        call = self._call(policy, top_k)
-        with self.callback_manager.as_trace("query"):
-            return self._run(bundle, call, min_similarity, filters)
+        return self._report(
+            str_or_query_bundle,
+            min_similarity=min_similarity,
+            top_k=top_k,
+            filters=filters,
+            policy=policy,
+        )
 
+    @dispatcher.span
     async def aretrieve_with_report(
         self,
         str_or_query_bundle: QueryType,
@@ -371,221 +315,53 @@ class MultiCollectionRetriever(BaseRetriever):
         policy: RetrievalPolicy | None = None,
     ) -> MultiCollectionReport:
         """Async ``retrieve_with_report``."""
-        bundle = _bundle(str_or_query_bundle)
-        call = self._call(policy, top_k)
-        with self.callback_manager.as_trace("query"):
-            return await self._arun(bundle, call, min_similarity, filters)
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._run(query_bundle, self._call(None, None), None, None).nodes
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return (await self._arun(query_bundle, self._call(None, None), None, None)).nodes
-
-    def _call(self, policy: RetrievalPolicy | None, top_k: int | None) -> RetrievalPolicy:
-        return (policy or self._policy).with_overrides(top_k=top_k)
-
-    def _run(
-        self,
-        bundle: QueryBundle,
-        policy: RetrievalPolicy,
-        min_similarity: float | None,
-        filters: MetadataFilters | None,
-    ) -> MultiCollectionReport:
-        _check_question(bundle)
-        if bundle.embedding is None:
-            embedding = self._embed_model.get_agg_embedding_from_queries(bundle.embedding_strs)
-            bundle = _with_embedding(bundle, embedding)
-        jobs = self._jobs(bundle, policy, min_similarity, filters, use_async=False)
-        outcomes = fan_out(jobs, self._pool, fail_fast=self._fail_fast)
-        merge = Merge(outcomes, policy)
-        plans = self._attachment_plans(merge, policy)
-        found = call_each(
-            {
-                name: (lambda plan=plan, m=member: run_plan(plan, m.source), member.timeout)
-                for name, (member, plan) in plans.items()
-            },
-            self._pool,
+        return await self._areport(
+            str_or_query_bundle,
+            min_similarity=min_similarity,
+            top_k=top_k,
+            filters=filters,
+            policy=policy,
         )
-        return self._finish(bundle, merge, outcomes, found)
 
-    async def _arun(
-        self,
-        bundle: QueryBundle,
-        policy: RetrievalPolicy,
-        min_similarity: float | None,
-        filters: MetadataFilters | None,
-    ) -> MultiCollectionReport:
-        _check_question(bundle)
-        if bundle.embedding is None:
-            embedding = await self._embed_model.aget_agg_embedding_from_queries(
-                bundle.embedding_strs
-            )
-            bundle = _with_embedding(bundle, embedding)
-        jobs = self._jobs(bundle, policy, min_similarity, filters, use_async=True)
-        outcomes = await afan_out(jobs, self._pool, fail_fast=self._fail_fast)
-        merge = Merge(outcomes, policy)
-        plans = self._attachment_plans(merge, policy)
-        found = await acall_each(
-            {
-                name: (lambda plan=plan, m=member: self._aattach(m, plan), member.timeout)
-                for name, (member, plan) in plans.items()
-            }
-        )
-        return self._finish(bundle, merge, outcomes, found)
-
-    def _jobs(
-        self,
-        bundle: QueryBundle,
-        policy: RetrievalPolicy,
-        min_similarity: float | None,
-        filters: MetadataFilters | None,
-        *,
-        use_async: bool,
-    ) -> list[Job[NodeWithScore]]:
-        """Each collection's search, checked here: a bad filter or vector is an error, not a
-        failed collection. The vector is checked once per kind of collection."""
-        jobs = []
-        checked: set[tuple[Any, Any]] = set()
-        for member in self._members:
-            sub = member.retriever
-            k = member.retrieve_k or policy.fetch_k
-            sub_call = sub._call(
-                min_similarity=min_similarity,
-                top_k=None if k == sub.policy.top_k else k,
-                filters=filters,
-            )
-            if (sub._dimension, sub._metric) not in checked:
-                sub._check_query_vector(bundle)
-                checked.add((sub._dimension, sub._metric))
-            asearch = None
-            if use_async and not member.threaded:
-                asearch = _asearching(sub, sub_call, bundle)
-            jobs.append(
-                Job(
-                    name=member.name,
-                    min_similarity=sub_call.min_similarity,
-                    timeout=member.timeout,
-                    search=_searching(sub, sub_call, bundle),
-                    asearch=asearch,
-                )
-            )
-        return jobs
-
-    # Attachments ------------------------------------------------------------------------
-    def _attachment_plans(
-        self, merge: Merge[NodeWithScore], policy: RetrievalPolicy
-    ) -> dict[str, tuple[_Member, Any]]:
-        """One attachment plan per collection with kept sections, for those sections only."""
-        if not self._attachments.enabled:
-            return {}
-        kept = merge.kept_by_collection()
-        return {
-            member.name: (
-                member,
-                plan_attachments(
-                    [c.item.node for c in kept[member.name]], self._attachments, policy.source_key
-                ),
-            )
-            for member in self._members
-            if member.name in kept
-        }
-
-    async def _aattach(self, member: _Member, plan: Any) -> list[Candidate]:
-        if member.threaded:
-            loop = asyncio.get_running_loop()
-            return await asyncio.wrap_future(
-                self._pool.submit(run_plan, plan, member.source), loop=loop
-            )
-        return await arun_plan(plan, member.source)
-
-    def _finish(
-        self,
-        bundle: QueryBundle,
-        merge: Merge[NodeWithScore],
-        outcomes: list[Outcome[NodeWithScore]],
-        found: dict[str, list[Candidate] | BaseException],
-    ) -> MultiCollectionReport:
-        errors = {name: f for name, f in found.items() if isinstance(f, BaseException)}
-        selection = merge.attach(
-            {name: f for name, f in found.items() if not isinstance(f, BaseException)}
-        )
-        kept = [_marked(kept_node(c), merge.collection_of(c)) for c in selection.kept]
-        attached = [
-            _marked(attached_node(merge.original(c)), merge.collection_of(c))
-            for c in selection.attached
-        ]
-        report = MultiCollectionReport(
-            query_str=bundle.query_str,
-            selection=selection,
-            kept=kept,
-            attached=attached,
-            score_kind=ScoreKind.COSINE,
-            collections=merge.statuses(outcomes, errors),
-        )
-        warn_if_partial(logger, report.query_str, report.collections)
-        self._announce(report, merge)
+    def _report(self, query: QueryType, **overrides: Any) -> MultiCollectionReport:
+        with retrieval_events(self, dispatcher, query) as announce:
+            report = self._finish(drive(retrieve(self._plan(query, **overrides))))
+            announce(report)
         return report
 
-    def _announce(self, report: MultiCollectionReport, merge: Merge[NodeWithScore]) -> None:
-        dropped = [
-            {
-                "id": merge.original(d.candidate).id,
-                "collection": merge.collection_of(d.candidate),
-                "reason": d.reason.value,
-                "score": d.candidate.score,
-            }
-            for d in report.selection.dropped
-        ]
-        announce_selection(
-            dispatcher,
-            self.callback_manager,
-            report,
-            dropped,
-            thresholded_collections=[s.describe() for s in report.collections],
+    async def _areport(self, query: QueryType, **overrides: Any) -> MultiCollectionReport:
+        with retrieval_events(self, dispatcher, query) as announce:
+            report = self._finish(await adrive(retrieve(self._plan(query, **overrides))))
+            announce(report)
+        return report
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """Without events (``retrieve`` sends them): for code that calls it directly."""
+        return self._finish(drive(retrieve(self._plan(query_bundle)))).nodes
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._finish(await adrive(retrieve(self._plan(query_bundle)))).nodes
+
+    def _plan(
+        self,
+        query: QueryType,
+        *,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+    ) -> Call[Any]:
+        return plan(
+            question_of(query),
+            self._collections,
+            (policy or self._policy).with_overrides(top_k=top_k),
+            min_similarity=min_similarity,
+            filters=filters if filters is not None else self._filters,
+            fan=Fan(getattr(self, "_pool", None), self._fail_fast, inline=False),
         )
 
-
-# Searches ------------------------------------------------------------------------------
-def _searching(sub: ThresholdedRetriever, sub_call: Any, bundle: QueryBundle):
-    """One collection's sync search: its candidates cut by its own floor."""
-
-    def search() -> Found[NodeWithScore]:
-        pushed = sub._pushes_down(sub_call)
-        results = sub._search(bundle, sub_call)
-        return _found(sub, sub_call, results, pushed and sub._pushdown.enabled)
-
-    return search
-
-
-def _asearching(sub: ThresholdedRetriever, sub_call: Any, bundle: QueryBundle):
-    async def asearch() -> Found[NodeWithScore]:
-        pushed = sub._pushes_down(sub_call)
-        results = await sub._asearch(bundle, sub_call)
-        return _found(sub, sub_call, results, pushed and sub._pushdown.enabled)
-
-    return asearch
-
-
-def _found(
-    sub: ThresholdedRetriever, sub_call: Any, results: list[NodeWithScore], pushed: bool
-) -> Found[NodeWithScore]:
-    candidates = sub._candidates(results, sub_call)
-    selection = select(candidates, sub_call.policy, sub_call.min_similarity)
-    return Found(len(results), selection, pushdown=pushed)
-
-
-def _marked(result: NodeWithScore, collection: str) -> NodeWithScore:
-    """A copy of a returned node that names its collection, hidden from the LLM and embedder."""
-    node = result.node.model_copy()
-    node.metadata = {**result.node.metadata, COLLECTION_KEY: collection}
-    node.excluded_llm_metadata_keys = _hidden(result.node.excluded_llm_metadata_keys)
-    node.excluded_embed_metadata_keys = _hidden(result.node.excluded_embed_metadata_keys)
-    return NodeWithScore(node=node, score=result.score)
-
-
-def _hidden(keys: list[str]) -> list[str]:
-    return keys if COLLECTION_KEY in keys else [*keys, COLLECTION_KEY]
+    def _finish(self, result: Any) -> MultiCollectionReport:
+        return MultiCollectionReport.from_result(result, ScoreKind.COSINE, COLLECTION_KEY)
 
 
 # Construction helpers -------------------------------------------------------------------
@@ -601,7 +377,7 @@ def _as_index(target: Any, embed_model: BaseEmbedding) -> VectorStoreIndex:
 
 def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
     """The one embedding model of the given indexes; bare stores need ``embed_model=``."""
-    models = [s.target._embed_model for s in specs if isinstance(s.target, VectorStoreIndex)]
+    models = [index_embed_model(s.target) for s in specs if isinstance(s.target, VectorStoreIndex)]
     if not models:
         raise ValueError(
             "pass embed_model=...: the collections are bare vector stores, and the question "
@@ -616,27 +392,20 @@ def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
     return models[0]
 
 
-def _default_name(store: Any) -> str:
+def _default_name(target: Any) -> str:
+    store = target.vector_store if isinstance(target, VectorStoreIndex) else target
     name = getattr(store, "collection_name", None) or type(store).__name__
     client = getattr(store, "client", None)
     db = getattr(getattr(client, "_config", None), "db_name", "") or ""
     return f"{db}/{name}" if db and db != "default" else str(name)
 
 
-def _needs_thread(store: Any) -> bool:
-    """Async calls await only a Milvus server's async client; all else runs in threads."""
-    if not is_milvus_store(store) or getattr(store, "aclient", None) is None:
-        return True
-    uri = str(getattr(getattr(store.client, "_config", None), "uri", "") or "")
-    return not uri.startswith(("http://", "https://", "tcp://", "grpc://"))
-
-
-def _check_one_model(members: Sequence[_Member], policy: RetrievalPolicy) -> None:
+def _check_one_model(collections: Sequence[Collection[Any]], policy: RetrievalPolicy) -> None:
     """Refuse collections calibrated for different models, or of different dimensions."""
     declared: list[tuple[str, ModelId]] = [
-        (f"collection {m.name!r}", ModelId.parse(m.retriever.policy.embedding_model))
-        for m in members
-        if m.retriever.policy.embedding_model
+        (f"collection {c.name!r}", ModelId.parse(c.policy.embedding_model))
+        for c in collections
+        if c.policy is not None and c.policy.embedding_model
     ]
     if policy.embedding_model:
         declared.append(("the global policy", ModelId.parse(policy.embedding_model)))
@@ -648,7 +417,7 @@ def _check_one_model(members: Sequence[_Member], policy: RetrievalPolicy) -> Non
                 f"{model}: the question is embedded once, with one model, and one model's "
                 "cosine floor means nothing for another. Search them with separate retrievers."
             )
-    dims = {m.name: m.retriever._dimension for m in members if m.retriever._dimension}
+    dims = {c.name: c.backend.dimension for c in collections if c.backend.dimension}
     if len(set(dims.values())) > 1:
         shown = ", ".join(f"{name}: {dim}" for name, dim in dims.items())
         raise ModelMismatchError(
@@ -662,21 +431,3 @@ def _check_one_model(members: Sequence[_Member], policy: RetrievalPolicy) -> Non
                     f"{what} is calibrated for {model}, but collection {name!r} holds vectors "
                     f"of {dim} dimensions"
                 )
-
-
-def _bundle(query: QueryType) -> QueryBundle:
-    return QueryBundle(query) if isinstance(query, str) else query
-
-
-def _with_embedding(bundle: QueryBundle, embedding: list[float]) -> QueryBundle:
-    return QueryBundle(
-        query_str=bundle.query_str,
-        image_path=bundle.image_path,
-        custom_embedding_strs=bundle.custom_embedding_strs,
-        embedding=embedding,
-    )
-
-
-def _check_question(bundle: QueryBundle) -> None:
-    if not bundle.query_str.strip() and bundle.embedding is None:
-        raise ValueError("the question is empty: there is nothing to retrieve for")

@@ -38,37 +38,6 @@ def marks_of(node: BaseNode) -> tuple[ScoreKind | None, str | None, AttachedRole
     )
 
 
-def to_candidate(
-    scored: NodeWithScore, *, score_kind: ScoreKind, source_key: str
-) -> Candidate[NodeWithScore]:
-    """A retrieved node as a candidate; its score is already a cosine where the kind says so."""
-    node = scored.node
-    return Candidate(
-        item=scored,
-        id=node.node_id,
-        score=scored.score,
-        score_kind=score_kind,
-        source=source_of(node, source_key),
-        chars=text_length(node),
-    )
-
-
-def to_attachment(
-    node: BaseNode, *, anchor: str | None, role: AttachedRole | None, source_key: str
-) -> Candidate[NodeWithScore]:
-    return Candidate(
-        item=NodeWithScore(node=node, score=None),
-        id=node.node_id,
-        score=None,
-        score_kind=ScoreKind.UNKNOWN,
-        source=source_of(node, source_key),
-        chars=text_length(node),
-        is_attachment=True,
-        attached_to=anchor,
-        attached_role=role,
-    )
-
-
 def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
     """A copy of ``node`` with ``marks`` in its metadata, hidden from the LLM and embedder."""
     copy = node.model_copy()
@@ -83,26 +52,25 @@ def _merge(keys: list[str]) -> list[str]:
     return [*keys, *(k for k in _HIDDEN_KEYS if k not in keys)]
 
 
-def kept_node(candidate: Candidate[NodeWithScore]) -> NodeWithScore:
-    """The output node of a kept section: a marked copy carrying its score.
+def output(candidate: Candidate[BaseNode], *, collection_key: str | None = None) -> NodeWithScore:
+    """The output node of a kept section or an attachment: a marked copy.
 
-    ``score_kind`` says what the score is; ``similarity`` is the cosine whenever
-    one is known: the score itself, or the dense cosine of a re-scored hybrid or
-    sparse result (whose score stays the hybrid score).
+    A section carries its score, ``score_kind`` and, whenever one is known, its
+    cosine in ``similarity`` (the score itself, or the dense cosine of a re-scored
+    hybrid or sparse result, whose score stays the hybrid score). An attachment
+    carries no score, and says what it is and which section it belongs to. With
+    ``collection_key``, the copy also names the collection it came from.
     """
-    marks: dict[str, object] = {metadata_keys.SCORE_KIND: candidate.score_kind.value}
-    if candidate.floor_score is not None:
-        marks[metadata_keys.SIMILARITY] = candidate.floor_score
-    return NodeWithScore(node=marked_copy(candidate.item.node, marks), score=candidate.score)
-
-
-def attached_node(candidate: Candidate[NodeWithScore]) -> NodeWithScore:
-    """The output node of an attachment: a marked copy with no score of its own."""
-    node = candidate.item.node
-    if candidate.attached_to is None or candidate.attached_role is None:
-        return candidate.item  # an attachment we did not make: pass it on untouched
-    marks = {
-        metadata_keys.ATTACHED_ROLE: candidate.attached_role.value,
-        metadata_keys.ATTACHED_TO: candidate.attached_to,
-    }
-    return NodeWithScore(node=marked_copy(node, marks), score=None)
+    marks: dict[str, object]
+    if candidate.is_attachment:
+        marks = {
+            metadata_keys.ATTACHED_ROLE: str(candidate.attached_role),
+            metadata_keys.ATTACHED_TO: candidate.attached_to,
+        }
+    else:
+        marks = {metadata_keys.SCORE_KIND: candidate.score_kind.value}
+        if candidate.floor_score is not None:
+            marks[metadata_keys.SIMILARITY] = candidate.floor_score
+    if collection_key is not None:
+        marks[collection_key] = candidate.collection
+    return NodeWithScore(node=marked_copy(candidate.item, marks), score=candidate.score)

@@ -7,9 +7,12 @@ retriever serves many concurrent queries.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import BaseNode, NodeWithScore
 
+from llama_index_thresholded.nodes import output
+from thresholded.engine import Result
 from thresholded.scores import ScoreKind
 from thresholded.selection import DropReason, Selection
 
@@ -19,10 +22,27 @@ class RetrievalReport:
     """One retrieval: kept sections, their attachments, and every drop with its reason."""
 
     query_str: str
-    selection: Selection[NodeWithScore]
+    selection: Selection[BaseNode]
     kept: list[NodeWithScore]
     attached: list[NodeWithScore]
     score_kind: ScoreKind
+    result: Result[BaseNode]
+
+    @classmethod
+    def from_result(
+        cls, result: Result[BaseNode], score_kind: ScoreKind, collection_key: str | None = None
+    ) -> Any:
+        selection = result.selection
+        extra = {"collections": result.collections} if collection_key else {}
+        return cls(
+            query_str=result.question.text,
+            selection=selection,
+            kept=[output(c, collection_key=collection_key) for c in selection.kept],
+            attached=[output(c, collection_key=collection_key) for c in selection.attached],
+            score_kind=score_kind,
+            result=result,
+            **extra,
+        )
 
     @property
     def nodes(self) -> list[NodeWithScore]:
@@ -40,10 +60,18 @@ class RetrievalReport:
 
     @property
     def dropped(self) -> list[tuple[NodeWithScore, DropReason]]:
-        return [(d.candidate.item, d.reason) for d in self.selection.dropped]
+        """Each dropped candidate as it came from the store, with its score, and why."""
+        return [
+            (NodeWithScore(node=d.candidate.item, score=d.candidate.score), d.reason)
+            for d in self.selection.dropped
+        ]
 
     def drop_counts(self) -> dict[str, int]:
         return self.selection.drop_counts()
+
+    def extra_payload(self) -> dict[str, Any]:
+        """More for the RETRIEVE callback event's end payload."""
+        return {}
 
     def explain(self, width: int = 70) -> str:
         """A readable account of the call, for logs and demos."""

@@ -1,12 +1,11 @@
 """Fan-out over several collections: run their searches at once, merge, report each one.
 
-Framework-free: the adapters hand in one search per collection (a function that
-returns that collection's own ``Selection``: its candidates cut by its floor)
-and get back each collection's outcome, within its timeout. ``Merge`` then puts
-the survivors of every collection through one global ``select`` (cap, budget,
-``top_k``), with candidate ids made unique across collections, and keeps track
-of where each came from so attachments can be fetched from the right
-collection.
+Framework-free: the engine hands in one search stage per collection (a function
+that returns that collection's own ``Selection``: its candidates cut by its
+floor) and gets back each collection's outcome, within its timeout. ``merge``
+then puts the survivors of every collection through one global ``select`` (cap,
+budget, ``top_k``); each candidate knows its collection, so attachments are
+fetched from the right one.
 
 Sync searches run in a thread pool; async calls await a collection's own async
 search where the adapter provides one, and run the sync one in the pool
@@ -17,23 +16,24 @@ answer, unless ``fail_fast``.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar
 
+from thresholded import metadata_keys
 from thresholded.errors import ThresholdedError
 from thresholded.policy import RetrievalPolicy
-from thresholded.selection import Candidate, Dropped, Selection, select
+from thresholded.selection import Selection, select
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 Status = Literal["ok", "failed", "timeout"]
 
-COLLECTION_KEY = "source_collection"
+COLLECTION_KEY = metadata_keys.COLLECTION
 """Metadata key the adapters write on every returned section and attachment: the
 collection it came from (hidden from the LLM and the embedder, like the other marks)."""
 
@@ -261,98 +261,43 @@ def fail_fast_error(outcome: Outcome[Any]) -> CollectionSearchError:
 
 
 # The merge ---------------------------------------------------------------------------------
-_SEPARATOR = "/"
+def merge(outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> Selection[T]:
+    """Every collection's survivors under the global policy: the cap, the budget, ``top_k``.
 
-
-class Merge(Generic[T]):
-    """The survivors of every collection under the global policy, with their origins.
-
-    Candidate ids read ``"<collection>/<id>"`` in the merged selection: ids need not
-    be unique across collections. ``collection_of`` and ``original`` undo it.
+    The floors were applied per collection, so the merge has none of its own; its
+    ``min_similarity`` is the lowest floor among the collections that answered.
+    Candidates are told apart by their collection, so ids need not be unique.
     """
-
-    def __init__(self, outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> None:
-        self._origin: dict[str, tuple[str, str]] = {}
-        answered = [o for o in outcomes if o.found is not None]
-        if not answered:
-            statuses = [status_of(o) for o in outcomes]
-            raise CollectionSearchError(
-                "every collection failed: "
-                + "; ".join(s.describe() for s in statuses)
-                + ". Nothing was searched, so an empty result would be wrong.",
-                statuses,
-            )
-        survivors: list[Candidate[T]] = []
-        stage_dropped: list[Dropped[T]] = []
-        for outcome in answered:
-            assert outcome.found is not None
-            own = outcome.found.selection
-            survivors.extend(self.namespaced(c, outcome.name) for c in own.kept)
-            stage_dropped.extend(
-                Dropped(self.namespaced(d.candidate, outcome.name), d.reason) for d in own.dropped
-            )
-        # The floors were applied per collection: the merge itself has none (0).
-        merged = select(survivors, policy, 0.0)
-        self.policy = policy
-        self.selection: Selection[T] = replace(
-            merged,
-            dropped=(*stage_dropped, *merged.dropped),
-            min_similarity=min(o.min_similarity for o in answered),
+    answered = [o for o in outcomes if o.found is not None]
+    if not answered:
+        described = [status_of(o) for o in outcomes]
+        raise CollectionSearchError(
+            "every collection failed: "
+            + "; ".join(s.describe() for s in described)
+            + ". Nothing was searched, so an empty result would be wrong.",
+            described,
         )
+    own = [o.found.selection for o in answered if o.found is not None]
+    survivors = [c for selection in own for c in selection.kept]
+    merged = select(survivors, policy, 0.0)
+    return replace(
+        merged,
+        dropped=(*(d for selection in own for d in selection.dropped), *merged.dropped),
+        min_similarity=min(o.min_similarity for o in answered),
+        passed_through=tuple(sorted({k for s in own for k in s.passed_through})),
+    )
 
-    def namespaced(self, cand: Candidate[T], collection: str) -> Candidate[T]:
-        """The candidate with an id unique across collections (and its anchor's, if any)."""
-        prefix = collection + _SEPARATOR
-        new_id = prefix + cand.id
-        self._origin[new_id] = (collection, cand.id)
-        anchor = None if cand.attached_to is None else prefix + cand.attached_to
-        return replace(cand, id=new_id, attached_to=anchor)
 
-    def collection_of(self, cand: Candidate[T]) -> str:
-        return self._origin[cand.id][0]
-
-    def original(self, cand: Candidate[T]) -> Candidate[T]:
-        """The candidate with its own ids again."""
-        anchor = cand.attached_to
-        if anchor is not None and anchor in self._origin:
-            anchor = self._origin[anchor][1]
-        return replace(cand, id=self._origin[cand.id][1], attached_to=anchor)
-
-    def kept_by_collection(self) -> dict[str, list[Candidate[T]]]:
-        """Each collection's kept sections, with their own ids, in score order."""
-        kept: dict[str, list[Candidate[T]]] = {}
-        for cand in self.selection.kept:
-            kept.setdefault(self.collection_of(cand), []).append(self.original(cand))
-        return kept
-
-    def attach(self, found: dict[str, list[Candidate[T]]]) -> Selection[T]:
-        """Add each collection's attachments (with their own ids) to the merged selection."""
-        from thresholded.selection import attach
-
-        extra = [self.namespaced(c, name) for name, cands in found.items() for c in cands]
-        if extra:
-            self.selection = attach(self.selection, extra, self.policy)
-        return self.selection
-
-    def counts(self, cands: Iterable[Candidate[T]]) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for cand in cands:
-            name = self.collection_of(cand)
-            counts[name] = counts.get(name, 0) + 1
-        return counts
-
-    def statuses(
-        self,
-        outcomes: Sequence[Outcome[T]],
-        attachment_errors: dict[str, BaseException] | None = None,
-    ) -> tuple[CollectionStatus, ...]:
-        kept = self.counts(self.selection.kept)
-        attached = self.counts(self.selection.attached)
-        errors = attachment_errors or {}
-        return tuple(
-            status_of(o, kept.get(o.name, 0), attached.get(o.name, 0), errors.get(o.name))
-            for o in outcomes
-        )
+def statuses(
+    outcomes: Sequence[Outcome[T]],
+    selection: Selection[T],
+    attachment_errors: dict[str, BaseException] | None = None,
+) -> tuple[CollectionStatus, ...]:
+    """Each collection's status in a call, with what it contributed to the final result."""
+    kept = Counter(c.collection for c in selection.kept)
+    attached = Counter(c.collection for c in selection.attached)
+    errors = attachment_errors or {}
+    return tuple(status_of(o, kept[o.name], attached[o.name], errors.get(o.name)) for o in outcomes)
 
 
 def status_of(
@@ -384,19 +329,6 @@ def describe_error(error: BaseException) -> str:
     if len(text) > 200:
         text = text[:199] + "…"
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-def warn_if_partial(
-    logger: logging.Logger, query: str, statuses: Sequence[CollectionStatus]
-) -> None:
-    """One warning per call that lost a collection (or its attachments)."""
-    troubles = [s for s in statuses if not s.ok or s.attachment_error]
-    if troubles:
-        logger.warning(
-            "multi-collection retrieval for %r is partial: %s",
-            query,
-            "; ".join(s.describe() for s in troubles),
-        )
 
 
 def check_unique_names(names: Sequence[str]) -> None:

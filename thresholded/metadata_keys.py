@@ -18,4 +18,7 @@ ATTACHED_ROLE = "attached_role"
 ATTACHED_TO = "attached_to"
 """Set on attachments only: the id of the kept section they belong to."""
 
-ALL_KEYS: tuple[str, ...] = (SIMILARITY, SCORE_KIND, ATTACHED_ROLE, ATTACHED_TO)
+COLLECTION = "source_collection"
+"""Set by multi-collection retrievers: the collection a result came from."""
+
+ALL_KEYS: tuple[str, ...] = (SIMILARITY, SCORE_KIND, ATTACHED_ROLE, ATTACHED_TO, COLLECTION)

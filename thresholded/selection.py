@@ -72,6 +72,19 @@ class Candidate(Generic[T]):
     """The cosine between question and section when the score is not one (re-scored
     with the dense model, see :mod:`thresholded.rescore`). When present, the floor is
     compared with it, whatever ``score_kind`` is; ``score`` still orders the results."""
+    collection: str = ""
+    """The collection it came from, when several are searched at once. Identity is the
+    pair (collection, id): ids need not be unique across collections."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What makes a section unique: its collection and its id."""
+        return (self.collection, self.id)
+
+    @property
+    def anchor_key(self) -> tuple[str, str | None]:
+        """The key of the section an attachment belongs to."""
+        return (self.collection, self.attached_to)
 
     @property
     def floor_score(self) -> float | None:
@@ -194,15 +207,15 @@ def attach(
 
 
 def _drop_duplicates(
-    items: Sequence[Candidate[T]], dropped: list[Dropped[T]], seen: set[str]
+    items: Sequence[Candidate[T]], dropped: list[Dropped[T]], seen: set[tuple[str, str]]
 ) -> list[Candidate[T]]:
-    """Keep the best-scored copy of each id; later copies are dropped as duplicates."""
+    """Keep the best-scored copy of each section; later copies are dropped as duplicates."""
     unique: list[Candidate[T]] = []
     for cand in _score_order(items):
-        if cand.id in seen:
+        if cand.key in seen:
             dropped.append(Dropped(cand, DropReason.DUPLICATE))
         else:
-            seen.add(cand.id)
+            seen.add(cand.key)
             unique.append(cand)
     # restore the incoming order among the unique ones
     position = {id(c): i for i, c in enumerate(items)}
@@ -295,30 +308,31 @@ def _select_attachments(
     dropped: list[Dropped[T]],
 ) -> list[Candidate[T]]:
     """Keep an attachment exactly when its section is kept; never compare it with the floor."""
-    kept_ids = [c.id for c in kept]
-    candidate_ids = {c.id for c in primaries}
-    seen = set(kept_ids)
+    kept_keys: list[tuple[str, str | None]] = [c.key for c in kept]
+    candidate_keys = {c.key for c in primaries}
+    kept_set = set(kept_keys)
+    seen: set[tuple[str, str | None]] = set(kept_keys)
     orphans = 0
-    by_anchor: dict[str | None, list[Candidate[T]]] = {}
+    by_anchor: dict[tuple[str, str | None] | None, list[Candidate[T]]] = {}
     for att in attachments:
-        if att.id in seen:
+        if att.key in seen:
             dropped.append(Dropped(att, DropReason.DUPLICATE))
             continue
-        anchor = att.attached_to
-        if anchor in kept_ids:
-            seen.add(att.id)
+        anchor = att.anchor_key
+        if anchor in kept_set:
+            seen.add(att.key)
             by_anchor.setdefault(anchor, []).append(att)
-        elif anchor is not None and anchor in candidate_ids:
+        elif att.attached_to is not None and anchor in candidate_keys:
             dropped.append(Dropped(att, DropReason.ANCHOR_DROPPED))
         else:
             orphans += 1
-            seen.add(att.id)
+            seen.add(att.key)
             by_anchor.setdefault(None, []).append(att)
     if orphans:
         logger.warning(
             "%d unscored result(s) could not be tied to a retrieved section; kept them", orphans
         )
-    ordered = [att for anchor in [*kept_ids, None] for att in by_anchor.get(anchor, [])]
+    ordered = [att for anchor in [*kept_keys, None] for att in by_anchor.get(anchor, [])]
     return _apply_budget(
         ordered, policy.max_attachment_chars, DropReason.ATTACHMENT_BUDGET, dropped
     )

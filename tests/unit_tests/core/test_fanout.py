@@ -10,33 +10,37 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from thresholded import Candidate, DropReason, RetrievalPolicy, select
+from thresholded.engine import Question, Result, log_result
 from thresholded.fanout import (
     CollectionSearchError,
     Found,
     Job,
-    Merge,
     acall_each,
     afan_out,
     call_each,
     check_unique_names,
     describe_error,
     fan_out,
-    warn_if_partial,
+    merge,
+    statuses,
 )
-from thresholded.selection import AttachedRole
+from thresholded.selection import AttachedRole, attach
 
 NO_CAP = {"max_per_source": None, "max_chars": None}
 
 
-def cand(id_, score, source=None, chars=10):
-    return Candidate(item=id_, id=id_, score=score, source=source, chars=chars)
+def cand(id_, score, source=None, chars=10, collection=""):
+    return Candidate(
+        item=id_, id=id_, score=score, source=source, chars=chars, collection=collection
+    )
 
 
-def attachment(id_, anchor):
+def attachment(id_, anchor, collection):
     return Candidate(
         item=id_,
         id=id_,
         score=None,
+        collection=collection,
         is_attachment=True,
         attached_to=anchor,
         attached_role=AttachedRole.NEIGHBOUR,
@@ -137,51 +141,48 @@ async def test_async_fan_out_awaits_async_searches_and_threads_the_rest(pool):
 
 
 def test_merge_orders_by_cosine_and_applies_the_global_policy_once(pool):
+    a = [cand("s1", 0.9, "S", collection="a"), cand("s2", 0.55, "S", collection="a")]
+    b = [
+        cand(i, score, src, collection="b")
+        for i, score, src in [("s1", 0.8, "S"), ("s3", 0.7, "S"), ("s4", 0.4, None)]
+    ]
     outcomes = fan_out(
-        [
-            job("a", found(0.6, cand("s1", 0.9, "S"), cand("s2", 0.55, "S")), floor=0.6),
-            job("b", found(0.3, cand("s1", 0.8, "S"), cand("s3", 0.7, "S"), cand("s4", 0.4))),
-        ],
-        pool,
-        fail_fast=False,
+        [job("a", found(0.6, *a), floor=0.6), job("b", found(0.3, *b))], pool, fail_fast=False
     )
     policy = RetrievalPolicy(top_k=3, max_per_source=2, max_chars=None)
-    merge = Merge(outcomes, policy)
-    selection = merge.selection
-    # ids are unique across collections: both collections have an "s1"
-    assert [c.id for c in selection.kept] == ["a/s1", "b/s1", "b/s4"]
-    assert {d.candidate.id: d.reason for d in selection.dropped} == {
-        "a/s2": DropReason.BELOW_THRESHOLD,
-        "b/s3": DropReason.SOURCE_CAP,
+    selection = merge(outcomes, policy)
+    # both collections have an "s1": a section is its collection and its id
+    assert [c.key for c in selection.kept] == [("a", "s1"), ("b", "s1"), ("b", "s4")]
+    assert {d.candidate.key: d.reason for d in selection.dropped} == {
+        ("a", "s2"): DropReason.BELOW_THRESHOLD,
+        ("b", "s3"): DropReason.SOURCE_CAP,
     }
     assert selection.min_similarity == 0.5  # the lowest floor of the collections
-    assert [merge.collection_of(c) for c in selection.kept] == ["a", "b", "b"]
-    assert [merge.original(c).id for c in selection.kept] == ["s1", "s1", "s4"]
-    by_collection = merge.kept_by_collection()
-    assert {k: [c.id for c in v] for k, v in by_collection.items()} == {
-        "a": ["s1"],
-        "b": ["s1", "s4"],
-    }
 
 
 def test_attachments_join_the_section_of_their_own_collection(pool):
     outcomes = fan_out(
-        [job("a", found(0.5, cand("s1", 0.9))), job("b", found(0.5, cand("s1", 0.8)))],
+        [
+            job("a", found(0.5, cand("s1", 0.9, collection="a"))),
+            job("b", found(0.5, cand("s1", 0.8, collection="b"))),
+        ],
         pool,
         fail_fast=False,
     )
-    merge = Merge(outcomes, RetrievalPolicy(top_k=4, **NO_CAP))
-    selection = merge.attach(
-        {"a": [attachment("s0", "s1")], "b": [attachment("s0", "s1"), attachment("s2", "s1")]}
-    )
-    assert [(c.id, c.attached_to) for c in selection.attached] == [
-        ("a/s0", "a/s1"),
-        ("b/s0", "b/s1"),
-        ("b/s2", "b/s1"),
+    policy = RetrievalPolicy(top_k=4, **NO_CAP)
+    found_attachments = [
+        attachment("s0", "s1", "a"),
+        attachment("s0", "s1", "b"),
+        attachment("s2", "s1", "b"),
     ]
-    assert merge.original(selection.attached[0]).attached_to == "s1"
-    statuses = merge.statuses(outcomes)
-    assert [(s.name, s.kept, s.attached) for s in statuses] == [("a", 1, 1), ("b", 1, 2)]
+    selection = attach(merge(outcomes, policy), found_attachments, policy)
+    assert [(c.key, c.anchor_key) for c in selection.attached] == [
+        (("a", "s0"), ("a", "s1")),
+        (("b", "s0"), ("b", "s1")),
+        (("b", "s2"), ("b", "s1")),
+    ]
+    described = statuses(outcomes, selection)
+    assert [(s.name, s.kept, s.attached) for s in described] == [("a", 1, 1), ("b", 1, 2)]
 
 
 def test_when_every_collection_failed_the_merge_raises(pool):
@@ -189,28 +190,29 @@ def test_when_every_collection_failed_the_merge_raises(pool):
         [job("a", error=OSError("disk")), job("b", error=OSError("net"))], pool, fail_fast=False
     )
     with pytest.raises(CollectionSearchError, match="every collection failed") as raised:
-        Merge(outcomes, RetrievalPolicy())
+        merge(outcomes, RetrievalPolicy())
     assert [s.error for s in raised.value.statuses] == ["OSError: disk", "OSError: net"]
 
 
 def test_statuses_describe_and_warn_once(pool, caplog):
+    kept = found(0.5, cand("x", 0.9, collection="a"), cand("y", 0.1, collection="a"))
     outcomes = fan_out(
-        [job("a", found(0.5, cand("x", 0.9), cand("y", 0.1))), job("b", error=OSError("down"))],
+        [job("a", kept), job("b", error=OSError("down"))],
         pool,
         fail_fast=False,
     )
-    merge = Merge(outcomes, RetrievalPolicy(top_k=4, **NO_CAP))
-    statuses = merge.statuses(outcomes, {"a": TimeoutError("slow docstore")})
-    a, b = statuses
+    selection = merge(outcomes, RetrievalPolicy(top_k=4, **NO_CAP))
+    described = statuses(outcomes, selection, {"a": TimeoutError("slow docstore")})
+    a, b = described
     assert (a.status, a.returned, a.cleared_floor, a.kept) == ("ok", 2, 1, 1)
     assert a.attachment_error == "TimeoutError: slow docstore"
     assert (b.ok, b.error) == (False, "OSError: down")
-    logger = logging.getLogger("test.fanout")
-    with caplog.at_level(logging.WARNING, logger="test.fanout"):
-        warn_if_partial(logger, "q", statuses)
-        warn_if_partial(logger, "q", statuses[:0])
-    assert len(caplog.records) == 1
-    assert "b: failed (OSError: down)" in caplog.records[0].getMessage()
+    with caplog.at_level(logging.WARNING, logger="thresholded.engine"):
+        log_result(Result(Question("q"), selection, described))
+        log_result(Result(Question("q"), selection, ()))
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "b: failed (OSError: down)" in warnings[0].getMessage()
 
 
 def test_call_each_returns_failures(pool):

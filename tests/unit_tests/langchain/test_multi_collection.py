@@ -27,7 +27,7 @@ from thresholded.fanout import COLLECTION_KEY
 from thresholded.selection import DropReason
 
 QUERY = "the question"
-LOGGER = "langchain_thresholded.multi_collection"
+LOGGER = "thresholded.engine"
 NO_CAP = {"max_per_source": None, "max_chars": None}
 
 
@@ -99,7 +99,7 @@ def test_each_collection_is_cut_by_its_own_floor_then_merged_by_cosine(two):
     # a2 (0.5625) clears b's floor but not its own collection's (0.625)
     assert kept(report) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
     assert [d.metadata["similarity"] for d in report.kept] == [0.875, 0.75, 0.375]
-    assert {d.id: d.reason for d in report.dropped} == {
+    assert {f"{d.collection}/{d.id}": d.reason for d in report.dropped} == {
         "a/a2": DropReason.BELOW_THRESHOLD,
         "b/b3": DropReason.BELOW_THRESHOLD,
     }
@@ -155,7 +155,7 @@ def test_cap_and_budget_span_collections(corpus):
     report = retriever.retrieve_with_report(QUERY)
     # S is capped across collections (a2 after a1 and b1); b3 and b4 overflow the budget
     assert kept(report) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
-    assert {d.id: d.reason for d in report.dropped} == {
+    assert {f"{d.collection}/{d.id}": d.reason for d in report.dropped} == {
         "a/a2": DropReason.SOURCE_CAP,
         "b/b3": DropReason.BUDGET,
         "b/b4": DropReason.BUDGET,
@@ -198,7 +198,10 @@ def test_a_failing_collection_leaves_the_others_and_one_warning(two, corpus, cap
         report = retriever.retrieve_with_report(QUERY)
     assert kept(report) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
     assert report.partial
-    assert report.status("broken").error == "ConnectionError: store is down"
+    # the collection's own retries ran out: its status says so, its cause stays
+    status = report.status("broken")
+    assert status.error.startswith("SearchUnavailableError: FailingStore did not answer")
+    assert isinstance(status.exception.__cause__, ConnectionError)
     assert len([r for r in caplog.records if r.name == LOGGER]) == 1
     asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
     assert kept(asynchronous) == kept(report)

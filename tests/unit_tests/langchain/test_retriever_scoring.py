@@ -183,12 +183,12 @@ def test_explicit_embeddings_replace_the_store_s(corpus, transform_store):
 
 def test_policy_model_must_match_the_embeddings_model(corpus):
     c = corpus(SPECS)
-    c.embeddings.model_id = "sentence-transformers/all-MiniLM-L6-v2@384"  # type: ignore[attr-defined]
-    retriever = ThresholdedRetriever(
-        vectorstore=c.store, policy=POLICY.model_copy(update={"embedding_model": "BAAI/bge-m3"})
-    )
-    with pytest.raises(ModelMismatchError):
-        retriever.invoke(Q)
+    c.embeddings.model_id = "sentence-transformers/all-MiniLM-L6-v2"  # type: ignore[attr-defined]
+    with pytest.raises(ModelMismatchError):  # at construction, as in LlamaIndex
+        ThresholdedRetriever(
+            vectorstore=c.store,
+            policy=POLICY.model_copy(update={"embedding_model": "BAAI/bge-m3"}),
+        )
     allowed = ThresholdedRetriever(
         vectorstore=c.store,
         policy=POLICY.model_copy(update={"embedding_model": "BAAI/bge-m3"}),
@@ -199,7 +199,7 @@ def test_policy_model_must_match_the_embeddings_model(corpus):
 
 def test_default_floor_comes_from_the_embeddings_model(corpus):
     c = corpus([("a", 0.375), ("b", 0.3125)])
-    c.embeddings.model_id = "BAAI/bge-m3@1024"  # type: ignore[attr-defined]
+    c.embeddings.model_id = "BAAI/bge-m3"  # type: ignore[attr-defined]
     retriever = ThresholdedRetriever(
         vectorstore=c.store, policy=RetrievalPolicy(max_per_source=None, max_chars=None)
     )

@@ -180,9 +180,8 @@ def test_min_similarity_field_replaces_the_policy_floor(corpus):
 
 def test_an_uncalibrated_floor_is_an_error(corpus):
     c = corpus([("a", 0.875)])
-    retriever = ThresholdedRetriever(vectorstore=c.store, policy=RetrievalPolicy())
-    with pytest.raises(UncalibratedModelError):
-        retriever.invoke(Q)
+    with pytest.raises(UncalibratedModelError):  # at construction, as in LlamaIndex
+        ThresholdedRetriever(vectorstore=c.store, policy=RetrievalPolicy())
 
 
 def test_the_query_is_embedded_once_and_no_document_is_re_embedded(corpus):
@@ -231,5 +230,6 @@ def test_report_documents_are_what_invoke_returns(corpus):
     report = retriever.retrieve_with_report(Q)
     assert report.documents == retriever.invoke(Q)
     assert report.dropped_for(DropReason.BELOW_THRESHOLD)[0].id == "c"
-    assert report.dropped_for("below_threshold")[0].metadata["similarity"] == 0.25
+    assert report.dropped[0].similarity == 0.25
+    assert "similarity" not in report.dropped[0].document.metadata  # the store's, unmarked
     assert "kept 2" in report.summary()

@@ -132,7 +132,7 @@ def test_thresholded_retriever_keeps_all_four_and_attaches_their_neighbours(kit,
 def test_retrieve_returns_kept_then_attached(kit, chain):
     retriever = ThresholdedRetriever(chain, floor_policy(kit), neighbours=1, parent_levels=1)
     nodes = retriever.retrieve(kit.QUESTION)
-    assert ids(nodes) == [*ABOVE, "s3", SUMMARY, "s7", "s9"]
+    assert ids(nodes) == [*ABOVE, SUMMARY, "s3", "s7", "s9"]  # per section: parent, prev, next
     assert [n.score is None for n in nodes] == [False] * 4 + [True] * 4
 
 

@@ -105,12 +105,12 @@ def test_the_callback_manager_sees_the_dropped_candidates(kit, index):
 
 def test_a_debug_line_counts_kept_attached_and_dropped(kit, index, caplog):
     retriever = ThresholdedRetriever(index, policy(kit), neighbours=0)
-    with caplog.at_level(logging.DEBUG, logger="llama_index_thresholded.retriever"):
+    with caplog.at_level(logging.DEBUG, logger="thresholded.engine"):
         retriever.retrieve(kit.QUESTION)
     lines = [
         r.getMessage()
         for r in caplog.records
-        if r.name == "llama_index_thresholded.retriever" and r.levelno == logging.DEBUG
+        if r.name == "thresholded.engine" and r.levelno == logging.DEBUG
     ]
     assert len(lines) == 1
     assert lines[0].startswith("kept 2, attached 0, dropped")

@@ -30,7 +30,7 @@ from llama_index_thresholded.multi_collection import COLLECTION_KEY
 from thresholded.errors import ModelMismatchError
 from thresholded.selection import DropReason
 
-LOGGER = "llama_index_thresholded.multi_collection"
+LOGGER = "thresholded.engine"
 
 
 def kept(report):
@@ -38,7 +38,9 @@ def kept(report):
 
 
 def reasons(report):
-    return {d.candidate.id: d.reason for d in report.selection.dropped}
+    return {
+        f"{d.candidate.collection}/{d.candidate.id}": d.reason for d in report.selection.dropped
+    }
 
 
 class FailingStore(SimpleVectorStore):

@@ -1,0 +1,230 @@
+"""The LangChain backend of the engine: one ``VectorStore``, its embeddings and docstore.
+
+It only translates (see :class:`thresholded.engine.Backend`): a search is the
+store's own ``similarity_search*`` call, neighbours and parent summaries are read
+from the docstore by the ids in a document's metadata, and documents become
+candidates and back. The pipeline itself is the engine's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.runnables.config import run_in_executor
+from langchain_core.stores import BaseStore
+from langchain_core.vectorstores import VectorStore
+
+from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
+from langchain_thresholded.milvus import ensure_orm_connection
+from langchain_thresholded.scoring import is_milvus, store_metric
+from thresholded import metadata_keys
+from thresholded.attachments import Links
+from thresholded.engine import Question, SearchArgs
+from thresholded.rescore import Vector
+from thresholded.scores import Metric, ScoreKind
+from thresholded.selection import Candidate
+
+_MARKS = (
+    metadata_keys.SIMILARITY,
+    metadata_keys.SCORE_KIND,
+    metadata_keys.ATTACHED_ROLE,
+    metadata_keys.ATTACHED_TO,
+)
+_REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
+
+
+@dataclass(frozen=True)
+class LinkKeys:
+    """The metadata keys that hold a document's previous, next and parent ids."""
+
+    prev: str = "prev_id"
+    next: str = "next_id"
+    parent: str = "parent_id"
+
+
+class LangChainBackend:
+    """Searches one ``VectorStore`` for the engine."""
+
+    def __init__(
+        self,
+        store: VectorStore,
+        *,
+        embeddings: Embeddings | None,
+        metric: Metric | None,
+        score_kind: ScoreKind,
+        search_kwargs: Mapping[str, Any],
+        docstore: BaseStore[str, Document] | None,
+        link_keys: LinkKeys,
+        id_key: str | None,
+        rescore_dense: bool = False,
+    ) -> None:
+        self._store = store
+        self._embeddings = embeddings
+        self._metric = metric
+        self._kind = score_kind
+        self._search_kwargs = dict(search_kwargs)
+        self._docstore = docstore
+        self._links = link_keys
+        self._id_key = id_key
+        self._milvus = is_milvus(store)
+        self._rescore_dense = rescore_dense
+        self.dimension: int | None = None
+        self.attempt_timeout: float | None = None  # langchain-milvus applies its own
+        self.name = _store_name(store)
+        self.threaded = _needs_thread(store)
+
+    # Filters -------------------------------------------------------------------------------
+    def prepare(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The store arguments of a call: the retriever's ``search_kwargs``, then the call's
+        ``search_kwargs``, ``filter`` and ``expr`` (langchain-milvus's filter is ``expr``)."""
+        options = options or {}
+        kwargs = {**self._search_kwargs, **(options.get("search_kwargs") or {})}
+        for name in ("filter", "expr"):
+            if name in options:
+                kwargs[name] = options[name]
+        if "k" in kwargs:
+            raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
+        if self._milvus and "filter" in kwargs and "expr" not in kwargs:
+            kwargs["expr"] = kwargs.pop("filter")
+        return kwargs
+
+    # Scores --------------------------------------------------------------------------------
+    def metric(self, filters: Mapping[str, Any]) -> Metric | None:
+        return store_metric(self._store, self._metric, filters)
+
+    def can_push_down(self, metric: Metric | None) -> bool:
+        return False
+
+    # Embedding -----------------------------------------------------------------------------
+    def embed_query(self, question: Question) -> Vector:
+        return self._require_embeddings().embed_query(question.text)
+
+    async def aembed_query(self, question: Question) -> Vector:
+        return await self._require_embeddings().aembed_query(question.text)
+
+    def embed_texts(self, items: Sequence[Document]) -> list[Vector]:
+        return self._require_embeddings().embed_documents([d.page_content for d in items])
+
+    async def aembed_texts(self, items: Sequence[Document]) -> list[Vector]:
+        texts = [d.page_content for d in items]
+        return await self._require_embeddings().aembed_documents(texts)
+
+    def _require_embeddings(self) -> Embeddings:
+        if self._embeddings is None:
+            raise ValueError(
+                f"{type(self._store).__name__} exposes no single embeddings model: "
+                "pass ThresholdedRetriever(embeddings=...)"
+            )
+        return self._embeddings
+
+    # Search --------------------------------------------------------------------------------
+    def search(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
+        store, k, kwargs = self._store, args.k, args.filters
+        if self._milvus:
+            ensure_orm_connection(store)
+        if self._kind is not ScoreKind.COSINE or args.vector is None:
+            return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
+        if self._rescore_dense:  # scores are computed from the texts, not read
+            docs = store.similarity_search_by_vector(list(args.vector), k=k, **kwargs)
+            return [(doc, None) for doc in docs]
+        by_vector = getattr(store, "similarity_search_with_score_by_vector", None)
+        if by_vector is None:  # the store embeds the question again; its vector was checked
+            return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
+        return by_vector(list(args.vector), k=k, **kwargs)
+
+    async def asearch(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
+        store, k, kwargs = self._store, args.k, args.filters
+        if self._milvus:
+            ensure_orm_connection(store)
+        if self._kind is not ScoreKind.COSINE or args.vector is None:
+            return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
+        vector = list(args.vector)
+        if self._rescore_dense:  # scores are computed from the texts, not read
+            docs = await store.asimilarity_search_by_vector(vector, k=k, **kwargs)
+            return [(doc, None) for doc in docs]
+        by_vector = getattr(store, "asimilarity_search_with_score_by_vector", None)
+        if by_vector is not None:
+            return await by_vector(vector, k=k, **kwargs)
+        sync = getattr(store, "similarity_search_with_score_by_vector", None)
+        if sync is not None:  # e.g. InMemoryVectorStore: no async by-vector search
+            return await run_in_executor(None, sync, vector, k=k, **kwargs)
+        return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
+
+    # Sections by id ------------------------------------------------------------------------
+    def fetch(self, ids: list[str]) -> dict[str, Document]:
+        if self._docstore is None:
+            return {}
+        return _found(ids, self._docstore.mget(ids))
+
+    async def afetch(self, ids: list[str]) -> dict[str, Document]:
+        if self._docstore is None:
+            return {}
+        return _found(ids, await self._docstore.amget(ids))
+
+    def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+        return {}
+
+    async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+        return {}
+
+    # Translation ---------------------------------------------------------------------------
+    def stored_vector(self, item: Document) -> Vector | None:
+        return None
+
+    def links(self, item: Document) -> Links:
+        meta, keys = item.metadata, self._links
+        return Links(_link(meta, keys.prev), _link(meta, keys.next), _link(meta, keys.parent))
+
+    def identify(
+        self, item: Document, source_key: str, key: str | None = None
+    ) -> tuple[str, str | None, int]:
+        item_id = stored_id(item, self._id_key) or key or document_id(item)
+        return item_id, source_of(item, source_key, item_id), len(item.page_content)
+
+
+def output(candidate: Candidate[Document], *, collection_key: str | None = None) -> Document:
+    """The returned copy of a kept section or an attachment, marked; the store's is left as it
+    was. Marks the store itself holds are removed first: only this package writes them."""
+    marks: dict[str, Any]
+    if candidate.is_attachment:
+        marks = {
+            metadata_keys.ATTACHED_ROLE: str(candidate.attached_role),
+            metadata_keys.ATTACHED_TO: candidate.attached_to,
+        }
+    else:
+        marks = {metadata_keys.SCORE_KIND: candidate.score_kind.value}
+        if candidate.floor_score is not None:
+            marks[metadata_keys.SIMILARITY] = candidate.floor_score
+    if collection_key is not None:
+        marks[collection_key] = candidate.collection
+    return marked_copy(candidate.item, marks, remove=_MARKS, doc_id=candidate.id)
+
+
+def _found(ids: list[str], documents: Sequence[Document | None]) -> dict[str, Document]:
+    if len(ids) != len(documents):
+        raise ValueError(f"the docstore returned {len(documents)} results for {len(ids)} ids")
+    return {key: doc for key, doc in zip(ids, documents, strict=True) if doc is not None}
+
+
+def _link(metadata: Mapping[str, Any], key: str) -> str | None:
+    value = metadata.get(key)
+    return None if value is None or str(value) == "" else str(value)
+
+
+def _store_name(store: VectorStore) -> str:
+    name = getattr(store, "collection_name", None)
+    kind = type(store).__name__
+    return f"{kind} collection {name!r}" if isinstance(name, str) else kind
+
+
+def _needs_thread(store: Any) -> bool:
+    """Async fan-out awaits a store's own async by-vector search only on a Milvus server."""
+    if not is_milvus(store) or not hasattr(store, "asimilarity_search_with_score_by_vector"):
+        return True
+    client = getattr(store, "client", None)
+    uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
+    return not uri.startswith(_REMOTE_SCHEMES)

@@ -1,0 +1,374 @@
+"""The LlamaIndex backend of the engine: one index's store, docstore and embedding model.
+
+It only translates (see :class:`thresholded.engine.Backend`): a search is a
+``VectorStoreQuery`` on the index's vector store, nodes are read by id from the
+docstore and then the vector store, and nodes become candidates and back. The
+pipeline itself is the engine's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.indices.vector_store.base import VectorStoreIndex
+from llama_index.core.schema import (
+    BaseNode,
+    MetadataMode,
+    NodeRelationship,
+    ObjectType,
+    QueryBundle,
+)
+from llama_index.core.vector_stores.types import (
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+
+from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.filters import milvus_expression
+from llama_index_thresholded.nodes import source_of, text_length
+from llama_index_thresholded.pushdown import PUSHED_METRICS, is_milvus_store, range_search_kwargs
+from llama_index_thresholded.scoring import collection_dimension, score_kind_for, store_metric
+from thresholded.attachments import AttachmentSpec, Links
+from thresholded.engine import Collection, Question, SearchArgs
+from thresholded.policy import RetrievalPolicy
+from thresholded.pushdown import PushdownSwitch
+from thresholded.rescore import Vector
+from thresholded.retry import RetryPolicy
+from thresholded.scores import Metric, ScoreKind
+
+logger = logging.getLogger(__name__)
+
+_SEARCH_ONLY = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
+_REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
+
+
+@dataclass(frozen=True)
+class CallFilters:
+    """A call's filters, validated before any request: LlamaIndex's own, or, on Milvus,
+    a safe expression (see ``filters.py``) that also holds the id restrictions."""
+
+    filters: MetadataFilters | None
+    milvus_expr: str | None = None
+
+
+class LlamaIndexBackend:
+    """Searches one ``VectorStoreIndex`` for the engine."""
+
+    def __init__(
+        self,
+        index: VectorStoreIndex,
+        *,
+        embed_model: BaseEmbedding,
+        mode: VectorStoreQueryMode,
+        metric: Metric | None,
+        search_args: dict[str, Any],
+        allowed_filter_keys: Iterable[str] | None,
+    ) -> None:
+        self._index = index
+        self._store = index.vector_store
+        self._docstore = index.docstore
+        self._embed_model = embed_model
+        self.mode = mode
+        self._metric = metric
+        self._args = search_args
+        self._allowed_keys = set(allowed_filter_keys) if allowed_filter_keys else None
+        self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
+        self.dimension = collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
+        self.name = _store_name(self._store)
+        self.attempt_timeout = _store_timeout(self._store)
+        self.threaded = _needs_thread(self._store)
+
+    @property
+    def vector_store(self) -> Any:
+        return self._store
+
+    # Filters -------------------------------------------------------------------------------
+    def prepare(self, filters: MetadataFilters | None) -> CallFilters:
+        """Validate and translate a call's filters before any query is sent."""
+        if not is_milvus_store(self._store):
+            if filters is not None and self._allowed_keys is not None:
+                milvus_expression(filters, allowed_keys=self._allowed_keys)  # checks the keys
+            return CallFilters(filters)
+        doc_ids, node_ids = self._args["doc_ids"], self._args["node_ids"]
+        if not (filters and filters.filters) and not doc_ids and not node_ids:
+            return CallFilters(None)
+        expr = milvus_expression(
+            filters,
+            allowed_keys=self._allowed_keys,
+            doc_ids=doc_ids,
+            node_ids=node_ids,
+            doc_id_field=getattr(self._store, "doc_id_field", "doc_id"),
+        )
+        return CallFilters(None, expr)
+
+    # Scores --------------------------------------------------------------------------------
+    def metric(self, filters: CallFilters) -> Metric | None:
+        return self._metric
+
+    def can_push_down(self, metric: Metric | None) -> bool:
+        return (
+            is_milvus_store(self._store)
+            and self.mode is VectorStoreQueryMode.DEFAULT
+            and metric in PUSHED_METRICS
+        )
+
+    # Embedding -----------------------------------------------------------------------------
+    def embed_query(self, question: Question) -> Vector:
+        return self._embed_model.get_agg_embedding_from_queries(_bundle(question).embedding_strs)
+
+    async def aembed_query(self, question: Question) -> Vector:
+        strs = _bundle(question).embedding_strs
+        return await self._embed_model.aget_agg_embedding_from_queries(strs)
+
+    def embed_texts(self, items: Sequence[BaseNode]) -> list[Vector]:
+        return self._embed_model.get_text_embedding_batch(_texts(items))
+
+    async def aembed_texts(self, items: Sequence[BaseNode]) -> list[Vector]:
+        return await self._embed_model.aget_text_embedding_batch(_texts(items))
+
+    # Search --------------------------------------------------------------------------------
+    def search(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
+        query, kwargs = self._query(args)
+        result = self._store.query(query, **kwargs)
+        missing = _not_text(result)
+        fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
+        return _hits(result, fetched, self._index)
+
+    async def asearch(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
+        query, kwargs = self._query(args)
+        result = await self._store.aquery(query, **kwargs)
+        missing = _not_text(result)
+        fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
+        return _hits(result, fetched, self._index)
+
+    def _query(self, args: SearchArgs) -> tuple[VectorStoreQuery, dict[str, Any]]:
+        call: CallFilters = args.filters
+        search = self._args
+        kwargs = search["vector_store_kwargs"]
+        doc_ids, node_ids = search["doc_ids"], search["node_ids"]
+        if call.milvus_expr is not None:
+            kwargs = {**kwargs, "string_expr": call.milvus_expr}
+            doc_ids = node_ids = None
+        if args.radius is not None:
+            kwargs = range_search_kwargs(kwargs, self._store, args.radius)
+        query = VectorStoreQuery(
+            query_embedding=list(args.vector) if args.vector is not None else None,
+            similarity_top_k=args.k,
+            node_ids=node_ids,
+            doc_ids=doc_ids,
+            query_str=args.question.text,
+            mode=self.mode,
+            alpha=search["alpha"],
+            filters=call.filters,
+            sparse_top_k=search["sparse_top_k"],
+            hybrid_top_k=search["hybrid_top_k"],
+        )
+        return query, kwargs
+
+    # Sections by id ------------------------------------------------------------------------
+    def fetch(self, ids: list[str]) -> dict[str, BaseNode]:
+        found = {n.node_id: n for n in self._docstore.get_nodes(ids, raise_error=False)}
+        missing = [i for i in ids if i not in found]
+        if missing and self._store_can_fetch:
+            found.update((n.node_id, n) for n in self._store_nodes(missing))
+        return found
+
+    async def afetch(self, ids: list[str]) -> dict[str, BaseNode]:
+        nodes = await self._docstore.aget_nodes(ids, raise_error=False)
+        found = {n.node_id: n for n in nodes}
+        missing = [i for i in ids if i not in found]
+        if missing and self._store_can_fetch:
+            found.update((n.node_id, n) for n in await self._astore_nodes(missing))
+        return found
+
+    def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+        if not self._store_can_fetch:
+            return {}
+        return _vectors(self._store_nodes(ids))
+
+    async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+        if not self._store_can_fetch:
+            return {}
+        return _vectors(await self._astore_nodes(ids))
+
+    def _store_nodes(self, ids: list[str]) -> list[BaseNode]:
+        try:
+            return self._store.get_nodes(node_ids=ids)
+        except NotImplementedError:
+            self._store_can_fetch = False
+            return []
+
+    async def _astore_nodes(self, ids: list[str]) -> list[BaseNode]:
+        try:
+            return await self._store.aget_nodes(node_ids=ids)
+        except NotImplementedError:
+            self._store_can_fetch = False
+            return []
+
+    # Translation ---------------------------------------------------------------------------
+    def stored_vector(self, item: BaseNode) -> Vector | None:
+        return item.embedding
+
+    def links(self, item: BaseNode) -> Links:
+        return Links(
+            _related_id(item, NodeRelationship.PREVIOUS),
+            _related_id(item, NodeRelationship.NEXT),
+            _related_id(item, NodeRelationship.PARENT),
+        )
+
+    def identify(
+        self, item: BaseNode, source_key: str, key: str | None = None
+    ) -> tuple[str, str | None, int]:
+        return item.node_id, source_of(item, source_key), text_length(item)
+
+
+def index_collection(
+    index: VectorStoreIndex,
+    policy: RetrievalPolicy | None,
+    *,
+    embed_model: BaseEmbedding | None = None,
+    profile: str | Path | None = None,
+    profile_collection: str | None = None,
+    vector_store_query_mode: VectorStoreQueryMode | str = VectorStoreQueryMode.DEFAULT,
+    metric: Metric | str | None = None,
+    score_kind: ScoreKind | str | None = None,
+    allow_model_mismatch: bool = False,
+    search_args: dict[str, Any] | None = None,
+    allowed_filter_keys: Iterable[str] | None = None,
+    pushdown: bool = True,
+    retry: RetryPolicy | None = None,
+    attachments: AttachmentSpec | None = None,
+    name: str = "",
+    timeout: float | None = None,
+    retrieve_k: int | None = None,
+) -> Collection[BaseNode]:
+    """An index as the engine's collection, with ``policy`` (or its profile's) as its own.
+
+    Shared by ``ThresholdedRetriever`` and ``MultiCollectionRetriever``: a collection
+    is set up the same way whichever retriever searches it.
+    """
+    store = index.vector_store
+    embed_model = embed_model or index_embed_model(index)
+    mode = VectorStoreQueryMode(vector_store_query_mode)
+    kind = ScoreKind(score_kind) if score_kind else score_kind_for(mode, store)
+    dense_metric = store_metric(store, metric) if kind is ScoreKind.COSINE else None
+    args = {
+        "alpha": None,
+        "doc_ids": None,
+        "node_ids": None,
+        "sparse_top_k": None,
+        "hybrid_top_k": None,
+        **(search_args or {}),
+    }
+    args["vector_store_kwargs"] = dict(args.get("vector_store_kwargs") or {})
+    backend = LlamaIndexBackend(
+        index,
+        embed_model=embed_model,
+        mode=mode,
+        metric=dense_metric,
+        search_args=args,
+        allowed_filter_keys=allowed_filter_keys,
+    )
+    if profile is not None:
+        fields = (policy or RetrievalPolicy()).model_dump(
+            exclude={"min_similarity", "embedding_model"}
+        )
+        scope = profile_collection or getattr(store, "collection_name", None)
+        policy = RetrievalPolicy.from_profile(profile, collection=scope, **fields)
+    return Collection(
+        backend=backend,
+        policy=policy,
+        name=name,
+        score_kind=kind,
+        model=model_id_of(embed_model, backend.dimension),
+        allow_model_mismatch=allow_model_mismatch,
+        retry=retry or RetryPolicy(),
+        timeout=timeout,
+        retrieve_k=retrieve_k,
+        pushdown=PushdownSwitch(pushdown and backend.can_push_down(dense_metric)),
+        attachments=attachments or AttachmentSpec(),
+        embeds=mode not in _SEARCH_ONLY,
+    )
+
+
+def index_embed_model(index: VectorStoreIndex) -> BaseEmbedding:
+    """The model an index embeds with (LlamaIndex keeps it on a private attribute)."""
+    return index._embed_model
+
+
+# Helpers -----------------------------------------------------------------------------------
+def _bundle(question: Question) -> QueryBundle:
+    item = question.item
+    return item if isinstance(item, QueryBundle) else QueryBundle(question.text)
+
+
+def _texts(items: Sequence[BaseNode]) -> list[str]:
+    """The text each node was embedded from when it was indexed."""
+    return [node.get_content(metadata_mode=MetadataMode.EMBED) for node in items]
+
+
+def _not_text(result: VectorStoreQueryResult) -> list[str]:
+    """Ids the docstore must supply: non-text nodes, or every node of a text-less store."""
+    if result.nodes is not None:
+        return [n.node_id for n in result.nodes if n.get_type() != ObjectType.TEXT]
+    return []
+
+
+def _hits(
+    result: VectorStoreQueryResult, fetched: Sequence[BaseNode], index: VectorStoreIndex
+) -> list[tuple[BaseNode, float | None]]:
+    """The result's nodes with their raw scores; what the store holds no text for comes from
+    the docstore."""
+    scores = result.similarities
+    if result.nodes is not None:
+        by_id = {n.node_id: n for n in fetched}
+        nodes = [by_id.get(n.node_id, n) for n in result.nodes]
+    elif result.ids is not None:  # a store without text (SimpleVectorStore): the docstore has it
+        node_ids = [index.index_struct.nodes_dict[i] for i in result.ids]
+        docstore = {n.node_id: n for n in index.docstore.get_nodes(node_ids)}
+        nodes = [docstore[i] for i in node_ids]
+    else:
+        raise ValueError("the vector store's query result has neither nodes nor ids")
+    return [(node, scores[i] if scores is not None else None) for i, node in enumerate(nodes)]
+
+
+def _vectors(nodes: Sequence[BaseNode]) -> dict[str, Vector]:
+    return {n.node_id: n.embedding for n in nodes if n.embedding}
+
+
+def _related_id(node: BaseNode, relation: NodeRelationship) -> str | None:
+    info = node.relationships.get(relation)
+    if info is None or isinstance(info, list):
+        return None
+    return info.node_id
+
+
+def _store_timeout(store: Any) -> float | None:
+    timeout = getattr(store, "timeout", None)
+    return timeout if isinstance(timeout, int | float) and timeout > 0 else None
+
+
+def _store_name(store: Any) -> str:
+    name = getattr(store, "collection_name", None)
+    if not name:
+        return type(store).__name__
+    uri = getattr(store, "uri", None)
+    ours = any(cls.__name__ == "CompatibleMilvusVectorStore" for cls in type(store).__mro__)
+    if not ours or not uri:
+        return f"collection {name!r}"  # LlamaIndex's own store does not keep its uri
+    return f"collection {name!r} at {uri}"
+
+
+def _needs_thread(store: Any) -> bool:
+    """Async fan-out awaits only a Milvus server's async client; all else runs in threads."""
+    if not is_milvus_store(store) or getattr(store, "aclient", None) is None:
+        return True
+    uri = str(getattr(getattr(store.client, "_config", None), "uri", "") or "")
+    return not uri.startswith(_REMOTE_SCHEMES)

@@ -1,0 +1,120 @@
+"""Neighbours and parent summaries of kept sections, fetched hop by hop.
+
+They carry no score of their own, so they are fetched only once selection is
+done, and only for what was kept. Each hop is one batch: every id the hop needs,
+fetched in one request. The walk is framework-free: a backend reads an item's
+links (previous, next, parent ids) and fetches items by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+from thresholded.scores import ScoreKind
+from thresholded.selection import AttachedRole, Candidate
+
+T = TypeVar("T")
+
+
+class Links(NamedTuple):
+    """The ids an item points to; None where it has no such link."""
+
+    prev: str | None = None
+    next: str | None = None
+    parent: str | None = None
+
+
+@dataclass(frozen=True)
+class AttachmentSpec:
+    """What to attach: the neighbour window on each side, and parent levels to walk up."""
+
+    neighbours: int = 0
+    parent_levels: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("neighbours", "parent_levels"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int, 0 or more, got {value!r}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.neighbours > 0 or self.parent_levels > 0
+
+
+_DIRECTIONS = ("prev", "next")
+
+
+def walk(
+    collection: Any,
+    kept: Sequence[Candidate[T]],
+    source_key: str,
+    *,
+    fetch: Callable[[Any, list[str]], Any],
+) -> Generator[Any, dict[str, T], list[Candidate[T]]]:
+    """Attachments of the kept sections, in reading order per section.
+
+    For each kept section: its parent summaries (nearest first), its earlier
+    neighbours (farthest first), then its later ones. A section already kept, or
+    already attached, is neither attached again nor walked through. ``fetch`` makes
+    the request that fetches one hop's ids from ``collection``.
+    """
+    backend, spec = collection.backend, collection.attachments
+    seen = {c.id for c in kept}
+    found: dict[str, dict[str, list[Candidate[T]]]] = {
+        c.id: {"parent": [], "prev": [], "next": []} for c in kept
+    }
+
+    def take(anchor: str, direction: str, key: str, item: T) -> bool:
+        item_id, source, chars = backend.identify(item, source_key, key)
+        if item_id in seen:
+            return False
+        seen.add(item_id)
+        role = AttachedRole.PARENT_SUMMARY if direction == "parent" else AttachedRole.NEIGHBOUR
+        found[anchor][direction].append(
+            Candidate(
+                item=item,
+                id=item_id,
+                score=None,
+                score_kind=ScoreKind.UNKNOWN,
+                source=source,
+                chars=chars,
+                is_attachment=True,
+                attached_to=anchor,
+                attached_role=role,
+                collection=collection.name,
+            )
+        )
+        return True
+
+    limits = {"prev": spec.neighbours, "next": spec.neighbours, "parent": spec.parent_levels}
+    frontier = [(c.id, d, c.item) for c in kept for d in ("parent", *_DIRECTIONS) if limits[d]]
+    hop = 1
+    while frontier:  # one fetch per hop, neighbours and parents together
+        wanted = [
+            (anchor, direction, getattr(backend.links(item), direction))
+            for anchor, direction, item in frontier
+        ]
+        wanted = [(a, d, key) for a, d, key in wanted if key is not None and key not in seen]
+        if not wanted:
+            break
+        items = yield fetch(collection, list(dict.fromkeys(key for _, _, key in wanted)))
+        hop += 1
+        frontier = [
+            (anchor, direction, items[key])
+            for anchor, direction, key in wanted
+            if key in items
+            and take(anchor, direction, key, items[key])
+            and hop <= limits[direction]
+        ]
+    return [
+        att
+        for c in kept
+        for att in (
+            *found[c.id]["parent"],
+            *reversed(found[c.id]["prev"]),
+            *found[c.id]["next"],
+        )
+    ]

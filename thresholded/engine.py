@@ -1,0 +1,670 @@
+"""The retrieval pipeline, written once: embed, search, score, select, attach, report.
+
+Every retriever of both adapters, single and multi-collection, sync and async,
+runs :func:`retrieve`. It is a generator: it *yields* what it needs done
+(embed the question, search a collection, fetch sections by id, ...) and
+receives the answer. :func:`drive` carries the requests out with blocking
+calls, :func:`adrive` by awaiting them; both are a few lines. A framework
+adapter only translates: its :class:`Backend` searches the store and turns
+the framework's objects into :class:`~thresholded.selection.Candidate` and back.
+
+A single retriever is one collection searched inline: its errors are raised as
+they are. A multi-collection retriever fans the search stage out over its
+collections, each within its own timeout, and reports a status for each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Protocol, TypeVar
+
+from thresholded.attachments import AttachmentSpec, Links, walk
+from thresholded.errors import DimensionMismatchError
+from thresholded.fanout import (
+    CollectionStatus,
+    Found,
+    Job,
+    Outcome,
+    acall_each,
+    afan_out,
+    call_each,
+    fan_out,
+    merge,
+    statuses,
+)
+from thresholded.models import ModelId
+from thresholded.policy import RetrievalPolicy
+from thresholded.pushdown import PUSHDOWN_EPSILON, PushdownSwitch
+from thresholded.rescore import Vector, needs_cosine, rescore
+from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
+from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosine
+from thresholded.selection import Candidate, Selection, attach, select
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Pipeline = Generator["Request", Any, R]
+"""A step of the pipeline: yields requests, receives their answers, returns ``R``."""
+
+
+# What the adapters provide ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Question:
+    """The question of one call."""
+
+    text: str
+    vector: Vector | None = None
+    """A vector the caller computed already: it is not embedded again."""
+    item: Any = None
+    """The framework's own query object (e.g. a LlamaIndex ``QueryBundle``), for the backend."""
+
+
+@dataclass(frozen=True)
+class SearchArgs:
+    """One search of one collection."""
+
+    question: Question
+    vector: Vector | None
+    k: int
+    filters: Any
+    """The call's filters, in the backend's own form."""
+    radius: float | None = None
+    """Pushdown: the engine keeps only scores strictly above it (a range search)."""
+
+
+class Backend(Protocol[T]):
+    """What a framework adapter does for the engine; it translates and nothing more.
+
+    Each blocking method has an ``a``-prefixed async twin. ``T`` is the framework's
+    result object (a LlamaIndex ``NodeWithScore``, a LangChain ``Document``).
+    """
+
+    name: str
+    """The store, for error messages: ``collection 'kb' at http://...``."""
+    dimension: int | None
+    """The dimension of the collection's vectors, where known."""
+    attempt_timeout: float | None
+    """The deadline of one attempt: the store's own per-call timeout, where it has one."""
+    threaded: bool
+    """Async fan-out runs this store's blocking calls in a thread (no usable async client)."""
+
+    def prepare(self, filters: Any) -> Any:
+        """A call's filters checked and translated for this store, before any request."""
+
+    def metric(self, filters: Any) -> Metric | None:
+        """The metric of the dense scores a search with these (prepared) filters returns."""
+
+    def can_push_down(self, metric: Metric | None) -> bool:
+        """Whether a floor can be sent to this store as a range search."""
+
+    def embed_query(self, question: Question) -> Vector: ...
+    async def aembed_query(self, question: Question) -> Vector: ...
+    def embed_texts(self, items: Sequence[T]) -> list[Vector]:
+        """The items' texts embedded as the index embedded them, in one batch."""
+
+    async def aembed_texts(self, items: Sequence[T]) -> list[Vector]: ...
+    def search(self, args: SearchArgs) -> Sequence[tuple[T, float | None]]:
+        """Items and their raw scores, best first."""
+
+    async def asearch(self, args: SearchArgs) -> Sequence[tuple[T, float | None]]: ...
+    def fetch(self, ids: list[str]) -> dict[str, T]:
+        """Sections by id; missing ids are left out."""
+
+    async def afetch(self, ids: list[str]) -> dict[str, T]: ...
+    def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+        """Stored dense vectors by id, where the store can read them back."""
+
+    async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]: ...
+    def stored_vector(self, item: T) -> Vector | None:
+        """The vector a search returned with the item, if any."""
+
+    def links(self, item: T) -> Links:
+        """The ids of an item's previous, next and parent sections."""
+
+    def identify(
+        self, item: T, source_key: str, key: str | None = None
+    ) -> tuple[str, str | None, int]:
+        """An item's id (``key`` when it has none of its own), source, and text length."""
+
+
+# A collection, and one call over collections ----------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Collection(Generic[T]):
+    """One collection as the engine searches it: a backend and its settings."""
+
+    backend: Backend[T]
+    policy: RetrievalPolicy | None = None
+    """Its own policy (floor, re-scoring); None: the call's policy."""
+    name: str = ""
+    """Its label in multi-collection results; "" for a retriever's only collection."""
+    score_kind: ScoreKind = ScoreKind.COSINE
+    model: ModelId | str | None = None
+    """The embedding model in use, to resolve and check the floor."""
+    allow_model_mismatch: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout: float | None = None
+    """The deadline of its whole search stage in a fan-out, retries included."""
+    retrieve_k: int | None = None
+    pushdown: PushdownSwitch = field(default_factory=lambda: PushdownSwitch(False))
+    attachments: AttachmentSpec = field(default_factory=AttachmentSpec)
+    embeds: bool = True
+    """The search needs the question's vector (dense and hybrid search)."""
+    rescore: bool = False
+    """Always compute the dense cosine of what the search returns, whatever the policy says.
+    Dense results then come without scores, and the computed cosine becomes their score."""
+
+    @property
+    def rescore_dense(self) -> bool:
+        return self.rescore and self.score_kind is ScoreKind.COSINE
+
+    def floor(self, policy: RetrievalPolicy) -> float:
+        """The floor in force under ``policy``, checked against the model in use."""
+        model = self.model
+        if self.allow_model_mismatch and policy.embedding_model is not None:
+            model = None
+        return policy.resolve_min_similarity(model)
+
+    def rescores(self, policy: RetrievalPolicy) -> bool:
+        """Whether this collection's non-cosine results get their dense cosine."""
+        if self.rescore:
+            return True
+        return policy.hybrid_policy == "rescore" and self.score_kind is not ScoreKind.COSINE
+
+
+@dataclass(frozen=True)
+class Stage(Generic[T]):
+    """One collection's search in one call: how many, under which floor and filters."""
+
+    collection: Collection[T]
+    policy: RetrievalPolicy
+    """The floor's policy, its ``top_k`` the number of candidates to fetch."""
+    floor: float
+    filters: Any = None
+
+    @property
+    def needs_vector(self) -> bool:
+        return self.collection.embeds or self.collection.rescores(self.policy)
+
+
+@dataclass(frozen=True)
+class Fan:
+    """How a call runs its collections' stages."""
+
+    pool: Executor | None = None
+    fail_fast: bool = True
+    inline: bool = True
+    """One collection, run in the caller's thread or task; its errors raised as they are."""
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """Everything one call needs; built per call, so concurrent calls share nothing."""
+
+    question: Question
+    policy: RetrievalPolicy
+    """The selection over every collection's survivors: cap, budget, ``top_k``."""
+    stages: tuple[Stage[T], ...]
+    fan: Fan = field(default_factory=Fan)
+
+
+def plan(
+    question: Question,
+    collections: Sequence[Collection[T]],
+    policy: RetrievalPolicy,
+    *,
+    min_similarity: float | None = None,
+    filters: Any = None,
+    fan: Fan | None = None,
+) -> Call[T]:
+    """One call: each collection's stage under its own floor, the global ``policy`` after.
+
+    ``min_similarity`` replaces every collection's floor; ``filters`` (in the adapter's
+    form) apply in every collection, each prepared by its backend before any request is
+    sent, so a bad filter is an error of the call. A stage only applies the floor: the
+    cap, the budget and ``top_k`` apply once, to what every collection kept.
+    """
+    stages = []
+    for collection in collections:
+        own = (collection.policy or policy).with_overrides(min_similarity=min_similarity)
+        k = collection.retrieve_k or policy.fetch_k
+        stage_policy = own.model_copy(
+            update={
+                "top_k": k,
+                "over_fetch": 1,
+                "max_per_source": None,
+                "max_chars": None,
+                "max_attachment_chars": None,
+                "source_key": policy.source_key,
+            }
+        )
+        prepared = collection.backend.prepare(filters)
+        stages.append(Stage(collection, stage_policy, collection.floor(own), prepared))
+    return Call(question, policy, tuple(stages), fan or Fan())
+
+
+# The pipeline ------------------------------------------------------------------------------
+def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
+    """One retrieval, in order: every adapter, sync or async, runs exactly this."""
+    check_question(call.question)
+    vector = yield from _question_vector(call)
+    for stage in call.stages:
+        check_vector(vector, stage)
+    outcomes = yield SearchEach(call.fan, [(s, _searching(s, call, vector)) for s in call.stages])
+    selection = merge(outcomes, call.policy)
+    found = yield AttachEach(call.fan, _attachment_walks(call, selection))
+    selection = attach(
+        selection, [c for f in found.values() if isinstance(f, list) for c in f], call.policy
+    )
+    errors = {name: f for name, f in found.items() if isinstance(f, BaseException)}
+    result = Result(call.question, selection, statuses(outcomes, selection, errors))
+    log_result(result)
+    return result
+
+
+def check_question(question: Question) -> None:
+    if not isinstance(question.text, str):
+        raise TypeError(f"the question must be a str, got {type(question.text).__name__}")
+    if not question.text.strip() and question.vector is None:
+        raise ValueError("the question is empty: there is nothing to retrieve for")
+
+
+def _question_vector(call: Call[T]) -> Pipeline[Vector | None]:
+    """The question's vector, embedded once for every collection that needs one."""
+    if call.question.vector is not None:
+        return call.question.vector
+    needing = [s for s in call.stages if s.needs_vector]
+    if not needing:
+        return None
+    return (yield Embed(needing[0].collection.backend, call.question))
+
+
+def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:
+    """A question vector of the collection's model: its dimension, and unit length for IP/L2."""
+    if vector is None or not stage.needs_vector:
+        return
+    collection, dim = stage.collection, len(vector)
+    expected = collection.backend.dimension
+    if expected is not None and dim != expected:
+        raise DimensionMismatchError(
+            f"the query embedding has {dim} dimensions but {collection.backend.name} holds "
+            f"vectors of {expected}: the index was built with another embedding model"
+        )
+    model = ModelId.parse(collection.model) if isinstance(collection.model, str) else None
+    model = collection.model if isinstance(collection.model, ModelId) else model
+    if model is not None and model.dimension is not None and dim != model.dimension:
+        raise DimensionMismatchError(
+            f"the query embedding has {dim} dimensions, but {model} has {model.dimension}"
+        )
+    if _reads_metric(stage) and collection.backend.metric(stage.filters) is not Metric.COSINE:
+        check_unit_norm(vector)  # inner product and L2 are cosines on unit vectors only
+
+
+def _reads_metric(stage: Stage[Any]) -> bool:
+    collection = stage.collection
+    return (
+        collection.embeds
+        and collection.score_kind is ScoreKind.COSINE
+        and not collection.rescore_dense
+    )
+
+
+def _searching(
+    stage: Stage[T], call: Call[T], vector: Vector | None
+) -> Callable[[], Pipeline[Found[T]]]:
+    return lambda: search_stage(stage, call.question, vector)
+
+
+def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> Pipeline[Found[T]]:
+    """One collection: search, convert the scores to cosines, re-score, cut by its floor."""
+    collection = stage.collection
+    metric = collection.backend.metric(stage.filters) if _reads_metric(stage) else None
+    args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage, metric))
+    hits, pushed = yield from _search(collection, args)
+    candidates = _candidates(stage, hits, metric)
+    if collection.rescores(stage.policy) and vector is not None:
+        candidates = yield from _rescore(collection, vector, candidates)
+    return Found(len(hits), select(candidates, stage.policy, stage.floor), pushdown=pushed)
+
+
+def _radius(stage: Stage[Any], metric: Metric | None) -> float | None:
+    """The floor as a range-search radius, where it can be pushed into the engine."""
+    collection = stage.collection
+    if stage.floor == 0.0 or not collection.pushdown.enabled:
+        return None
+    if not collection.backend.can_push_down(metric):
+        return None
+    return stage.floor - PUSHDOWN_EPSILON
+
+
+def _search(
+    collection: Collection[T], args: SearchArgs
+) -> Pipeline[tuple[Sequence[tuple[T, float | None]], bool]]:
+    """Search; where the engine refuses the pushed-down floor, search again without it."""
+    if args.radius is None:
+        return (yield Search(collection, args)), False
+    try:
+        return (yield Search(collection, args)), True
+    except Exception as exc:
+        if is_transient(exc):  # the server is unreachable, not refusing range search
+            raise
+        hits = yield Search(collection, replace(args, radius=None))  # a real failure raises
+        collection.pushdown.refused(collection.backend.name, exc)
+        return hits, False
+
+
+def _candidates(
+    stage: Stage[T], hits: Sequence[tuple[T, float | None]], metric: Metric | None
+) -> list[Candidate[T]]:
+    """The hits as candidates, dense scores converted from the store's metric to cosines."""
+    collection = stage.collection
+    backend, source_key, name = collection.backend, stage.policy.source_key, collection.name
+    kind = ScoreKind.UNKNOWN if collection.rescore_dense else collection.score_kind
+    candidates = []
+    for item, raw in hits:
+        score = to_cosine(raw, metric) if metric is not None and is_valid_score(raw) else raw
+        item_id, source, chars = backend.identify(item, source_key)
+        candidates.append(Candidate(item, item_id, score, kind, source, chars, collection=name))
+    return candidates
+
+
+def _rescore(
+    collection: Collection[T], vector: Vector, candidates: list[Candidate[T]]
+) -> Pipeline[list[Candidate[T]]]:
+    """The dense cosine of every candidate whose score is not one: its stored vector where
+    the search returned it or the store can read it back, else its text embedded."""
+    wanted = {c.id: c for c in candidates if needs_cosine(c)}
+    backend, dim = collection.backend, len(vector)
+    vectors = _usable({i: backend.stored_vector(c.item) for i, c in wanted.items()}, dim)
+    missing = [i for i in wanted if i not in vectors]
+    if missing:
+        vectors.update(_usable((yield FetchVectors(collection, missing)), dim))
+        missing = [i for i in wanted if i not in vectors]
+    if missing:
+        embedded = yield EmbedTexts(backend, [wanted[i].item for i in missing])
+        vectors.update(zip(missing, embedded, strict=True))
+    logger.debug(
+        "re-scored %d candidate(s): %d stored vector(s), %d embedded",
+        len(wanted),
+        len(wanted) - len(missing),
+        len(missing),
+    )
+    rescored = rescore(candidates, vector, vectors)
+    if not collection.rescore_dense:
+        return rescored
+    return [  # the computed cosine is the score
+        replace(c, score=c.cosine, score_kind=ScoreKind.COSINE, cosine=None) for c in rescored
+    ]
+
+
+def _usable(found: dict[str, Vector | None], dim: int) -> dict[str, Vector]:
+    """Vectors that exist and have the question's dimension (another model's are not)."""
+    return {i: v for i, v in found.items() if v is not None and len(v) == dim}
+
+
+def _attachment_walks(
+    call: Call[T], selection: Selection[T]
+) -> list[tuple[Collection[T], Callable[[], Pipeline[list[Candidate[T]]]]]]:
+    """One walk per collection with kept sections, for those sections only."""
+    kept: dict[str, list[Candidate[T]]] = {}
+    for cand in selection.kept:
+        kept.setdefault(cand.collection, []).append(cand)
+    walks = []
+    for stage in call.stages:
+        collection = stage.collection
+        if collection.attachments.enabled and collection.name in kept:
+            sections = kept[collection.name]
+            walks.append((collection, _walking(collection, sections, call.policy.source_key)))
+    return walks
+
+
+def _walking(
+    collection: Collection[T], kept: list[Candidate[T]], source_key: str
+) -> Callable[[], Pipeline[list[Candidate[T]]]]:
+    return lambda: walk(collection, kept, source_key, fetch=Fetch)
+
+
+# The result --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Result(Generic[T]):
+    """What one call kept, attached and dropped, and what each collection did."""
+
+    question: Question
+    selection: Selection[T]
+    collections: tuple[CollectionStatus, ...] = ()
+
+    def dropped_data(self) -> list[dict[str, Any]]:
+        """One JSON-ready entry per drop: id, collection (if several), reason, similarity."""
+        several = len(self.collections) > 1
+        return [
+            {
+                "id": d.candidate.id,
+                **({"collection": d.candidate.collection} if several else {}),
+                "reason": d.reason.value,
+                "score": d.candidate.score,
+                "similarity": None if d.candidate.is_attachment else d.candidate.floor_score,
+            }
+            for d in self.selection.dropped
+        ]
+
+
+def log_result(result: Result[Any]) -> None:
+    """DEBUG counts per call, and one warning when a collection (or its attachments) failed."""
+    troubles = [s for s in result.collections if not s.ok or s.attachment_error]
+    if troubles:
+        logger.warning(
+            "multi-collection retrieval for %r is partial: %s",
+            result.question.text,
+            "; ".join(s.describe() for s in troubles),
+        )
+    if logger.isEnabledFor(logging.DEBUG):
+        selection = result.selection
+        logger.debug(
+            "kept %d, attached %d, dropped %s (floor %g)",
+            len(selection.kept),
+            len(selection.attached),
+            selection.drop_counts(),
+            selection.min_similarity,
+        )
+
+
+# Requests and the two drivers ---------------------------------------------------------------
+class Request:
+    """Something the pipeline needs done; ``run`` does it blocking, ``arun`` awaiting."""
+
+    def run(self) -> Any:
+        raise NotImplementedError
+
+    async def arun(self) -> Any:
+        raise NotImplementedError
+
+
+def drive(pipeline: Pipeline[R]) -> R:
+    """Run a pipeline with blocking calls."""
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            request = pipeline.throw(error) if error is not None else pipeline.send(answer)
+        except StopIteration as done:
+            return done.value
+        try:
+            answer, error = request.run(), None
+        except Exception as exc:
+            answer, error = None, exc
+
+
+async def adrive(pipeline: Pipeline[R]) -> R:
+    """Run a pipeline, awaiting each request."""
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            request = pipeline.throw(error) if error is not None else pipeline.send(answer)
+        except StopIteration as done:
+            return done.value
+        try:
+            answer, error = await request.arun(), None
+        except Exception as exc:
+            answer, error = None, exc
+
+
+@dataclass(frozen=True)
+class Embed(Request):
+    backend: Backend[Any]
+    question: Question
+
+    def run(self) -> Vector:
+        return self.backend.embed_query(self.question)
+
+    async def arun(self) -> Vector:
+        return await self.backend.aembed_query(self.question)
+
+
+@dataclass(frozen=True)
+class EmbedTexts(Request):
+    backend: Backend[Any]
+    items: Sequence[Any]
+
+    def run(self) -> list[Vector]:
+        return self.backend.embed_texts(self.items)
+
+    async def arun(self) -> list[Vector]:
+        return await self.backend.aembed_texts(self.items)
+
+
+@dataclass(frozen=True)
+class _StoreCall(Request):
+    """A call to a collection's store, tried again after transient failures."""
+
+    collection: Collection[Any]
+
+    def _call(self, backend: Backend[Any]) -> Any:
+        raise NotImplementedError
+
+    async def _acall(self, backend: Backend[Any]) -> Any:
+        raise NotImplementedError
+
+    def run(self) -> Any:
+        backend = self.collection.backend
+        return call_with_retries(
+            lambda: self._call(backend), self.collection.retry, what=backend.name
+        )
+
+    async def arun(self) -> Any:
+        backend = self.collection.backend
+        return await acall_with_retries(
+            lambda: self._acall(backend),
+            self.collection.retry,
+            what=backend.name,
+            attempt_timeout=backend.attempt_timeout,
+        )
+
+
+@dataclass(frozen=True)
+class Search(_StoreCall):
+    args: SearchArgs
+
+    def _call(self, backend: Backend[Any]) -> Any:
+        return backend.search(self.args)
+
+    async def _acall(self, backend: Backend[Any]) -> Any:
+        return await backend.asearch(self.args)
+
+
+@dataclass(frozen=True)
+class Fetch(_StoreCall):
+    ids: list[str]
+
+    def _call(self, backend: Backend[Any]) -> Any:
+        return backend.fetch(self.ids)
+
+    async def _acall(self, backend: Backend[Any]) -> Any:
+        return await backend.afetch(self.ids)
+
+
+@dataclass(frozen=True)
+class FetchVectors(_StoreCall):
+    ids: list[str]
+
+    def _call(self, backend: Backend[Any]) -> Any:
+        return backend.fetch_vectors(self.ids)
+
+    async def _acall(self, backend: Backend[Any]) -> Any:
+        return await backend.afetch_vectors(self.ids)
+
+
+@dataclass(frozen=True)
+class SearchEach(Request):
+    """Every collection's search stage: inline, or fanned out, each within its timeout."""
+
+    fan: Fan
+    stages: Sequence[tuple[Stage[Any], Callable[[], Pipeline[Found[Any]]]]]
+
+    def run(self) -> list[Outcome[Any]]:
+        if self.fan.inline:
+            return [_inline(stage, drive(make())) for stage, make in self.stages]
+        assert self.fan.pool is not None
+        jobs = [
+            Job(s.collection.name, s.floor, s.collection.timeout, lambda m=make: drive(m()))
+            for s, make in self.stages
+        ]
+        return fan_out(jobs, self.fan.pool, fail_fast=self.fan.fail_fast)
+
+    async def arun(self) -> list[Outcome[Any]]:
+        if self.fan.inline:
+            return [_inline(stage, await adrive(make())) for stage, make in self.stages]
+        assert self.fan.pool is not None
+        jobs = [
+            Job(
+                s.collection.name,
+                s.floor,
+                s.collection.timeout,
+                lambda m=make: drive(m()),
+                None if s.collection.backend.threaded else (lambda m=make: adrive(m())),
+            )
+            for s, make in self.stages
+        ]
+        return await afan_out(jobs, self.fan.pool, fail_fast=self.fan.fail_fast)
+
+
+def _inline(stage: Stage[Any], found: Found[Any]) -> Outcome[Any]:
+    return Outcome(stage.collection.name, "ok", found.latency_ms, stage.floor, found=found)
+
+
+@dataclass(frozen=True)
+class AttachEach(Request):
+    """Every collection's attachment walk; in a fan-out, a failure is kept, not raised."""
+
+    fan: Fan
+    walks: Sequence[tuple[Collection[Any], Callable[[], Pipeline[list[Candidate[Any]]]]]]
+
+    def run(self) -> dict[str, list[Candidate[Any]] | BaseException]:
+        if self.fan.inline:
+            return {c.name: drive(make()) for c, make in self.walks}
+        assert self.fan.pool is not None
+        return call_each(
+            {c.name: (lambda m=make: drive(m()), c.timeout) for c, make in self.walks},
+            self.fan.pool,
+        )
+
+    async def arun(self) -> dict[str, list[Candidate[Any]] | BaseException]:
+        if self.fan.inline:
+            return {c.name: await adrive(make()) for c, make in self.walks}
+        return await acall_each(
+            {c.name: (lambda c=c, m=make: self._aone(c, m), c.timeout) for c, make in self.walks}
+        )
+
+    async def _aone(
+        self, collection: Collection[Any], make: Callable[[], Pipeline[list[Candidate[Any]]]]
+    ) -> list[Candidate[Any]]:
+        if not collection.backend.threaded:
+            return await adrive(make())
+        assert self.fan.pool is not None
+        loop = asyncio.get_running_loop()
+        return await asyncio.wrap_future(self.fan.pool.submit(lambda: drive(make())), loop=loop)

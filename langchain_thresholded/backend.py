@@ -186,6 +186,19 @@ class LangChainBackend:
         return item_id, source_of(item, source_key, item_id), len(item.page_content)
 
 
+class QuestionEmbedder:
+    """Embeds a question with a given model, for the engine (``plan(embedder=...)``)."""
+
+    def __init__(self, embeddings: Embeddings) -> None:
+        self._embeddings = embeddings
+
+    def embed_query(self, question: Question) -> Vector:
+        return self._embeddings.embed_query(question.text)
+
+    async def aembed_query(self, question: Question) -> Vector:
+        return await self._embeddings.aembed_query(question.text)
+
+
 def output(candidate: Candidate[Document], *, collection_key: str | None = None) -> Document:
     """The returned copy of a kept section or an attachment, marked; the store's is left as it
     was. Marks the store itself holds are removed first: only this package writes them."""

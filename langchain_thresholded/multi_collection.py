@@ -35,6 +35,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from langchain_thresholded.backend import QuestionEmbedder
 from langchain_thresholded.report import EVENT_NAME, ThresholdedReport
 from langchain_thresholded.retrievers import (
     REPORT_SINK,
@@ -132,7 +133,7 @@ class MultiCollectionRetriever(BaseRetriever):
     k: int | None = Field(default=None, ge=1)
     """LangChain's name for ``policy.top_k``: when set, it replaces it."""
     embeddings: Embeddings | None = None
-    """Embeds the question once; default: the collections' (one model)."""
+    """Embeds the question once; default: the first collection's (they share one model)."""
     timeout: float | None = Field(default=None, gt=0)
     """Each collection's default timeout, in seconds."""
     fail_fast: bool = False
@@ -157,8 +158,6 @@ class MultiCollectionRetriever(BaseRetriever):
         _check_one_model([s.retriever for s in specs], self.policy, self.embeddings)
         self._collections = tuple(self._collection(spec, i) for i, spec in enumerate(specs))
         check_unique_names([c.name for c in self._collections])
-        if self.embeddings is None:
-            self.embeddings = specs[0].retriever._store_embeddings()
 
     def _collection(self, spec: CollectionSpec, position: int) -> Collection[Document]:
         sub = spec.retriever
@@ -246,6 +245,7 @@ class MultiCollectionRetriever(BaseRetriever):
             min_similarity=options.get("min_similarity"),
             filters=store_options,
             fan=Fan(self._executor(), self.fail_fast, inline=False),
+            embedder=None if self.embeddings is None else QuestionEmbedder(self.embeddings),
         )
 
     def _report(self, result: Any) -> MultiCollectionReport:

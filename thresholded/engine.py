@@ -211,6 +211,9 @@ class Call(Generic[T]):
     """The selection over every collection's survivors: cap, budget, ``top_k``."""
     stages: tuple[Stage[T], ...]
     fan: Fan = field(default_factory=Fan)
+    embedder: Any = None
+    """Embeds the question (``embed_query``/``aembed_query``); default: the backend of the
+    first collection that needs a vector (every collection uses one model)."""
 
 
 def plan(
@@ -221,6 +224,7 @@ def plan(
     min_similarity: float | None = None,
     filters: Any = None,
     fan: Fan | None = None,
+    embedder: Any = None,
 ) -> Call[T]:
     """One call: each collection's stage under its own floor, the global ``policy`` after.
 
@@ -245,7 +249,7 @@ def plan(
         )
         prepared = collection.backend.prepare(filters)
         stages.append(Stage(collection, stage_policy, collection.floor(own), prepared))
-    return Call(question, policy, tuple(stages), fan or Fan())
+    return Call(question, policy, tuple(stages), fan or Fan(), embedder)
 
 
 # The pipeline ------------------------------------------------------------------------------
@@ -281,7 +285,7 @@ def _question_vector(call: Call[T]) -> Pipeline[Vector | None]:
     needing = [s for s in call.stages if s.needs_vector]
     if not needing:
         return None
-    return (yield Embed(needing[0].collection.backend, call.question))
+    return (yield Embed(call.embedder or needing[0].collection.backend, call.question))
 
 
 def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:

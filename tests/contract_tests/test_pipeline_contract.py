@@ -1,0 +1,322 @@
+"""The pipeline's contract, held by every retriever: both adapters, single and
+multi-collection, sync and async, on in-memory stores and on Milvus Lite.
+
+Each variant runs the same fixture (``conftest.py``) and must keep, attach and drop
+exactly the same sections for the same reasons. A multi-collection variant runs the
+fixture as its only collection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from contract_data import (
+    ATTACHED,
+    DROPPED,
+    KEPT,
+    POLICY,
+    QUESTION,
+    FixedEmbedding,
+    FixedEmbeddings,
+)
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+from llama_index.core.vector_stores import SimpleVectorStore
+from pydantic import PrivateAttr
+
+import langchain_thresholded as lc
+import llama_index_thresholded as li
+from thresholded import SearchUnavailableError
+from thresholded.fanout import CollectionSearchError
+
+VARIANTS = [
+    (framework, shape, mode)
+    for framework in ("llama_index", "langchain")
+    for shape in ("single", "multi")
+    for mode in ("sync", "async")
+]
+
+
+def variant_id(v: tuple[str, str, str]) -> str:
+    return "-".join(v)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kept: list[str]
+    attached: list[str]
+    dropped: dict[str, str]
+    report: Any
+
+
+def build(fixture: Any, framework: str, shape: str, **settings: Any) -> Any:
+    """A retriever of the variant over the fixture (multi: as its only collection)."""
+    extra = settings.pop("extra_collection", None)
+    timeout = settings.pop("timeout", None)
+    if framework == "llama_index":
+        common = {"neighbours": 1, "parent_levels": 1, "pushdown": False, **settings}
+        if shape == "single":
+            return li.ThresholdedRetriever(fixture.llama_index, POLICY, **common)
+        specs = [li.CollectionSpec(fixture.llama_index, name="kb")]
+        if extra is not None:
+            specs.append(li.CollectionSpec(extra, name="extra"))
+        return li.MultiCollectionRetriever(specs, POLICY, timeout=timeout, **common)
+    callback_manager = settings.pop("callback_manager", None)
+    assert callback_manager is None
+    settings.pop("pushdown", None)  # LangChain has no range-search pushdown
+    single = lc.ThresholdedRetriever(
+        vectorstore=fixture.langchain_store,
+        policy=POLICY,
+        docstore=fixture.langchain_docstore,
+        neighbours=1,
+        parent_summaries=True,
+        **settings,
+    )
+    if shape == "single":
+        return single
+    specs = [lc.CollectionSpec(retriever=single, name="kb")]
+    if extra is not None:
+        specs.append(lc.CollectionSpec(retriever=extra, name="extra"))
+    return lc.MultiCollectionRetriever(collections=specs, policy=POLICY, timeout=timeout)
+
+
+def report_of(retriever: Any, mode: str, **kwargs: Any) -> Any:
+    if mode == "sync":
+        return retriever.retrieve_with_report(QUESTION, **kwargs)
+    return asyncio.run(retriever.aretrieve_with_report(QUESTION, **kwargs))
+
+
+def outcome(framework: str, report: Any) -> Outcome:
+    if framework == "llama_index":
+        kept = [n.node.node_id for n in report.kept]
+        attached = [n.node.node_id for n in report.attached]
+    else:
+        kept = [d.id for d in report.kept]
+        attached = [d.id for d in report.attached]
+    dropped = {d.candidate.id: d.reason.value for d in report.selection.dropped}
+    return Outcome(kept, attached, dropped, report)
+
+
+def run(fixture: Any, variant: tuple[str, str, str], **settings: Any) -> Outcome:
+    framework, shape, mode = variant
+    return outcome(framework, report_of(build(fixture, framework, shape, **settings), mode))
+
+
+# The rules ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_floor_cap_budget_top_k_and_attachments(fixture, variant):
+    result = run(fixture, variant)
+    assert result.kept == KEPT
+    assert result.attached == ATTACHED
+    assert result.dropped == DROPPED
+    assert result.report.min_similarity == POLICY.min_similarity
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_pushdown_keeps_and_attaches_the_same(fixture, variant):
+    result = run(fixture, variant, pushdown=True)
+    assert (result.kept, result.attached) == (KEPT, ATTACHED)
+    # what the engine dropped never came back; what came back was dropped for the same reason
+    assert result.dropped.items() <= DROPPED.items()
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_every_variant_keeps_what_the_first_keeps(fixture, variant):
+    baseline = run(fixture, VARIANTS[0])
+    result = run(fixture, variant)
+    assert (result.kept, result.attached, result.dropped) == (
+        baseline.kept,
+        baseline.attached,
+        baseline.dropped,
+    )
+
+
+# Retries --------------------------------------------------------------------------------------
+_SEARCHES = (
+    "query",
+    "aquery",
+    "similarity_search_with_score_by_vector",
+    "asimilarity_search_with_score_by_vector",
+)
+
+
+def fail_first_search(monkeypatch: pytest.MonkeyPatch, store: Any, failures: int = 1) -> Counter:
+    """The store's searches raise ConnectionError (transient) ``failures`` times, then answer."""
+    calls: Counter = Counter()
+    cls = type(store)
+    for name in _SEARCHES:
+        original = getattr(cls, name, None)
+        if original is None:
+            continue
+        if asyncio.iscoroutinefunction(original):
+
+            async def wrapper(self, *a, _original=original, **k):
+                if calls["failed"] < failures:
+                    calls["failed"] += 1
+                    raise ConnectionError("connection refused")
+                return await _original(self, *a, **k)
+
+        else:
+
+            def wrapper(self, *a, _original=original, **k):
+                if calls["failed"] < failures:
+                    calls["failed"] += 1
+                    raise ConnectionError("connection refused")
+                return _original(self, *a, **k)
+
+        monkeypatch.setattr(cls, name, wrapper)
+    return calls
+
+
+def store_of(fixture: Any, framework: str) -> Any:
+    return (
+        fixture.llama_index.vector_store if framework == "llama_index" else fixture.langchain_store
+    )
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_a_transient_failure_is_retried_in_every_variant(fixture, variant, monkeypatch):
+    calls = fail_first_search(monkeypatch, store_of(fixture, variant[0]))
+    result = run(fixture, variant, max_retries=1, retry_backoff=0.0)
+    assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
+    assert calls["failed"] == 1  # one attempt failed, the retry answered
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_when_the_attempts_run_out_the_cause_is_search_unavailable(fixture, variant, monkeypatch):
+    fail_first_search(monkeypatch, store_of(fixture, variant[0]), failures=10)
+    framework, shape, mode = variant
+    retriever = build(fixture, framework, shape, max_retries=1, retry_backoff=0.0)
+    if shape == "single":
+        with pytest.raises(SearchUnavailableError, match="2 attempts"):
+            report_of(retriever, mode)
+        return
+    with pytest.raises(CollectionSearchError, match="every collection failed") as raised:
+        report_of(retriever, mode)
+    (status,) = raised.value.statuses
+    assert status.status == "failed"
+    assert isinstance(status.exception, SearchUnavailableError)
+
+
+# A member that times out ----------------------------------------------------------------------
+class SlowSimpleStore(SimpleVectorStore):
+    def query(self, query: Any, **kwargs: Any) -> Any:
+        time.sleep(1.5)
+        return super().query(query, **kwargs)
+
+    async def aquery(self, query: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(1.5)
+        return super().query(query, **kwargs)
+
+
+class SlowMemoryStore(InMemoryVectorStore):
+    def similarity_search_with_score_by_vector(self, embedding: Any, k: int = 4, **kwargs: Any):
+        time.sleep(1.5)
+        return super().similarity_search_with_score_by_vector(embedding, k, **kwargs)
+
+
+def slow_collection(framework: str) -> Any:
+    if framework == "llama_index":
+        storage = StorageContext.from_defaults(vector_store=SlowSimpleStore())
+        return VectorStoreIndex([], storage_context=storage, embed_model=FixedEmbedding())
+    store = SlowMemoryStore(FixedEmbeddings())
+    return lc.ThresholdedRetriever(vectorstore=store, policy=POLICY)
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[1] == "multi"], ids=variant_id)
+def test_a_member_that_times_out_leaves_the_others(fixture, variant):
+    framework, shape, mode = variant
+    retriever = build(
+        fixture, framework, shape, extra_collection=slow_collection(framework), timeout=0.4
+    )
+    result = outcome(framework, report_of(retriever, mode))
+    assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
+    assert result.report.partial
+    assert result.report.status("extra").status == "timeout"
+    assert result.report.status("kb").status == "ok"
+
+
+# Events, exactly once -------------------------------------------------------------------------
+class Selections(BaseEventHandler):
+    _events: list[Any] = PrivateAttr(default_factory=list)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "Selections"
+
+    def handle(self, event: Any, **kwargs: Any) -> None:
+        if isinstance(event, li.ThresholdSelectionEvent):
+            self._events.append(event)
+
+
+class LangChainEvents(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.counts: Counter = Counter()
+
+    def on_retriever_start(self, *args: Any, **kwargs: Any) -> None:
+        self.counts["start"] += 1
+
+    def on_retriever_end(self, *args: Any, **kwargs: Any) -> None:
+        self.counts["end"] += 1
+
+    def on_custom_event(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self.counts[name] += 1
+
+
+@pytest.fixture
+def instrumentation():
+    root = get_dispatcher()
+    spans, selections = SimpleSpanHandler(), Selections()
+    root.add_span_handler(spans)
+    root.add_event_handler(selections)
+    yield spans, selections
+    root.span_handlers.remove(spans)
+    root.event_handlers.remove(selections)
+
+
+CALLS: dict[str, Callable[[Any, str], Any]] = {
+    "retrieve": lambda r, mode: (
+        r.retrieve(QUESTION) if mode == "sync" else asyncio.run(r.aretrieve(QUESTION))
+    ),
+    "retrieve_with_report": lambda r, mode: report_of(r, mode),
+}
+
+
+@pytest.mark.parametrize("call", list(CALLS))
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] == "llama_index"], ids=variant_id)
+def test_llama_index_events_exactly_once(fixture, variant, call, instrumentation):
+    spans, selections = instrumentation
+    debug = LlamaDebugHandler()
+    framework, shape, mode = variant
+    retriever = build(fixture, framework, shape, callback_manager=CallbackManager([debug]))
+    CALLS[call](retriever, mode)
+    assert len(debug.get_event_pairs(CBEventType.RETRIEVE)) == 1
+    _start, end = debug.get_event_pairs(CBEventType.RETRIEVE)[0]
+    assert {d["id"] for d in end.payload["thresholded_dropped"]} == set(DROPPED)
+    ours = [s for s in spans.completed_spans if "Retriever." in s.id_]
+    assert len(ours) == 1, [s.id_ for s in ours]
+    assert len(selections._events) == 1
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] == "langchain"], ids=variant_id)
+def test_langchain_events_exactly_once(fixture, variant):
+    framework, shape, mode = variant
+    handler = LangChainEvents()
+    retriever = build(fixture, framework, shape)
+    config = {"callbacks": [handler]}
+    if mode == "sync":
+        retriever.invoke(QUESTION, config)
+    else:
+        asyncio.run(retriever.ainvoke(QUESTION, config))
+    assert handler.counts == Counter({"start": 1, "end": 1, lc.EVENT_NAME: 1})

@@ -79,7 +79,7 @@ def _flagged(response: ChatResponse) -> ChatResponse:
     """
     metadata = dict(getattr(response, "metadata", None) or {})
     metadata[NOTHING_MATCHED] = not response.source_nodes
-    response.metadata = metadata  # type: ignore[union-attr]
+    response.metadata = metadata  # type: ignore[attr-defined]
     return response
 
 
@@ -106,9 +106,8 @@ class _Abstaining:
     def _get_response_synthesizer(
         self, chat_history: list[ChatMessage], streaming: bool = False
     ) -> Any:
-        synthesizer = super()._get_response_synthesizer(  # type: ignore[misc]
-            chat_history, streaming=streaming
-        )
+        own = super()._get_response_synthesizer  # type: ignore[misc]
+        synthesizer = own(chat_history, streaming=streaming)
         return _NoMatchSynthesizer(synthesizer, self.no_match_message, streaming=streaming)
 
     def chat(self, message: str, *args: Any, **kwargs: Any) -> AgentChatResponse:

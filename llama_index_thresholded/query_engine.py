@@ -16,7 +16,7 @@ conversation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
 from llama_index.core.base.response.schema import (
@@ -46,11 +46,15 @@ def no_match_response(
     if not streaming:
         return Response(response=message, source_nodes=[], metadata=metadata)
     if asynchronous:
-        return AsyncStreamingResponse(response_gen=_once(message), metadata=metadata)
-    return StreamingResponse(response_gen=iter([message]), metadata=metadata)
+        return AsyncStreamingResponse(response_gen=_aonce(message), metadata=metadata)
+    return StreamingResponse(response_gen=_once(message), metadata=metadata)
 
 
-async def _once(token: str) -> AsyncGenerator[str, None]:
+def _once(token: str) -> Generator[str, None, None]:
+    yield token
+
+
+async def _aonce(token: str) -> AsyncGenerator[str, None]:
     yield token
 
 

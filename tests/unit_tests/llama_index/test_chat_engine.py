@@ -1,7 +1,7 @@
 """Abstaining chat engines: nothing matched, no answering LLM call, a consistent memory.
 
-``kit.QUESTION`` finds the refund section (cosine 0.8, floor 0.5); ``kit.ORTHOGONAL``
-finds nothing. The spy LLM echoes answering prompts (MockLLM) and answers condensing
+``QUESTION`` finds the refund section (cosine 0.8, floor 0.5); ``ORTHOGONAL`` finds
+nothing. The spy LLM echoes answering prompts (MockLLM) and answers condensing
 prompts (they start with ``REWRITE``) with a chosen standalone question; it counts
 both kinds apart.
 """
@@ -15,7 +15,7 @@ from llama_index.core.base.llms.types import CompletionResponse, CompletionRespo
 from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 from llama_index.core.chat_engine.types import AgentChatResponse, StreamingAgentChatResponse
 from llama_index.core.llms import MockLLM
-from llama_index.core.memory import Memory
+from llama_index.core.memory import ChatMemoryBuffer
 from pydantic import PrivateAttr
 
 from llama_index_thresholded import (
@@ -31,6 +31,8 @@ from thresholded.policy import RetrievalPolicy
 REFUNDS = "Refunds are paid within 14 days."
 NO_MATCH = "I don't know. Write to help@example.com."
 CONDENSE = "REWRITE {chat_history} || {question}"
+QUESTION = "question"  # the kit's question, on e0: it finds the refund section
+ORTHOGONAL = "orthogonal question"  # on e7: it finds nothing
 
 
 class SpyLLM(MockLLM):
@@ -64,6 +66,7 @@ class SpyLLM(MockLLM):
 
 @pytest.fixture
 def retriever(kit):
+    assert (kit.QUESTION, kit.ORTHOGONAL) == (QUESTION, ORTHOGONAL)
     nodes = [
         kit.section("refunds", 0.8, text=REFUNDS),
         kit.section("vat", 0.3, axis=2, text="VAT is charged on every invoice."),
@@ -76,26 +79,38 @@ ENGINES = {
     "context": AbstainingContextChatEngine,
     "condense_plus_context": AbstainingCondensePlusContextChatEngine,
 }
-MODES = ["chat", "achat", "stream_chat", "astream_chat"]
 
 
 def engine_of(kind: str, retriever: Any, llm: SpyLLM, **kwargs: Any) -> Any:
     if kind == "condense_plus_context":
         kwargs.setdefault("condense_prompt", CONDENSE)
+    kwargs.setdefault("memory", in_process_memory())
     return ENGINES[kind].from_defaults(retriever, llm=llm, no_match_message=NO_MATCH, **kwargs)
 
 
-async def turn(engine: Any, message: str, mode: str) -> tuple[list[str], Any]:
+def in_process_memory() -> ChatMemoryBuffer:
+    """A chat memory without a database.
+
+    The default ``Memory`` keeps an aiosqlite connection tied to the event loop it first
+    ran in; every test here has a loop of its own, and a connection outliving its loop
+    fails in its worker thread later, during some other test.
+    """
+    return ChatMemoryBuffer.from_defaults()
+
+
+def sync_turn(engine: Any, message: str, mode: str) -> tuple[list[str], Any]:
     """One turn: the answer's tokens (one for a finished answer) and the response."""
     if mode == "chat":
         response = engine.chat(message)
         return [response.response], response
+    response = engine.stream_chat(message)
+    return list(response.response_gen), response
+
+
+async def async_turn(engine: Any, message: str, mode: str) -> tuple[list[str], Any]:
     if mode == "achat":
         response = await engine.achat(message)
         return [response.response], response
-    if mode == "stream_chat":
-        response = engine.stream_chat(message)
-        return list(response.response_gen), response
     response = await engine.astream_chat(message)
     return [token async for token in response.async_response_gen()], response
 
@@ -113,26 +128,18 @@ RESPONSE_TYPE = {
 }
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("kind", sorted(ENGINES))
-async def test_off_topic_answers_the_message_without_calling_the_llm(kind, mode, kit, retriever):
-    llm = SpyLLM()
-    engine = engine_of(kind, retriever, llm)
-    tokens, response = await turn(engine, kit.ORTHOGONAL, mode)
+def check_abstained(mode: str, turned: tuple[list[str], Any], llm: SpyLLM, engine: Any) -> None:
+    tokens, response = turned
     assert tokens == [NO_MATCH]
     assert type(response) is RESPONSE_TYPE[mode]
     assert response.metadata[NOTHING_MATCHED] is True
     assert response.source_nodes == []
     assert llm.answers == [] and llm.condensed == []
-    assert memory(engine) == [("user", kit.ORTHOGONAL), ("assistant", NO_MATCH)]
+    assert memory(engine) == [("user", ORTHOGONAL), ("assistant", NO_MATCH)]
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("kind", sorted(ENGINES))
-async def test_on_topic_calls_the_llm_once_with_the_context(kind, mode, kit, retriever):
-    llm = SpyLLM()
-    engine = engine_of(kind, retriever, llm)
-    tokens, response = await turn(engine, kit.QUESTION, mode)
+def check_answered(mode: str, turned: tuple[list[str], Any], llm: SpyLLM, engine: Any) -> None:
+    tokens, response = turned
     assert len(llm.answers) == 1
     assert REFUNDS in llm.answers[0] and "VAT" not in llm.answers[0]
     assert type(response) is RESPONSE_TYPE[mode]
@@ -140,68 +147,111 @@ async def test_on_topic_calls_the_llm_once_with_the_context(kind, mode, kit, ret
     assert [n.node.node_id for n in response.source_nodes] == ["refunds"]
     answer = "".join(tokens).strip()
     assert REFUNDS in answer  # MockLLM echoes its prompt
-    assert memory(engine) == [("user", kit.QUESTION), ("assistant", answer)]
+    assert memory(engine) == [("user", QUESTION), ("assistant", answer)]
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_a_condensing_call_is_counted_apart(mode, kit, retriever):
+TURNS = pytest.mark.parametrize(
+    ("question", "check"),
+    [(ORTHOGONAL, check_abstained), (QUESTION, check_answered)],
+    ids=["off_topic_no_llm_call", "on_topic_one_llm_call"],
+)
+
+
+@TURNS
+@pytest.mark.parametrize("mode", ["chat", "stream_chat"])
+@pytest.mark.parametrize("kind", sorted(ENGINES))
+def test_one_turn(kind, mode, question, check, retriever):
+    llm = SpyLLM()
+    engine = engine_of(kind, retriever, llm)
+    check(mode, sync_turn(engine, question, mode), llm, engine)
+
+
+@TURNS
+@pytest.mark.parametrize("mode", ["achat", "astream_chat"])
+@pytest.mark.parametrize("kind", sorted(ENGINES))
+async def test_one_turn_async(kind, mode, question, check, retriever):
+    llm = SpyLLM()
+    engine = engine_of(kind, retriever, llm)
+    check(mode, await async_turn(engine, question, mode), llm, engine)
+
+
+CONVERSATION = [
+    # (message, the condensed question, condensing calls, answering calls, nothing matched)
+    (QUESTION, "", 0, 1, False),  # no history yet: nothing to condense
+    ("And the weather there?", ORTHOGONAL, 1, 1, True),
+    ("How long again?", QUESTION, 2, 2, False),
+]
+
+
+def check_follow_up(step: tuple, turned: tuple[list[str], Any], llm: SpyLLM, engine: Any) -> None:
+    message, _, condensed, answers, nothing_matched = step
+    tokens, response = turned
+    assert (len(llm.condensed), len(llm.answers)) == (condensed, answers)
+    assert response.metadata[NOTHING_MATCHED] is nothing_matched
+    assert memory(engine)[-2][1] == message
+    if nothing_matched:
+        assert tokens == [NO_MATCH] and memory(engine)[-1] == ("assistant", NO_MATCH)
+
+
+@pytest.mark.parametrize("mode", ["chat", "stream_chat"])
+def test_a_condensing_call_is_counted_apart(mode, retriever):
     """With history, the follow-up is condensed (one LLM call) whatever it then finds."""
     llm = SpyLLM()
     engine = engine_of("condense_plus_context", retriever, llm)
-    await turn(engine, kit.QUESTION, mode)  # no history yet: nothing to condense
-    assert (len(llm.condensed), len(llm.answers)) == (0, 1)
-
-    llm.rewrite_to = kit.ORTHOGONAL
-    tokens, response = await turn(engine, "And the weather there?", mode)
-    assert (len(llm.condensed), len(llm.answers)) == (1, 1)
-    assert tokens == [NO_MATCH] and response.metadata[NOTHING_MATCHED] is True
-    assert memory(engine)[-2:] == [("user", "And the weather there?"), ("assistant", NO_MATCH)]
-
-    llm.rewrite_to = kit.QUESTION
-    _, response = await turn(engine, "How long again?", mode)
-    assert (len(llm.condensed), len(llm.answers)) == (2, 2)
-    assert response.metadata[NOTHING_MATCHED] is False
-    assert len(engine.chat_history) == 6
+    for step in CONVERSATION:
+        llm.rewrite_to = step[1]
+        check_follow_up(step, sync_turn(engine, step[0], mode), llm, engine)
 
 
-def test_the_history_is_consistent_across_turns(kit, retriever):
+@pytest.mark.parametrize("mode", ["achat", "astream_chat"])
+async def test_a_condensing_call_is_counted_apart_async(mode, retriever):
+    llm = SpyLLM()
+    engine = engine_of("condense_plus_context", retriever, llm)
+    for step in CONVERSATION:
+        llm.rewrite_to = step[1]
+        check_follow_up(step, await async_turn(engine, step[0], mode), llm, engine)
+
+
+def test_the_history_is_consistent_across_turns(retriever):
     llm = SpyLLM()
     engine = engine_of("context", retriever, llm)
-    engine.chat(kit.ORTHOGONAL)
-    engine.chat(kit.QUESTION)
+    engine.chat(ORTHOGONAL)
+    engine.chat(QUESTION)
     assert len(llm.answers) == 1
     # the answering prompt of the second turn holds the first, fixed, turn
-    assert kit.ORTHOGONAL in llm.answers[0] and NO_MATCH in llm.answers[0]
+    assert ORTHOGONAL in llm.answers[0] and NO_MATCH in llm.answers[0]
     assert [role for role, _ in memory(engine)] == ["user", "assistant"] * 2
 
 
-def test_the_default_message_and_the_constructor(kit, retriever):
+def test_the_default_message_and_the_constructor(retriever):
     llm = SpyLLM()
-    engine = AbstainingContextChatEngine.from_defaults(retriever, llm=llm)
-    assert engine.chat(kit.ORTHOGONAL).response == DEFAULT_NO_MATCH_MESSAGE
-    direct = AbstainingCondensePlusContextChatEngine(
-        retriever, llm, Memory.from_defaults(), no_match_message=NO_MATCH
+    engine = AbstainingContextChatEngine.from_defaults(
+        retriever, llm=llm, memory=in_process_memory()
     )
-    assert direct.chat(kit.ORTHOGONAL).response == NO_MATCH
+    assert engine.chat(ORTHOGONAL).response == DEFAULT_NO_MATCH_MESSAGE
+    direct = AbstainingCondensePlusContextChatEngine(
+        retriever, llm, in_process_memory(), no_match_message=NO_MATCH
+    )
+    assert direct.chat(ORTHOGONAL).response == NO_MATCH
     assert llm.answers == []
 
 
-def test_the_check_runs_after_the_node_postprocessors(kit, retriever):
+def test_the_check_runs_after_the_node_postprocessors(retriever):
     llm = SpyLLM()
     strict = SimilarityThresholdPostprocessor(policy=RetrievalPolicy(min_similarity=0.95))
     engine = engine_of("context", retriever, llm, node_postprocessors=[strict])
-    response = engine.chat(kit.QUESTION)  # retrieved at 0.8, removed by the postprocessor
+    response = engine.chat(QUESTION)  # retrieved at 0.8, removed by the postprocessor
     assert response.response == NO_MATCH and response.metadata[NOTHING_MATCHED] is True
     assert llm.answers == []
 
 
 @pytest.mark.parametrize("plain", [ContextChatEngine, CondensePlusContextChatEngine])
-def test_the_plain_engines_answer_empty_response(plain, kit, retriever):
+def test_the_plain_engines_answer_empty_response(plain, retriever):
     """The contrast, as ``query_engine``'s docstring says: "Empty Response", no flag."""
     llm = SpyLLM()
-    engine = plain.from_defaults(retriever, llm=llm)
-    response = engine.chat(kit.ORTHOGONAL)
+    engine = plain.from_defaults(retriever, llm=llm, memory=in_process_memory())
+    response = engine.chat(ORTHOGONAL)
     assert response.response == "Empty Response"
     assert response.metadata is None
     assert llm.answers == []
-    assert memory(engine) == [("user", kit.ORTHOGONAL), ("assistant", "Empty Response")]
+    assert memory(engine) == [("user", ORTHOGONAL), ("assistant", "Empty Response")]

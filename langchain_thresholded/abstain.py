@@ -67,9 +67,10 @@ class AbstainingChain(RunnableSerializable[Any, Any]):
     the input's keys, ``context`` (the documents), the answer under ``answer_key``,
     and ``nothing_matched``; :meth:`from_combine_docs_chain` builds that.
 
-    For follow-up questions, ``query_chain`` turns the input into the search query,
-    e.g. an LLM that rewrites the question with the chat history; it runs before the
-    retrieval, whatever the retrieval finds:
+    For follow-up questions, ``query_chain`` turns the input into the search query, as
+    ``create_history_aware_retriever`` does before its retriever: e.g. an LLM that
+    rewrites the question with the chat history. It runs before the retrieval, so its
+    call is made whatever the retrieval then finds:
 
     .. code-block:: python
 

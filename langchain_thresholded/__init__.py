@@ -7,6 +7,11 @@ langchain-milvus is recognised when installed, never imported here. The
 embeddings of the packaged models are in ``langchain_thresholded.embeddings``.
 """
 
+from langchain_thresholded.abstain import (
+    DEFAULT_NO_MATCH_ANSWER,
+    NOTHING_MATCHED,
+    AbstainingChain,
+)
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
 from langchain_thresholded.ensemble import RetrieverSource
 from langchain_thresholded.milvus import ensure_orm_connection, wait_for_milvus_lite
@@ -26,7 +31,10 @@ from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import DropReason
 
 __all__ = [
+    "DEFAULT_NO_MATCH_ANSWER",
     "EVENT_NAME",
+    "NOTHING_MATCHED",
+    "AbstainingChain",
     "CollectionSearchError",
     "CollectionSpec",
     "CollectionStatus",

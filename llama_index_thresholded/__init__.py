@@ -1,5 +1,9 @@
 """Thresholded retrieval for LlamaIndex: keep what clears a cosine floor, then attach context."""
 
+from llama_index_thresholded.chat_engine import (
+    AbstainingCondensePlusContextChatEngine,
+    AbstainingContextChatEngine,
+)
 from llama_index_thresholded.embeddings import (
     UniversalSentenceEncoderEmbedding,
     load_embed_model,
@@ -25,6 +29,8 @@ from llama_index_thresholded.retriever import ThresholdedRetriever
 __all__ = [
     "DEFAULT_NO_MATCH_MESSAGE",
     "NOTHING_MATCHED",
+    "AbstainingCondensePlusContextChatEngine",
+    "AbstainingContextChatEngine",
     "AbstainingQueryEngine",
     "CollectionSearchError",
     "CollectionSpec",

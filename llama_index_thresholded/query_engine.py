@@ -1,14 +1,22 @@
 """An "I don't know" path for query engines: no matching section, no LLM call.
 
-``RetrieverQueryEngine`` turns an empty retrieval into "Empty Response", and a
-chat engine answers from the model's own memory. When nothing cleared the
-threshold, this engine returns a configured message instead, such as how to
-reach a human, without calling the LLM.
+``RetrieverQueryEngine`` turns an empty retrieval into the text "Empty Response".
+So do the chat engines of llama-index-core 0.14 that answer from a retriever
+(``ContextChatEngine``, ``CondensePlusContextChatEngine``): for an empty node list
+their synthesizer returns "Empty Response" without calling the LLM, and the turn
+goes to the chat memory with that answer (``CondensePlusContextChatEngine`` still
+calls the LLM to condense a follow-up question first). The text cannot be
+configured, and nothing tells the caller that nothing matched.
+
+When nothing cleared the threshold, this engine returns a configured message
+instead, such as how to reach a human, with ``metadata["nothing_matched"]``; the
+chat engines of :mod:`llama_index_thresholded.chat_engine` do the same in a
+conversation.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
 from llama_index.core.base.response.schema import (
@@ -24,6 +32,30 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
 NOTHING_MATCHED = "nothing_matched"
 """Key in ``Response.metadata``: True when the message was returned without the LLM."""
+
+
+def no_match_response(
+    message: str, *, streaming: bool = False, asynchronous: bool = False
+) -> RESPONSE_TYPE:
+    """``message`` as a synthesizer's response, flagged ``nothing_matched``.
+
+    A ``Response``; when ``streaming``, a ``StreamingResponse`` (an
+    ``AsyncStreamingResponse`` when ``asynchronous``) that yields it as one token.
+    """
+    metadata = {NOTHING_MATCHED: True}
+    if not streaming:
+        return Response(response=message, source_nodes=[], metadata=metadata)
+    if asynchronous:
+        return AsyncStreamingResponse(response_gen=_aonce(message), metadata=metadata)
+    return StreamingResponse(response_gen=_once(message), metadata=metadata)
+
+
+def _once(token: str) -> Generator[str, None, None]:
+    yield token
+
+
+async def _aonce(token: str) -> AsyncGenerator[str, None]:
+    yield token
 
 
 class AbstainingQueryEngine(RetrieverQueryEngine):
@@ -47,15 +79,10 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
 
     def _no_match(self, *, asynchronous: bool = False) -> RESPONSE_TYPE:
         """The configured message, in the shape the synthesizer would have answered in."""
-        metadata = {NOTHING_MATCHED: True}
-        if not getattr(self._response_synthesizer, "_streaming", False):
-            return Response(response=self.no_match_message, source_nodes=[], metadata=metadata)
-        if asynchronous:
-            return AsyncStreamingResponse(response_gen=self._agen(), metadata=metadata)
-        return StreamingResponse(response_gen=iter([self.no_match_message]), metadata=metadata)
-
-    async def _agen(self) -> AsyncGenerator[str, None]:
-        yield self.no_match_message
+        streaming = getattr(self._response_synthesizer, "_streaming", False)
+        return no_match_response(
+            self.no_match_message, streaming=streaming, asynchronous=asynchronous
+        )
 
     def synthesize(
         self,

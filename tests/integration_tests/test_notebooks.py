@@ -19,6 +19,11 @@ EXPECTED_OUTPUT = {
         "refund-policy",  # the refund question's source
         "nothing matched",  # the weather question's report
         "No relevant information found.",  # the abstaining engine's answer
+        "I don't know. Our support team is at help@example.com.",  # the chat engine's
+    ],
+    "langchain_quickstart.ipynb": [
+        "refund-policy",  # the refund question's source
+        "I don't know. Our support team is at help@example.com.",  # AbstainingChain's answer
     ],
 }
 

@@ -1,0 +1,362 @@
+"""An "I don't know" step for LCEL chains: nothing matched, no call to the answering LLM."""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, Literal
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForChainRun,
+    CallbackManagerForChainRun,
+)
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
+from langchain_core.runnables.config import patch_config
+from langchain_core.runnables.utils import AddableDict
+from pydantic import ConfigDict, PrivateAttr, model_validator
+
+DEFAULT_NO_MATCH_ANSWER = "No relevant information found."
+NOTHING_MATCHED = "nothing_matched"
+"""Set to True on a no-match answer: a key of the dict output, or in a message's
+``response_metadata``. The dict output carries it on every answer."""
+
+AnswerType = Literal["str", "message"]
+
+
+def format_documents(documents: Sequence[Document]) -> str:
+    """The documents' texts, separated by blank lines: the usual ``format_docs`` of RAG chains."""
+    return "\n\n".join(doc.page_content for doc in documents)
+
+
+class AbstainingChain(RunnableSerializable[Any, Any]):
+    """Retrieve once; answer with ``answer_chain``, or with a fixed answer when nothing matched.
+
+    The chain runs the retriever itself and hands the documents to ``answer_chain``,
+    so the retrieval happens once. When the retriever reports that nothing matched
+    (``report.nothing_matched`` of a ``ThresholdedRetriever`` or
+    ``MultiCollectionRetriever``; an empty result for any other retriever),
+    ``answer_chain`` is not called and the output is ``no_match_answer``, in the type
+    ``answer_chain`` returns: a ``str``, or an ``AIMessage`` whose
+    ``response_metadata["nothing_matched"]`` is True. Streamed, it is one chunk of the
+    type the chain streams (``str`` or ``AIMessageChunk``).
+
+    A chain that reads ``{"context": retriever | format_docs, "question":
+    RunnablePassthrough()} | prompt | llm`` becomes:
+
+    .. code-block:: python
+
+        from langchain_thresholded import AbstainingChain
+
+        chain = AbstainingChain(
+            retriever=retriever,  # a ThresholdedRetriever
+            answer_chain=prompt | llm,  # gets {"question": ..., "context": format_docs(docs)}
+            format_docs=format_docs,  # default: the texts, separated by blank lines
+            no_match_answer="I don't know. Our support team is at help@example.com.",
+        )
+        chain.invoke("How do I get my money back?")  # the LLM's AIMessage
+        chain.invoke("What's the weather in Mumbai today?")  # AIMessage("I don't know. ...",
+        # response_metadata={"nothing_matched": True}); the LLM was not called
+
+    The input is the question, or a dict that holds it under ``question_key`` (its
+    other keys, such as ``chat_history``, go on to ``answer_chain``). With
+    ``answer_key`` set, the output is a dict like ``create_retrieval_chain``'s:
+    the input's keys, ``context`` (the documents), the answer under ``answer_key``,
+    and ``nothing_matched``; :meth:`from_combine_docs_chain` builds that.
+
+    For follow-up questions, ``query_chain`` turns the input into the search query, as
+    ``create_history_aware_retriever`` does before its retriever: e.g. an LLM that
+    rewrites the question with the chat history. It runs before the retrieval, so its
+    call is made whatever the retrieval then finds:
+
+    .. code-block:: python
+
+        rewrite = RunnableBranch(
+            (lambda x: not x.get("chat_history"), itemgetter("input")),
+            contextualize_prompt | llm | StrOutputParser(),
+        )
+        chain = AbstainingChain.from_combine_docs_chain(
+            retriever, create_stuff_documents_chain(llm, qa_prompt), query_chain=rewrite
+        )
+        chain.invoke({"input": "And for yearly plans?", "chat_history": history})
+    """
+
+    retriever: BaseRetriever
+    """Finds the context. A ``ThresholdedRetriever`` or ``MultiCollectionRetriever`` says
+    through its report whether anything matched; any other retriever, by returning nothing."""
+    answer_chain: Runnable[Any, Any]
+    """Answers from the context, e.g. ``prompt | llm``. It gets the input (a dict, or
+    ``{question_key: question}``) with the context under ``context_key``."""
+    no_match_answer: str = DEFAULT_NO_MATCH_ANSWER
+    """The answer when nothing matched, such as how to reach a human."""
+    query_chain: Runnable[Any, str] | None = None
+    """Turns the input into the search query, e.g. a question-rewriting chain for a
+    conversation. Default: the question itself."""
+    question_key: str = "question"
+    """Where a dict input holds the question, and where a question given as a ``str`` is
+    passed to ``answer_chain``."""
+    context_key: str = "context"
+    """Where ``answer_chain`` gets the context, and the dict output the documents."""
+    format_docs: Callable[[list[Document]], Any] | None = format_documents
+    """Turns the documents into the context ``answer_chain`` gets; None passes the list
+    (what ``create_stuff_documents_chain`` expects)."""
+    answer_key: str | None = None
+    """When set, the output is a dict with the input's keys, the documents under
+    ``context_key``, the answer under this key and ``nothing_matched``."""
+    answer_type: AnswerType | None = None
+    """What ``answer_chain`` returns: ``"str"`` or ``"message"`` (an ``AIMessage``). Default:
+    read from its ``OutputType``; a chain that does not declare one (e.g. it ends in a
+    lambda without a return annotation) must say."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    _answer_type: AnswerType = PrivateAttr(default="str")
+
+    @model_validator(mode="after")
+    def _resolve_answer_type(self) -> AbstainingChain:
+        kind = self.answer_type or _answer_type_of(self.answer_chain.OutputType)
+        if kind is None:
+            raise ValueError(
+                f"cannot tell whether answer_chain returns a str or a message (its OutputType "
+                f"is {self.answer_chain.OutputType!r}): set answer_type='str' or 'message'"
+            )
+        self._answer_type = kind
+        return self
+
+    @classmethod
+    def from_combine_docs_chain(
+        cls,
+        retriever: BaseRetriever,
+        combine_docs_chain: Runnable[Any, Any],
+        **fields: Any,
+    ) -> AbstainingChain:
+        """The counterpart of ``create_retrieval_chain(retriever, combine_docs_chain)``.
+
+        The input is a dict with the question under ``"input"``; the output is the input's
+        keys, ``"context"`` (the documents), ``"answer"`` and ``"nothing_matched"``. The
+        documents reach ``combine_docs_chain`` as a list, as ``create_stuff_documents_chain``
+        expects.
+        """
+        fields = {"question_key": "input", "answer_key": "answer", "format_docs": None, **fields}
+        return cls(retriever=retriever, answer_chain=combine_docs_chain, **fields)
+
+    @property
+    def InputType(self) -> Any:
+        return str | dict[str, Any]
+
+    @property
+    def OutputType(self) -> Any:
+        return dict[str, Any] if self.answer_key is not None else self.answer_chain.OutputType
+
+    # Runnable ----------------------------------------------------------------------
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self._call_with_config(self._invoke, input, config, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return await self._acall_with_config(self._ainvoke, input, config, **kwargs)
+
+    def transform(
+        self, input: Iterator[Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        yield from self._transform_stream_with_config(input, self._transform, config, **kwargs)
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        return self.transform(iter([input]), config, **kwargs)
+
+    async def atransform(
+        self, input: AsyncIterator[Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        async for chunk in self._atransform_stream_with_config(
+            input, self._atransform, config, **kwargs
+        ):
+            yield chunk
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        async def once() -> AsyncIterator[Any]:
+            yield input
+
+        async for chunk in self.atransform(once(), config, **kwargs):
+            yield chunk
+
+    # One run -----------------------------------------------------------------------
+    def _invoke(
+        self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
+    ) -> Any:
+        child = patch_config(config, callbacks=run_manager.get_child())
+        documents, nothing_matched = self._retrieve(input, child)
+        if nothing_matched:
+            return self._no_match(input, chunk=False)
+        answer = self.answer_chain.invoke(self._answer_input(input, documents), child)
+        if self.answer_key is None:
+            return answer
+        return {**self._head(input, documents), self.answer_key: answer}
+
+    async def _ainvoke(
+        self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> Any:
+        child = patch_config(config, callbacks=run_manager.get_child())
+        documents, nothing_matched = await self._aretrieve(input, child)
+        if nothing_matched:
+            return self._no_match(input, chunk=False)
+        answer = await self.answer_chain.ainvoke(self._answer_input(input, documents), child)
+        if self.answer_key is None:
+            return answer
+        return {**self._head(input, documents), self.answer_key: answer}
+
+    def _transform(
+        self,
+        chunks: Iterator[Any],
+        run_manager: CallbackManagerForChainRun,
+        config: RunnableConfig,
+    ) -> Iterator[Any]:
+        input = _gathered(chunks)
+        child = patch_config(config, callbacks=run_manager.get_child())
+        documents, nothing_matched = self._retrieve(input, child)
+        if nothing_matched:
+            yield self._no_match(input, chunk=True)
+            return
+        if self.answer_key is not None:
+            yield AddableDict(self._head(input, documents))
+        for chunk in self.answer_chain.stream(self._answer_input(input, documents), child):
+            yield self._answer_chunk(chunk)
+
+    async def _atransform(
+        self,
+        chunks: AsyncIterator[Any],
+        run_manager: AsyncCallbackManagerForChainRun,
+        config: RunnableConfig,
+    ) -> AsyncIterator[Any]:
+        input = _gathered([chunk async for chunk in chunks])
+        child = patch_config(config, callbacks=run_manager.get_child())
+        documents, nothing_matched = await self._aretrieve(input, child)
+        if nothing_matched:
+            yield self._no_match(input, chunk=True)
+            return
+        if self.answer_key is not None:
+            yield AddableDict(self._head(input, documents))
+        async for chunk in self.answer_chain.astream(self._answer_input(input, documents), child):
+            yield self._answer_chunk(chunk)
+
+    # Steps -------------------------------------------------------------------------
+    def _question(self, input: Any) -> Any:
+        if not isinstance(input, dict):
+            return input
+        if self.question_key not in input:
+            raise KeyError(
+                f"{type(self).__name__} reads the question from the input's "
+                f"{self.question_key!r} key; the input has {sorted(input)}"
+            )
+        return input[self.question_key]
+
+    def _query(self, input: Any, config: RunnableConfig) -> str:
+        if self.query_chain is None:
+            return _text(self._question(input))
+        return _text(self.query_chain.invoke(input, config))
+
+    async def _aquery(self, input: Any, config: RunnableConfig) -> str:
+        if self.query_chain is None:
+            return _text(self._question(input))
+        return _text(await self.query_chain.ainvoke(input, config))
+
+    def _retrieve(self, input: Any, config: RunnableConfig) -> tuple[list[Document], bool]:
+        query = self._query(input, config)
+        with_report = getattr(self.retriever, "retrieve_with_report", None)
+        if with_report is None:
+            documents = self.retriever.invoke(query, config)
+            return documents, not documents
+        report = with_report(query, config)
+        return report.documents, report.nothing_matched
+
+    async def _aretrieve(self, input: Any, config: RunnableConfig) -> tuple[list[Document], bool]:
+        query = await self._aquery(input, config)
+        with_report = getattr(self.retriever, "aretrieve_with_report", None)
+        if with_report is None:
+            documents = await self.retriever.ainvoke(query, config)
+            return documents, not documents
+        report = await with_report(query, config)
+        return report.documents, report.nothing_matched
+
+    def _head(
+        self, input: Any, documents: list[Document], *, nothing_matched: bool = False
+    ) -> dict[str, Any]:
+        """The dict output without its answer: the input's keys, the documents, the flag."""
+        return {**self._given(input), self.context_key: documents, NOTHING_MATCHED: nothing_matched}
+
+    def _answer_input(self, input: Any, documents: list[Document]) -> dict[str, Any]:
+        context = documents if self.format_docs is None else self.format_docs(documents)
+        return {**self._given(input), self.context_key: context}
+
+    def _given(self, input: Any) -> dict[str, Any]:
+        return dict(input) if isinstance(input, dict) else {self.question_key: input}
+
+    def _answer_chunk(self, chunk: Any) -> Any:
+        return chunk if self.answer_key is None else AddableDict({self.answer_key: chunk})
+
+    def _no_match(self, input: Any, *, chunk: bool) -> Any:
+        """``no_match_answer`` in the output's type; as a stream chunk when ``chunk``."""
+        answer: Any = self.no_match_answer
+        if self._answer_type == "message":
+            flag = {NOTHING_MATCHED: True}
+            answer = (
+                AIMessageChunk(content=answer, response_metadata=flag, chunk_position="last")
+                if chunk
+                else AIMessage(content=answer, response_metadata=flag)
+            )
+        if self.answer_key is None:
+            return answer
+        output = {**self._head(input, [], nothing_matched=True), self.answer_key: answer}
+        return AddableDict(output) if chunk else output
+
+
+def _answer_type_of(output_type: Any) -> AnswerType | None:
+    """``"str"`` or ``"message"`` for a chain's declared ``OutputType``; None if neither."""
+    kinds = {_kind(member) for member in _members(output_type)}
+    return kinds.pop() if len(kinds) == 1 and None not in kinds else None
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The types of a (possibly annotated) union, or the type itself."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _members(arg)]
+    return [annotation]
+
+
+def _kind(member: Any) -> AnswerType | None:
+    if member is str:
+        return "str"
+    if isinstance(member, type) and issubclass(member, BaseMessage):
+        return "message"
+    return None
+
+
+def _gathered(chunks: Iterator[Any] | list[Any]) -> Any:
+    """One input from its streamed chunks, added up as ``Runnable.transform`` does."""
+    final: Any = None
+    first = True
+    for chunk in chunks:
+        if first:
+            final, first = chunk, False
+            continue
+        try:
+            final = final + chunk
+        except TypeError:
+            final = chunk
+    return final
+
+
+def _text(query: Any) -> str:
+    if isinstance(query, str):
+        return query
+    raise TypeError(
+        f"the search query must be a str, got {type(query).__name__}: end query_chain "
+        "with StrOutputParser(), or give the question as a str"
+    )

@@ -1,0 +1,143 @@
+"""Chat engines that answer a configured message, without calling the LLM, when nothing matched.
+
+``AbstainingContextChatEngine`` and ``AbstainingCondensePlusContextChatEngine`` are
+LlamaIndex's ``ContextChatEngine`` and ``CondensePlusContextChatEngine`` with one
+change: when no node remains after the retriever and the node postprocessors, the
+answer is ``no_match_message`` instead of the LLM's (or the "Empty Response" the
+plain engines give). Everything else is theirs: the retrieval runs once, a
+follow-up question is still condensed by the LLM first (``CondensePlus...``, with
+history), and the turn goes to the chat memory, as the user's message and the
+fixed answer, so the conversation stays consistent.
+
+Every response of ``chat``, ``achat``, ``stream_chat`` and ``astream_chat`` carries
+``metadata["nothing_matched"]``: True for the fixed answer, False for the LLM's.
+
+.. code-block:: python
+
+    engine = AbstainingContextChatEngine.from_defaults(
+        retriever,  # a ThresholdedRetriever
+        llm=llm,
+        no_match_message="I don't know. Our support team is at help@example.com.",
+    )
+    response = engine.chat("What's the weather in Mumbai today?")
+    response.response  # "I don't know. ...", and the LLM was not called
+    response.metadata["nothing_matched"]  # True
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.response.schema import RESPONSE_TYPE
+from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
+from llama_index.core.chat_engine.types import AgentChatResponse, StreamingAgentChatResponse
+from llama_index.core.response_synthesizers import BaseSynthesizer
+from llama_index.core.schema import NodeWithScore
+
+from llama_index_thresholded.query_engine import (
+    DEFAULT_NO_MATCH_MESSAGE,
+    NOTHING_MATCHED,
+    no_match_response,
+)
+
+ChatResponse = TypeVar("ChatResponse", AgentChatResponse, StreamingAgentChatResponse)
+
+
+class _NoMatchSynthesizer:
+    """An engine's synthesizer that answers ``message`` for an empty node list.
+
+    The chat engines hand it the nodes they retrieved and write whatever it answers
+    to their memory; with nodes, the engine's own synthesizer (and its LLM) answers.
+    """
+
+    def __init__(self, synthesizer: BaseSynthesizer, message: str, *, streaming: bool) -> None:
+        self._synthesizer = synthesizer
+        self._message = message
+        self._streaming = streaming
+
+    def synthesize(
+        self, query: Any, nodes: list[NodeWithScore], *args: Any, **kwargs: Any
+    ) -> RESPONSE_TYPE:
+        if nodes:
+            return self._synthesizer.synthesize(query, nodes, *args, **kwargs)
+        return no_match_response(self._message, streaming=self._streaming)
+
+    async def asynthesize(
+        self, query: Any, nodes: list[NodeWithScore], *args: Any, **kwargs: Any
+    ) -> RESPONSE_TYPE:
+        if nodes:
+            return await self._synthesizer.asynthesize(query, nodes, *args, **kwargs)
+        return no_match_response(self._message, streaming=self._streaming, asynchronous=True)
+
+
+def _flagged(response: ChatResponse) -> ChatResponse:
+    """``response`` with ``metadata["nothing_matched"]``: True when it had no source node.
+
+    ``StreamingAgentChatResponse`` has no ``metadata`` field in llama-index-core 0.14;
+    it gets one here, so that every chat method's response reads the same.
+    """
+    metadata = dict(getattr(response, "metadata", None) or {})
+    metadata[NOTHING_MATCHED] = not response.source_nodes
+    response.metadata = metadata  # type: ignore[attr-defined]
+    return response
+
+
+class _Abstaining:
+    """What the two engines add: the fixed answer, and the flag on every response."""
+
+    no_match_message: str
+
+    def __init__(
+        self, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.no_match_message = no_match_message
+
+    @classmethod
+    def from_defaults(
+        cls, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any
+    ) -> Any:
+        """The engine's own ``from_defaults``, with ``no_match_message``."""
+        engine = super().from_defaults(*args, **kwargs)  # type: ignore[misc]
+        engine.no_match_message = no_match_message
+        return engine
+
+    def _get_response_synthesizer(
+        self, chat_history: list[ChatMessage], streaming: bool = False
+    ) -> Any:
+        own = super()._get_response_synthesizer  # type: ignore[misc]
+        synthesizer = own(chat_history, streaming=streaming)
+        return _NoMatchSynthesizer(synthesizer, self.no_match_message, streaming=streaming)
+
+    def chat(self, message: str, *args: Any, **kwargs: Any) -> AgentChatResponse:
+        return _flagged(super().chat(message, *args, **kwargs))  # type: ignore[misc]
+
+    async def achat(self, message: str, *args: Any, **kwargs: Any) -> AgentChatResponse:
+        return _flagged(await super().achat(message, *args, **kwargs))  # type: ignore[misc]
+
+    def stream_chat(self, message: str, *args: Any, **kwargs: Any) -> StreamingAgentChatResponse:
+        return _flagged(super().stream_chat(message, *args, **kwargs))  # type: ignore[misc]
+
+    async def astream_chat(
+        self, message: str, *args: Any, **kwargs: Any
+    ) -> StreamingAgentChatResponse:
+        return _flagged(await super().astream_chat(message, *args, **kwargs))  # type: ignore[misc]
+
+
+class AbstainingContextChatEngine(_Abstaining, ContextChatEngine):
+    """A ``ContextChatEngine`` that answers ``no_match_message`` when no node remains.
+
+    Build it like a ``ContextChatEngine`` (``from_defaults(retriever, llm=..., ...)``),
+    with ``no_match_message``. A turn whose retrieval (after the node postprocessors)
+    left nothing, and that got no ``prev_chunks``, does not call the LLM.
+    """
+
+
+class AbstainingCondensePlusContextChatEngine(_Abstaining, CondensePlusContextChatEngine):
+    """A ``CondensePlusContextChatEngine`` that answers ``no_match_message`` when no node remains.
+
+    A follow-up question is condensed with the chat history first, by the LLM, as in
+    ``CondensePlusContextChatEngine``; when the condensed question finds nothing, the
+    answer does not call the LLM.
+    """

@@ -1,0 +1,386 @@
+"""AbstainingChain: retrieve once; answer, or say "I don't know" without calling the LLM.
+
+The answering model is a fake chat model with a callback handler that counts its runs
+and keeps its prompts; ``QUERY`` finds the refund text at cosine 0.75, above the floor
+of 0.5, and ``OTHER_QUERY`` (orthogonal to every document) finds nothing.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+import pytest
+from langchain_classic.chains import create_retrieval_chain
+from langchain_classic.chains.combine_documents import create_stuff_documents_chain
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableBranch, RunnableLambda, RunnablePassthrough
+
+from langchain_thresholded import (
+    DEFAULT_NO_MATCH_ANSWER,
+    NOTHING_MATCHED,
+    AbstainingChain,
+    MultiCollectionRetriever,
+    RetrievalPolicy,
+    ThresholdedRetriever,
+)
+from langchain_thresholded.abstain import format_documents
+
+QUERY = "the question"
+OTHER_QUERY = "another question"
+REFUNDS = "Refunds are paid within 14 days."
+ANSWER = "Within 14 days."
+NO_MATCH = "I don't know. Write to help@example.com."
+POLICY = RetrievalPolicy(min_similarity=0.5, max_per_source=None, max_chars=None)
+
+
+class Calls(BaseCallbackHandler):
+    """Counts the runs of the model it is attached to, and keeps their prompts."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.prompts)
+
+    def on_chat_model_start(
+        self, serialized: Any, messages: list[list[BaseMessage]], **kwargs: Any
+    ) -> None:
+        self.prompts.append("\n".join(str(m.content) for m in messages[0]))
+
+
+def spy_model(calls: Calls, *responses: str) -> FakeListChatModel:
+    return FakeListChatModel(responses=list(responses) or [ANSWER], callbacks=[calls])
+
+
+@pytest.fixture
+def refunds(corpus):
+    return corpus([("refunds", 0.75, {"source": "refunds"}, REFUNDS)])
+
+
+@pytest.fixture
+def retriever(refunds):
+    return ThresholdedRetriever(vectorstore=refunds.store, policy=POLICY)
+
+
+PROMPT = ChatPromptTemplate.from_template("Context:\n{context}\n\nQuestion: {question}")
+QA_PROMPT = ChatPromptTemplate.from_messages(
+    [
+        ("system", "Answer from:\n{context}"),
+        MessagesPlaceholder("chat_history"),
+        ("human", "{input}"),
+    ]
+)
+
+
+def build(kind: str, retriever: BaseRetriever, llm: FakeListChatModel) -> AbstainingChain:
+    """The three shapes of answering chain: a message, a str, a retrieval chain's dict."""
+    if kind == "message":
+        return AbstainingChain(
+            retriever=retriever, answer_chain=PROMPT | llm, no_match_answer=NO_MATCH
+        )
+    if kind == "str":
+        return AbstainingChain(
+            retriever=retriever,
+            answer_chain=PROMPT | llm | StrOutputParser(),
+            no_match_answer=NO_MATCH,
+        )
+    return AbstainingChain.from_combine_docs_chain(
+        retriever, create_stuff_documents_chain(llm, QA_PROMPT), no_match_answer=NO_MATCH
+    )
+
+
+def ask(kind: str, question: str) -> Any:
+    return {"input": question, "chat_history": []} if kind == "retrieval" else question
+
+
+def answer_of(kind: str, output: Any) -> Any:
+    return output["answer"] if kind == "retrieval" else output
+
+
+KINDS = ["message", "str", "retrieval"]
+ANSWER_TYPE = {"message": AIMessage, "str": str, "retrieval": str}
+CHUNK_TYPE = {"message": AIMessageChunk, "str": str, "retrieval": str}
+
+
+def type_of(value: Any) -> type:
+    """A value's type; any str is a str (``StrOutputParser`` returns a str subclass)."""
+    return str if isinstance(value, str) else type(value)
+
+
+def text(answer: Any) -> str:
+    return answer.content if isinstance(answer, BaseMessage) else answer
+
+
+def flagged(kind: str, output: Any) -> bool:
+    if kind == "retrieval":
+        return output[NOTHING_MATCHED]
+    if kind == "message":
+        return bool(output.response_metadata.get(NOTHING_MATCHED))
+    return output == NO_MATCH
+
+
+# invoke, ainvoke, batch ----------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+async def test_off_topic_returns_the_answer_without_calling_the_llm(kind, retriever):
+    calls = Calls()
+    chain = build(kind, retriever, spy_model(calls))
+    outputs = [
+        chain.invoke(ask(kind, OTHER_QUERY)),
+        await chain.ainvoke(ask(kind, OTHER_QUERY)),
+        *chain.batch([ask(kind, OTHER_QUERY)] * 2),
+        *(await chain.abatch([ask(kind, OTHER_QUERY)])),
+    ]
+    assert calls.count == 0
+    for output in outputs:
+        answer = answer_of(kind, output)
+        assert type_of(answer) is ANSWER_TYPE[kind]
+        assert text(answer) == NO_MATCH
+        assert flagged(kind, output)
+    if kind == "retrieval":
+        assert outputs[0] == {
+            "input": OTHER_QUERY,
+            "chat_history": [],
+            "context": [],
+            "answer": NO_MATCH,
+            NOTHING_MATCHED: True,
+        }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_on_topic_calls_the_llm_once_with_the_retrieved_context(kind, retriever, refunds):
+    for run in ("invoke", "ainvoke", "batch", "abatch"):
+        calls = Calls()
+        chain = build(kind, retriever, spy_model(calls))
+        refunds.embeddings.query_calls.clear()
+        if run == "invoke":
+            output = chain.invoke(ask(kind, QUERY))
+        elif run == "ainvoke":
+            output = await chain.ainvoke(ask(kind, QUERY))
+        elif run == "batch":
+            [output] = chain.batch([ask(kind, QUERY)])
+        else:
+            [output] = await chain.abatch([ask(kind, QUERY)])
+        assert calls.count == 1, run
+        assert REFUNDS in calls.prompts[0]
+        assert refunds.embeddings.query_calls == [QUERY], "one retrieval per question"
+        answer = answer_of(kind, output)
+        assert type_of(answer) is ANSWER_TYPE[kind]
+        assert text(answer) == ANSWER
+        assert not flagged(kind, output)
+
+
+def test_a_batch_of_both_calls_the_llm_for_the_on_topic_question_only(retriever):
+    calls = Calls()
+    chain = build("message", retriever, spy_model(calls))
+    on, off = chain.batch([QUERY, OTHER_QUERY])
+    assert calls.count == 1
+    assert on.content == ANSWER and not on.response_metadata.get(NOTHING_MATCHED)
+    assert off.content == NO_MATCH and off.response_metadata[NOTHING_MATCHED] is True
+
+
+# stream, astream -----------------------------------------------------------------------
+async def chunks_of(chain: AbstainingChain, question: Any, run: str) -> list[Any]:
+    if run == "stream":
+        return list(chain.stream(question))
+    return [chunk async for chunk in chain.astream(question)]
+
+
+@pytest.mark.parametrize("run", ["stream", "astream"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_no_match_answer_streams_as_one_chunk(kind, run, retriever):
+    calls = Calls()
+    chain = build(kind, retriever, spy_model(calls))
+    [chunk] = await chunks_of(chain, ask(kind, OTHER_QUERY), run)
+    assert calls.count == 0
+    answer = answer_of(kind, chunk)
+    assert type_of(answer) is CHUNK_TYPE[kind]
+    assert text(answer) == NO_MATCH
+    assert flagged(kind, chunk)
+
+
+@pytest.mark.parametrize("run", ["stream", "astream"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_on_topic_streams_the_llm_tokens(kind, run, retriever):
+    calls = Calls()
+    chain = build(kind, retriever, spy_model(calls))
+    chunks = await chunks_of(chain, ask(kind, QUERY), run)
+    assert calls.count == 1
+    if kind == "retrieval":
+        head, *tokens = chunks
+        assert [d.page_content for d in head["context"]] == [REFUNDS]
+        assert head[NOTHING_MATCHED] is False
+        tokens = [t["answer"] for t in tokens]
+    else:
+        tokens = chunks
+    assert len(tokens) > 1, "the LLM's own stream, not one finished answer"
+    assert all(type_of(t) is CHUNK_TYPE[kind] for t in tokens)
+    assert "".join(text(t) for t in tokens) == ANSWER
+
+
+@pytest.mark.parametrize("kind", ["message", "str"])
+async def test_the_output_types_are_the_wrapped_chains_own(kind, retriever):
+    """What the answering chain alone returns and streams, AbstainingChain returns and streams."""
+    chain = build(kind, retriever, spy_model(Calls()))
+    alone = chain.answer_chain
+    given = {"question": QUERY, "context": REFUNDS}
+    own = type_of(alone.invoke(given))
+    own_chunks = {type_of(c) for c in alone.stream(given)}
+    for question in (QUERY, OTHER_QUERY):
+        assert type_of(chain.invoke(question)) is own
+        assert type_of(await chain.ainvoke(question)) is own
+        assert {type_of(c) for c in chain.stream(question)} == own_chunks
+        assert {type_of(c) async for c in chain.astream(question)} == own_chunks
+
+
+def test_the_dict_output_has_the_keys_of_create_retrieval_chain(retriever):
+    combine = create_stuff_documents_chain(spy_model(Calls()), QA_PROMPT)
+    question = {"input": QUERY, "chat_history": []}
+    theirs = create_retrieval_chain(retriever, combine).invoke(question)
+    ours = AbstainingChain.from_combine_docs_chain(retriever, combine).invoke(question)
+    assert set(ours) == {*theirs, NOTHING_MATCHED}
+    assert ours["context"] == theirs["context"]
+    assert type_of(ours["answer"]) is type_of(theirs["answer"])
+
+
+# Composition ---------------------------------------------------------------------------
+def test_in_an_lcel_pipeline(retriever):
+    calls = Calls()
+    chain = (
+        RunnableLambda(str.strip)
+        | build("message", retriever, spy_model(calls))
+        | StrOutputParser()
+    )
+    assert chain.invoke(f"  {OTHER_QUERY} ") == NO_MATCH
+    assert chain.invoke(QUERY) == ANSWER
+    assert calls.count == 1
+
+
+def test_the_default_answer_and_format(retriever):
+    calls = Calls()
+    chain = AbstainingChain(retriever=retriever, answer_chain=PROMPT | spy_model(calls))
+    assert chain.invoke(OTHER_QUERY).content == DEFAULT_NO_MATCH_ANSWER
+    chain.invoke(QUERY)
+    assert f"Context:\n{REFUNDS}\n\nQuestion: {QUERY}" in calls.prompts[0]
+
+
+def rewriting(llm: FakeListChatModel) -> Any:
+    """The question as it is without history; rewritten by ``llm`` with one."""
+    rewrite_prompt = ChatPromptTemplate.from_messages(
+        [
+            MessagesPlaceholder("chat_history"),
+            ("human", "Rewrite as a standalone question: {input}"),
+        ]
+    )
+    return RunnableBranch(
+        (lambda x: not x.get("chat_history"), itemgetter("input")),
+        rewrite_prompt | llm | StrOutputParser(),
+    )
+
+
+HISTORY = [HumanMessage("How do refunds work?"), AIMessage("They are paid within 14 days.")]
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke", "stream", "astream"])
+async def test_a_rewriting_llm_is_counted_apart_from_the_answering_one(run, retriever, refunds):
+    for rewritten, answer_calls in ((OTHER_QUERY, 0), (QUERY, 1)):
+        rewrites, answers = Calls(), Calls()
+        refunds.embeddings.query_calls.clear()
+        chain = AbstainingChain.from_combine_docs_chain(
+            retriever,
+            create_stuff_documents_chain(spy_model(answers), QA_PROMPT),
+            query_chain=rewriting(spy_model(rewrites, rewritten)),
+            no_match_answer=NO_MATCH,
+        )
+        question = {"input": "And by card?", "chat_history": HISTORY}
+        if run == "invoke":
+            output = chain.invoke(question)
+        elif run == "ainvoke":
+            output = await chain.ainvoke(question)
+        else:
+            output = None
+            for chunk in await chunks_of(chain, question, run):
+                output = chunk if output is None else output + chunk
+        assert rewrites.count == 1
+        assert refunds.embeddings.query_calls == [rewritten], "the rewritten question, once"
+        assert answers.count == answer_calls
+        assert output["answer"] == (NO_MATCH if answer_calls == 0 else ANSWER)
+        assert output["chat_history"] == HISTORY  # the answering chain saw the conversation
+
+
+def test_without_history_nothing_is_rewritten(retriever):
+    rewrites, answers = Calls(), Calls()
+    chain = AbstainingChain.from_combine_docs_chain(
+        retriever,
+        create_stuff_documents_chain(spy_model(answers), QA_PROMPT),
+        query_chain=rewriting(spy_model(rewrites)),
+    )
+    assert chain.invoke({"input": OTHER_QUERY, "chat_history": []})["answer"] == (
+        DEFAULT_NO_MATCH_ANSWER
+    )
+    assert rewrites.count == 0 and answers.count == 0
+
+
+# Retrievers ----------------------------------------------------------------------------
+def test_a_multi_collection_retriever(refunds, corpus):
+    other = corpus([("vat", 0.25, {"source": "vat"}, "VAT is charged on every invoice.")])
+    retriever = MultiCollectionRetriever(
+        collections=[
+            ThresholdedRetriever(vectorstore=store, policy=POLICY)
+            for store in (refunds.store, other.store)
+        ],
+        policy=POLICY,
+    )
+    calls = Calls()
+    chain = build("message", retriever, spy_model(calls))
+    assert chain.invoke(OTHER_QUERY).response_metadata[NOTHING_MATCHED] is True
+    assert chain.invoke(QUERY).content == ANSWER
+    assert calls.count == 1
+    assert REFUNDS in calls.prompts[0] and "VAT" not in calls.prompts[0]
+
+
+def test_any_retriever_abstains_when_it_returns_nothing():
+    class Fixed(BaseRetriever):
+        documents: list[Document]
+
+        def _get_relevant_documents(self, query: str, **kwargs: Any) -> list[Document]:
+            return self.documents if query == QUERY else []
+
+    calls = Calls()
+    chain = build("str", Fixed(documents=[Document(REFUNDS)]), spy_model(calls))
+    assert chain.invoke(OTHER_QUERY) == NO_MATCH
+    assert chain.invoke(QUERY) == ANSWER
+    assert calls.count == 1
+
+
+# Configuration -------------------------------------------------------------------------
+def test_an_answer_chain_of_unknown_output_type_must_say(retriever):
+    untyped = PROMPT | spy_model(Calls()) | RunnableLambda(lambda m: m.content)
+    with pytest.raises(ValueError, match="answer_type"):
+        AbstainingChain(retriever=retriever, answer_chain=untyped)
+    chain = AbstainingChain(retriever=retriever, answer_chain=untyped, answer_type="str")
+    assert chain.invoke(OTHER_QUERY) == DEFAULT_NO_MATCH_ANSWER
+
+
+def test_a_dict_input_without_the_question_key_is_named(retriever):
+    chain = build("message", retriever, spy_model(Calls()))
+    with pytest.raises(KeyError, match="'question'"):
+        chain.invoke({"input": QUERY})
+    assert chain.invoke({"question": QUERY, "tone": "brief"}).content == ANSWER
+
+
+def test_the_passthrough_recipe_needs_a_retrieval_of_its_own(retriever, refunds):
+    """The contrast: the usual LCEL recipe calls the LLM with an empty context."""
+    calls = Calls()
+    context = retriever | RunnableLambda(format_documents)
+    recipe = {"context": context, "question": RunnablePassthrough()} | PROMPT | spy_model(calls)
+    recipe.invoke(OTHER_QUERY)
+    assert calls.count == 1
+    assert "Context:\n\n\nQuestion" in calls.prompts[0]

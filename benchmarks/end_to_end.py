@@ -55,10 +55,9 @@ from tqdm import tqdm
 from llama_index_thresholded import ThresholdedRetriever
 from llama_index_thresholded.embeddings import load_embed_model
 from llama_index_thresholded.milvus import milvus_store
-from llama_index_thresholded.nodes import to_candidate
+from llama_index_thresholded.nodes import source_of, text_length
 from thresholded.policy import RetrievalPolicy
-from thresholded.scores import ScoreKind
-from thresholded.selection import select
+from thresholded.selection import Candidate, select
 
 DATA = ROOT / "data"
 PROFILE = DATA / "profiles" / "xquad-minilm-en.json"
@@ -110,20 +109,23 @@ class NumpyFloor:
         k = self.policy.fetch_k
         top = np.argpartition(-scores, k)[:k]
         top = top[np.argsort(-scores[top])]
+        key = self.policy.source_key
         candidates = [
-            to_candidate(
-                NodeWithScore(node=self.nodes[i], score=float(scores[i])),
-                score_kind=ScoreKind.COSINE,
-                source_key=self.policy.source_key,
+            Candidate(
+                self.nodes[i],
+                self.nodes[i].node_id,
+                float(scores[i]),
+                source=source_of(self.nodes[i], key),
+                chars=text_length(self.nodes[i]),
             )
             for i in top
         ]
         selection = select(candidates, self.policy, self.policy.min_similarity)
-        kept = [c.item for c in selection.kept]
+        kept = [NodeWithScore(node=c.item, score=c.score) for c in selection.kept]
         seen = {c.id for c in selection.kept}
         for c in selection.kept:
             for rel in (NodeRelationship.PREVIOUS, NodeRelationship.NEXT):
-                info = c.item.node.relationships.get(rel)
+                info = c.item.relationships.get(rel)
                 if info is not None and info.node_id not in seen:
                     seen.add(info.node_id)
                     kept.append(NodeWithScore(node=self.by_id[info.node_id], score=None))

@@ -18,7 +18,6 @@ collection fails, the call raises. Only the given stores are ever searched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -44,14 +43,13 @@ from langchain_thresholded.retrievers import (
     check_options,
 )
 from thresholded.engine import Call, Collection, Fan, Question, adrive, drive, plan, retrieve
-from thresholded.errors import ModelMismatchError
 from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
     CollectionStatus,
+    check_one_model,
     check_unique_names,
 )
-from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import ScoreKind
 
@@ -155,8 +153,13 @@ class MultiCollectionRetriever(BaseRetriever):
             c if isinstance(c, CollectionSpec) else CollectionSpec(retriever=c)
             for c in self.collections
         ]
-        _check_one_model([s.retriever for s in specs], self.policy, self.embeddings)
         self._collections = tuple(self._collection(spec, i) for i, spec in enumerate(specs))
+        model = getattr(self.embeddings, "model_id", None)
+        check_one_model(
+            self._collections,
+            self.policy,
+            embeddings_model=model if isinstance(model, str) else None,
+        )
         check_unique_names([c.name for c in self._collections])
 
     def _collection(self, spec: CollectionSpec, position: int) -> Collection[Document]:
@@ -267,32 +270,3 @@ def _default_name(store: Any, position: int) -> str:
     args = getattr(store, "_connection_args", None)
     db = args.get("db_name") if isinstance(args, dict) else None
     return f"{db}/{name}" if db and db != "default" else str(name)
-
-
-def _check_one_model(
-    retrievers: Sequence[ThresholdedRetriever],
-    policy: RetrievalPolicy,
-    embeddings: Embeddings | None,
-) -> None:
-    """Refuse collections calibrated for, or embedded with, different models."""
-    declared: list[tuple[str, ModelId]] = []
-    for i, sub in enumerate(retrievers):
-        what = f"collection {_default_name(sub.vectorstore, i)!r}"
-        if sub.policy.embedding_model:
-            declared.append((what, ModelId.parse(sub.policy.embedding_model)))
-        model_id = sub.as_collection().model
-        if isinstance(model_id, str):
-            declared.append((f"the embeddings of {what}", ModelId.parse(model_id)))
-    if policy.embedding_model:
-        declared.append(("the global policy", ModelId.parse(policy.embedding_model)))
-    model_id = getattr(embeddings, "model_id", None)
-    if isinstance(model_id, str):
-        declared.append(("embeddings=", ModelId.parse(model_id)))
-    for what, model in declared[1:]:
-        first_what, first = declared[0]
-        if not first.same_model(model):
-            raise ModelMismatchError(
-                f"{first_what} uses the embedding model {first}, but {what} {model}: the "
-                "question is embedded once, with one model, and one model's cosine floor "
-                "means nothing for another. Search them with separate retrievers."
-            )

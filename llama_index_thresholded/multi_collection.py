@@ -45,15 +45,15 @@ from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import question_of
 from thresholded.attachments import AttachmentSpec
-from thresholded.engine import Call, Collection, Fan, adrive, drive, plan, retrieve
+from thresholded.engine import Call, Fan, adrive, drive, plan, retrieve
 from thresholded.errors import ModelMismatchError
 from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
     CollectionStatus,
+    check_one_model,
     check_unique_names,
 )
-from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
@@ -213,7 +213,7 @@ class MultiCollectionRetriever(BaseRetriever):
             if collection.score_kind is not ScoreKind.COSINE:  # pragma: no cover - dense only
                 raise ValueError("MultiCollectionRetriever merges dense (cosine) results only")
         check_unique_names([c.name for c in self._collections])
-        _check_one_model(self._collections, self._policy)
+        check_one_model(self._collections, self._policy)
         self._filters = filters
         self._fail_fast = fail_fast
         self._model = model_id_of(embed_model)
@@ -398,36 +398,3 @@ def _default_name(target: Any) -> str:
     client = getattr(store, "client", None)
     db = getattr(getattr(client, "_config", None), "db_name", "") or ""
     return f"{db}/{name}" if db and db != "default" else str(name)
-
-
-def _check_one_model(collections: Sequence[Collection[Any]], policy: RetrievalPolicy) -> None:
-    """Refuse collections calibrated for different models, or of different dimensions."""
-    declared: list[tuple[str, ModelId]] = [
-        (f"collection {c.name!r}", ModelId.parse(c.policy.embedding_model))
-        for c in collections
-        if c.policy is not None and c.policy.embedding_model
-    ]
-    if policy.embedding_model:
-        declared.append(("the global policy", ModelId.parse(policy.embedding_model)))
-    for what, model in declared[1:]:
-        first_what, first = declared[0]
-        if not first.same_model(model):
-            raise ModelMismatchError(
-                f"{first_what} is calibrated for the embedding model {first}, but {what} for "
-                f"{model}: the question is embedded once, with one model, and one model's "
-                "cosine floor means nothing for another. Search them with separate retrievers."
-            )
-    dims = {c.name: c.backend.dimension for c in collections if c.backend.dimension}
-    if len(set(dims.values())) > 1:
-        shown = ", ".join(f"{name}: {dim}" for name, dim in dims.items())
-        raise ModelMismatchError(
-            f"the collections hold vectors of different dimensions ({shown}): they were "
-            "embedded with different models, and one question vector cannot search them all"
-        )
-    for what, model in declared:
-        for name, dim in dims.items():
-            if model.dimension is not None and model.dimension != dim:
-                raise ModelMismatchError(
-                    f"{what} is calibrated for {model}, but collection {name!r} holds vectors "
-                    f"of {dim} dimensions"
-                )

@@ -6,6 +6,8 @@ vector store's objects are never mutated.
 
 from __future__ import annotations
 
+import functools
+
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 
 from thresholded import metadata_keys
@@ -39,17 +41,25 @@ def marks_of(node: BaseNode) -> tuple[ScoreKind | None, str | None, AttachedRole
 
 
 def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
-    """A copy of ``node`` with ``marks`` in its metadata, hidden from the LLM and embedder."""
-    copy = node.model_copy()
-    copy.metadata = {**node.metadata, **marks}
-    copy.excluded_llm_metadata_keys = _merge(node.excluded_llm_metadata_keys)
-    copy.excluded_embed_metadata_keys = _merge(node.excluded_embed_metadata_keys)
-    copy.embedding = None
-    return copy
+    """A copy of ``node`` with ``marks`` in its metadata, hidden from the LLM and embedder.
+
+    The node is left as it was: the copy gets new metadata and key lists (the values
+    are of the fields' own types, so the copy is made without validating them again).
+    """
+    return node.model_copy(
+        update={
+            "metadata": {**node.metadata, **marks},
+            "excluded_llm_metadata_keys": list(_hidden(tuple(node.excluded_llm_metadata_keys))),
+            "excluded_embed_metadata_keys": list(_hidden(tuple(node.excluded_embed_metadata_keys))),
+            "embedding": None,
+        }
+    )
 
 
-def _merge(keys: list[str]) -> list[str]:
-    return [*keys, *(k for k in _HIDDEN_KEYS if k not in keys)]
+@functools.lru_cache(maxsize=1024)
+def _hidden(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys, and this package's marks after them (most nodes share a few key lists)."""
+    return (*keys, *(k for k in _HIDDEN_KEYS if k not in keys))
 
 
 def output(candidate: Candidate[BaseNode], *, collection_key: str | None = None) -> NodeWithScore:

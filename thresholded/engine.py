@@ -299,8 +299,7 @@ def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:
             f"the query embedding has {dim} dimensions but {collection.backend.name} holds "
             f"vectors of {expected}: the index was built with another embedding model"
         )
-    model = ModelId.parse(collection.model) if isinstance(collection.model, str) else None
-    model = collection.model if isinstance(collection.model, ModelId) else model
+    model = None if collection.model is None else ModelId.parse(collection.model)
     if model is not None and model.dimension is not None and dim != model.dimension:
         raise DimensionMismatchError(
             f"the query embedding has {dim} dimensions, but {model} has {model.dimension}"
@@ -369,9 +368,10 @@ def _candidates(
     collection = stage.collection
     backend, source_key, name = collection.backend, stage.policy.source_key, collection.name
     kind = ScoreKind.UNKNOWN if collection.rescore_dense else collection.score_kind
+    converts = metric is Metric.L2  # IP on unit vectors and COSINE already are cosines
     candidates = []
     for item, raw in hits:
-        score = to_cosine(raw, metric) if metric is not None and is_valid_score(raw) else raw
+        score = to_cosine(raw, metric) if converts and is_valid_score(raw) else raw
         item_id, source, chars = backend.identify(item, source_key)
         candidates.append(Candidate(item, item_id, score, kind, source, chars, collection=name))
     return candidates

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar
 
 from thresholded import metadata_keys
-from thresholded.errors import ThresholdedError
+from thresholded.errors import ModelMismatchError, ThresholdedError
+from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.selection import Selection, select
 
@@ -340,3 +341,49 @@ def check_unique_names(names: Sequence[str]) -> None:
                 "databases or URIs?): give each a distinct name"
             )
         seen.add(name)
+
+
+def check_one_model(
+    collections: Sequence[Any],
+    policy: RetrievalPolicy,
+    *,
+    embeddings_model: str | None = None,
+) -> None:
+    """Refuse collections calibrated for, or embedded with, different models.
+
+    The question is embedded once, with one model, and one model's cosine floor means
+    nothing for another: every policy, embedding model and vector dimension that the
+    collections (and the global policy, and ``embeddings_model``) name must agree.
+    """
+    dims = {c.name: c.backend.dimension for c in collections if c.backend.dimension}
+    if len(set(dims.values())) > 1:
+        shown = ", ".join(f"{name}: {dim}" for name, dim in dims.items())
+        raise ModelMismatchError(
+            f"the collections hold vectors of different dimensions ({shown}): they were "
+            "embedded with different models, and one question vector cannot search them all"
+        )
+    declared: list[tuple[str, ModelId]] = []
+    for c in collections:
+        if c.policy is not None and c.policy.embedding_model:
+            declared.append((f"collection {c.name!r}", ModelId.parse(c.policy.embedding_model)))
+        if c.model is not None and not c.allow_model_mismatch:
+            declared.append((f"the embeddings of collection {c.name!r}", ModelId.parse(c.model)))
+    if policy.embedding_model:
+        declared.append(("the global policy", ModelId.parse(policy.embedding_model)))
+    if embeddings_model:
+        declared.append(("embeddings=", ModelId.parse(embeddings_model)))
+    for what, model in declared[1:]:
+        first_what, first = declared[0]
+        if not first.same_model(model):
+            raise ModelMismatchError(
+                f"{first_what} uses the embedding model {first}, but {what} {model}: the "
+                "question is embedded once, with one model, and one model's cosine floor "
+                "means nothing for another. Search them with separate retrievers."
+            )
+    for what, model in declared:
+        for name, dim in dims.items():
+            if model.dimension is not None and model.dimension != dim:
+                raise ModelMismatchError(
+                    f"{what} is calibrated for {model}, but collection {name!r} holds vectors "
+                    f"of {dim} dimensions"
+                )

@@ -38,8 +38,10 @@ class ModelId:
         return self.name if self.dimension is None else f"{self.name}@{self.dimension}"
 
     @classmethod
-    def parse(cls, text: str) -> ModelId:
+    def parse(cls, text: str | ModelId) -> ModelId:
         """Read ``name`` or ``name@dim``; a local directory becomes its model's name."""
+        if isinstance(text, ModelId):
+            return text
         text = text.strip()
         if not text:
             raise ValueError("an embedding model id must not be empty")

@@ -117,12 +117,12 @@ def test_two_milvus_lite_collections_each_with_its_floor(stores, embeddings):
 def test_a_dropped_collection_leaves_partial_results(stores, caplog):
     retriever = _retriever(stores)
     stores["faqs"].client.drop_collection("faqs")
-    with caplog.at_level(logging.WARNING, logger="langchain_thresholded.multi_collection"):
+    with caplog.at_level(logging.WARNING, logger="thresholded.engine"):
         report = retriever.retrieve_with_report(QUERY)
     assert [d.metadata["pk"] for d in report.kept] == ["l1", "l2"]
     assert report.status("faqs").status == "failed"
     assert report.status("laws").status == "ok"
-    assert len([r for r in caplog.records if r.name.startswith("langchain_thresholded")]) == 1
+    assert len([r for r in caplog.records if r.name == "thresholded.engine"]) == 1
 
 
 def test_a_spec_names_and_limits_a_collection(stores):

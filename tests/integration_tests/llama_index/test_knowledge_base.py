@@ -104,7 +104,7 @@ def test_doc_type_filter_is_applied_in_the_store(retriever: ThresholdedRetriever
     )
     filtered = retriever.retrieve_with_report(AGENT_LIMITS, filters=customer_facing)
     # not dropped after the fact: internal sections were never candidates
-    doc_types = {c.item.node.metadata["doc_type"] for c in candidates(filtered)}
+    doc_types = {c.item.metadata["doc_type"] for c in candidates(filtered)}
     assert doc_types and "internal" not in doc_types
     assert all(n.node.metadata["doc_type"] != "internal" for n in filtered.nodes)
     # with the floor off, the store still fills fetch_k from the other documents only
@@ -112,7 +112,7 @@ def test_doc_type_filter_is_applied_in_the_store(retriever: ThresholdedRetriever
         AGENT_LIMITS, filters=customer_facing, min_similarity=0.0
     )
     assert len(candidates(everything)) == retriever.policy.fetch_k
-    assert {c.item.node.metadata["doc_type"] for c in candidates(everything)} == {
+    assert {c.item.metadata["doc_type"] for c in candidates(everything)} == {
         "policy",
         "faq",
         "guide",
@@ -120,7 +120,7 @@ def test_doc_type_filter_is_applied_in_the_store(retriever: ThresholdedRetriever
 
     only_policies = MetadataFilters(filters=[MetadataFilter(key="doc_type", value="policy")])
     policies = retriever.retrieve_with_report(REFUND, filters=only_policies)
-    assert {c.item.node.metadata["doc_type"] for c in candidates(policies)} == {"policy"}
+    assert {c.item.metadata["doc_type"] for c in candidates(policies)} == {"policy"}
 
 
 def test_similarity_metadata_is_the_true_cosine(

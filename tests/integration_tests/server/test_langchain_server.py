@@ -88,7 +88,8 @@ def test_two_collections_sync_and_async_client(stores, monkeypatch):
     from langchain_milvus import Milvus
 
     retriever = _retriever(stores)
-    assert [m.threaded for m in retriever._members] == [False, False]  # async client on a server
+    # searched with the async client on a server, not in threads
+    assert [r.as_collection().backend.threaded for r in retriever.collections] == [False, False]
     report = retriever.retrieve_with_report(QUERY)
     got = [(d.metadata["source"], d.metadata["pk"]) for d in report.kept]
     assert got == [("lc_laws", "l1"), ("lc_faqs", "f1"), ("lc_laws", "l2")]

@@ -7,10 +7,6 @@ fails on an existing collection (langchain-ai/langchain-milvus#130).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,40 +22,19 @@ langchain_milvus = pytest.importorskip("langchain_milvus")
 
 pytestmark = pytest.mark.integration
 
-REOPEN_PROCESS = Path(__file__).with_name("reopen_process.py")
 OPEN_POLICY = RetrievalPolicy(min_similarity=0.0, top_k=10, max_per_source=None, max_chars=None)
 
 
-def run_process(mode: str, uri: str, collection: str, db_name: str = "") -> dict[str, Any]:
-    """``reopen_process.py`` in a process of its own; what it retrieved for each question."""
-    done = subprocess.run(
-        [sys.executable, str(REOPEN_PROCESS), mode, uri, collection, *([db_name] * bool(db_name))],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def assert_same_retrieval(created: dict[str, Any], reopened: dict[str, Any]) -> None:
-    assert created.keys() == reopened.keys()
-    for question, kept in created.items():
-        assert [doc_id for doc_id, _ in reopened[question]] == [doc_id for doc_id, _ in kept]
-        assert [cos for _, cos in reopened[question]] == pytest.approx(
-            [cos for _, cos in kept], abs=1e-6
-        )
-
-
-def test_a_second_process_reopens_the_collection_and_retrieves_the_same(tmp_path: Path) -> None:
+def test_a_second_process_reopens_the_collection_and_retrieves_the_same(
+    tmp_path: Path, langchain_process: Any
+) -> None:
     uri = str(tmp_path / "kb.db")
-    created = run_process("create", uri, "support_kb")
-    reopened = run_process("reopen", uri, "support_kb")
+    created = langchain_process.run("create", uri, "support_kb")
+    reopened = langchain_process.run("reopen", uri, "support_kb")
     assert created["How do I get my money back?"][0][0] == "refund-request"
     assert created["I forgot my password"][0][0] == "password-reset"
     assert created["What's the weather in Mumbai today?"] == []
-    assert_same_retrieval(created, reopened)
+    langchain_process.assert_same(created, reopened)
 
 
 def documents(support_texts: dict[str, tuple[str, str]]) -> list[Document]:

@@ -3,8 +3,10 @@
 ``milvus_from_documents`` creates a collection from documents (or adds them to
 an existing one); ``existing_milvus_store`` opens a collection that must exist,
 to search it or to add to it. Both take a Milvus Lite file or a server address
-as ``uri``, ``db_name`` for a database of a server, and ``timeout`` for a
-deadline on every call. The result is a standard ``langchain_milvus.Milvus``.
+as ``uri``, ``db_name`` for a database of a server, and ``timeout``: the
+deadline, in seconds, of every call the store makes (searches, inserts,
+lookups), loading a collection into memory apart (``UNTIMED``). The result is a
+standard ``langchain_milvus.Milvus``.
 
 Why they exist, with langchain-milvus 0.3.3 on pymilvus 2.6:
 
@@ -48,10 +50,14 @@ if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
     from langchain_milvus import Milvus
 
-__all__ = ["DEFAULT_INDEX_TYPE", "existing_milvus_store", "milvus_from_documents"]
+__all__ = ["DEFAULT_INDEX_TYPE", "UNTIMED", "existing_milvus_store", "milvus_from_documents"]
 
 DEFAULT_INDEX_TYPE = "FLAT"
 """Index of a new collection: exact search, so no section that clears the floor is missed."""
+
+UNTIMED = frozenset({"load_collection", "load_partitions"})
+"""Client calls that ``timeout`` does not bound: loading waits until the server holds the
+collection in memory, which can take longer than any query should; the server bounds it."""
 
 _VECTOR_FIELD = "vector"
 _TEXT_FIELD = "text"
@@ -191,6 +197,7 @@ def _open(
             exists = False
         store = Milvus(
             embedding_function=embeddings,
+            # a name with no collection: the constructor then makes no ORM call
             collection_name=f"thresholded_unopened_{uuid.uuid4().hex}",
             connection_args=connection_args,
             **{**settings, **kwargs},
@@ -201,8 +208,8 @@ def _open(
     _ensure_orm_connection(store)
     # the deadline rides on the clients: langchain-milvus 0.3.3 passes its own ``timeout``
     # twice to the first insert into a new collection
-    store._milvus_client = with_timeout(store._milvus_client, timeout)
-    store._async_milvus_client = with_timeout(store._async_milvus_client, timeout)
+    store._milvus_client = with_timeout(store._milvus_client, timeout, untimed=UNTIMED)
+    store._async_milvus_client = with_timeout(store._async_milvus_client, timeout, untimed=UNTIMED)
     if exists:
         store._init(
             partition_names=store.partition_names,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
+from typing import Any
 
 import pytest
 from langchain_core.documents import Document
@@ -21,7 +23,7 @@ from langchain_thresholded import (
     RetrievalPolicy,
     ThresholdedRetriever,
 )
-from thresholded.errors import CollectionNotFoundError
+from thresholded.errors import CollectionNotFoundError, SearchUnavailableError
 from thresholded.fanout import COLLECTION_KEY
 
 pytestmark = [pytest.mark.server, pytest.mark.integration]
@@ -47,7 +49,9 @@ class HandEmbeddings(Embeddings):
         return self.vectors[text]
 
 
-def build(uri: str, collection: str, db_name: str = "", sections: str | None = None) -> object:
+def build(
+    uri: str, collection: str, db_name: str = "", sections: str | None = None, **kwargs: Any
+) -> Any:
     """A store of ``collection`` holding the sections listed under ``sections`` (its name)."""
     from langchain_thresholded.milvus import milvus_from_documents
 
@@ -64,6 +68,7 @@ def build(uri: str, collection: str, db_name: str = "", sections: str | None = N
         db_name=db_name or None,
         consistency_level="Strong",
         overwrite=True,
+        **kwargs,
     )
 
 
@@ -203,3 +208,41 @@ def test_reopened_by_database_and_name_each_store_reads_its_own_database(milvus_
         existing_milvus_store(
             milvus_server_uri, "only_faqs", embeddings=HandEmbeddings(), db_name="lc_open_laws"
         )
+
+
+HANG = 300.0
+"""How long a frozen query is waited for before the test calls it hung (it takes seconds)."""
+
+
+def test_a_frozen_server_cannot_hold_a_query_past_its_deadline(disposable_server):
+    pytest.importorskip("langchain_milvus")
+    store = build(disposable_server.uri, "lc_frozen", sections="lc_laws", timeout=1.5)
+    retriever = ThresholdedRetriever(
+        vectorstore=store,
+        policy=RetrievalPolicy(min_similarity=0.4, max_per_source=None),
+        max_retries=1,
+        retry_backoff=0.1,
+    )
+    assert [d.metadata["pk"] for d in retriever.invoke(QUERY)] == ["l1", "l2"]
+
+    outcome: list[BaseException | list[Any]] = []
+
+    def query() -> None:
+        try:
+            outcome.append(retriever.invoke(QUERY))
+        except BaseException as exc:  # the test inspects what was raised
+            outcome.append(exc)
+
+    worker = threading.Thread(target=query, daemon=True)
+    disposable_server.freeze()
+    try:
+        worker.start()
+        worker.join(HANG)
+        hung = worker.is_alive()
+    finally:
+        disposable_server.thaw()
+    assert not hung, "a query on a frozen server never returned: some call had no deadline"
+    (raised,) = outcome
+    assert isinstance(raised, SearchUnavailableError), raised
+    assert raised.attempts == 2
+    assert [d.metadata["pk"] for d in retriever.invoke(QUERY)] == ["l1", "l2"]

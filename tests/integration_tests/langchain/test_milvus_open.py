@@ -181,3 +181,23 @@ def test_connection_arguments_are_named_by_the_call_itself(tmp_path: Path, minil
             collection_name="kb",
             connection_args={"uri": "other.db"},
         )
+
+
+def test_a_collection_langchain_cannot_read_is_an_error_that_names_its_fields(
+    tmp_path: Path, minilm: Any
+) -> None:
+    from pymilvus import MilvusClient
+
+    from langchain_thresholded.milvus import existing_milvus_store
+    from thresholded.milvus_lite import wait_for_milvus_lite
+
+    uri = str(tmp_path / "kb.db")
+    wait_for_milvus_lite(uri)
+    client = MilvusClient(uri=uri)
+    client.create_collection("bare", dimension=384, vector_field_name="embedding")
+    client.close()
+
+    with pytest.raises(ValueError, match=r"no dense vector field 'vector'.*\['embedding'\]"):
+        existing_milvus_store(uri, "bare", embeddings=minilm)
+    with pytest.raises(ValueError, match=r"no text field 'text'.*'embedding'"):
+        existing_milvus_store(uri, "bare", embeddings=minilm, vector_field="embedding")

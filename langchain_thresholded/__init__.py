@@ -3,8 +3,9 @@
 ``ThresholdedRetriever`` searches a store, reads every score as a true cosine and
 applies the core ``RetrievalPolicy``; ``SimilarityThresholdCompressor`` applies
 the floor inside compressor pipelines. It depends on langchain-core only;
-langchain-milvus is recognised when installed, never imported here. The
-embeddings of the packaged models are in ``langchain_thresholded.embeddings``.
+langchain-milvus is recognised when installed, never imported here; its stores
+are created and reopened by ``langchain_thresholded.milvus``. The embeddings of
+the packaged models are in ``langchain_thresholded.embeddings``.
 """
 
 from langchain_thresholded.abstain import (
@@ -14,7 +15,6 @@ from langchain_thresholded.abstain import (
 )
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
 from langchain_thresholded.ensemble import RetrieverSource
-from langchain_thresholded.milvus import ensure_orm_connection, wait_for_milvus_lite
 from langchain_thresholded.multi_collection import (
     CollectionSearchError,
     CollectionSpec,
@@ -49,8 +49,6 @@ __all__ = [
     "SimilarityThresholdCompressor",
     "ThresholdedReport",
     "ThresholdedRetriever",
-    "ensure_orm_connection",
     "metadata_keys",
     "store_metric",
-    "wait_for_milvus_lite",
 ]

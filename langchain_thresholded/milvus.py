@@ -1,62 +1,349 @@
-"""A workaround that lets langchain-milvus 0.3.3 run on pymilvus 2.6.10 and later.
+"""langchain-milvus stores for cosine thresholds, created or reopened in one call.
 
-langchain-milvus 0.3.3 reads a collection's schema and index through pymilvus's
-ORM ``Collection(name, using=store.alias)``, where ``alias`` is the
-``MilvusClient``'s. Since pymilvus 2.6.10 a ``MilvusClient`` no longer registers
-that alias with the ORM, so every operation on an existing collection fails
-with ``ConnectionNotExistException: should create connection first``
-(langchain-ai/langchain-milvus#130). Registering the alias fixes it.
+``milvus_from_documents`` creates a collection from documents (or adds them to
+an existing one); ``existing_milvus_store`` opens a collection that must exist,
+to search it or to add to it. Both take a Milvus Lite file or a server address
+as ``uri``, ``db_name`` for a database of a server, and ``timeout``: the
+deadline, in seconds, of every call the store makes (searches, inserts,
+lookups), loading a collection into memory apart (``UNTIMED``). The result is a
+standard ``langchain_milvus.Milvus``.
 
-With Milvus Lite, call ``wait_for_milvus_lite(path)`` before ``Milvus(...)``: its
-engine may not listen yet when langchain-milvus connects (see ``thresholded.milvus_lite``).
+Why they exist, with langchain-milvus 0.3.3 on pymilvus 2.6:
 
-pymilvus 2.6 also shares one client connection, and so one alias, between every
-client of a server, whatever their database. Registered as it is, the alias
-would send each store's schema and index calls to the database of whichever
-store registered it first. A store in a named database therefore gets an alias
-of its own: one per server, token and database.
+- langchain-milvus reads a collection's schema and index through pymilvus's ORM,
+  ``Collection(name, using=store.alias)``, where ``alias`` is its
+  ``MilvusClient``'s. Since pymilvus 2.6.10 a ``MilvusClient`` no longer
+  registers that alias with the ORM, so the constructor fails on every existing
+  collection, and adding documents fails on a new one, with
+  ``ConnectionNotExistException: should create connection first``
+  (langchain-ai/langchain-milvus#130).
+- pymilvus 2.6 shares one connection, and so one alias, between every client of
+  a server, whatever their database: registered as it is, the alias would send
+  every store's schema and index calls to the database of whichever store
+  registered it first.
+- A Milvus Lite 2.5 engine reports that it has started before it listens
+  (``thresholded.milvus_lite``).
+
+So each store is built over a collection name that does not exist (the
+constructor then makes no ORM call), given an ORM alias of its own, for its
+server, token and database, and only then pointed at its collection and
+initialised there as the constructor would have done.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
+import uuid
 import warnings
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from thresholded.errors import UnsupportedMetricError
+from thresholded.milvus_collection import describe_existing, index_metric, vector_dims
 from thresholded.milvus_lite import wait_for_milvus_lite
+from thresholded.milvus_timeout import check_timeout, with_timeout
+from thresholded.scores import Metric
 
-__all__ = ["database_alias", "ensure_orm_connection", "wait_for_milvus_lite"]
+if TYPE_CHECKING:
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_milvus import Milvus
+
+__all__ = ["DEFAULT_INDEX_TYPE", "UNTIMED", "existing_milvus_store", "milvus_from_documents"]
+
+DEFAULT_INDEX_TYPE = "FLAT"
+"""Index of a new collection: exact search, so no section that clears the floor is missed."""
+
+UNTIMED = frozenset({"load_collection", "load_partitions"})
+"""Client calls that ``timeout`` does not bound: loading waits until the server holds the
+collection in memory, which can take longer than any query should; the server bounds it."""
+
+_VECTOR_FIELD = "vector"
+_TEXT_FIELD = "text"
+_NOT_HERE = ("connection_args", "drop_old", "embedding_function")
+
+_orm_lock = threading.Lock()
+_orm_aliases: set[str] = set()
+"""ORM aliases registered here, so that checking one needs no (deprecated) ORM call."""
 
 
-def ensure_orm_connection(store: Any) -> None:
-    """Register a langchain-milvus store's connection alias with pymilvus's ORM.
+def milvus_from_documents(
+    documents: Sequence[Document],
+    embeddings: Embeddings,
+    *,
+    uri: str,
+    collection_name: str,
+    db_name: str | None = None,
+    token: str = "",
+    metric: Metric | str | None = None,
+    ids: Sequence[str] | None = None,
+    overwrite: bool = False,
+    timeout: float | None = None,
+    **kwargs: Any,
+) -> Milvus:
+    """A store over ``collection_name`` holding ``documents``: a new collection, or added to.
 
-    Call it right after constructing ``langchain_milvus.Milvus`` and before adding
-    documents; ``ThresholdedRetriever`` calls it before each search. It does
-    nothing when the alias is already registered or the store is not a Milvus
-    store. A store over a collection that already exists fails in its
-    constructor, before this can run: on such pymilvus versions, create it with
-    ``drop_old=True`` or use a langchain-milvus release that fixed #130.
+    A new collection gets a ``FLAT`` index with ``metric`` (default ``IP``: cosine
+    similarities for unit vectors; ``COSINE`` for any vectors) and dynamic fields
+    for the metadata. An existing collection keeps its index, whose metric must
+    give cosines (and be ``metric``, when given); ``overwrite=True`` drops it first.
+
+    The ids are ``ids``, else each document's ``id`` when every document has one,
+    else generated by Milvus. ``kwargs`` go to ``langchain_milvus.Milvus`` (e.g.
+    ``consistency_level``, ``index_params``, ``enable_dynamic_field``).
     """
-    alias = getattr(store, "alias", None)
+    docs = list(documents)
+    if ids is None and docs and all(doc.id for doc in docs):
+        ids = [str(doc.id) for doc in docs]
+    store = _open(
+        uri,
+        collection_name,
+        embeddings,
+        db_name=db_name,
+        token=token,
+        timeout=timeout,
+        metric=metric,
+        must_exist=False,
+        overwrite=overwrite,
+        new_collection={"auto_id": ids is None, "enable_dynamic_field": True},
+        kwargs=kwargs,
+    )
+    if docs:
+        store.add_documents(docs, ids=None if ids is None else list(ids))
+    return store
+
+
+def existing_milvus_store(
+    uri: str,
+    collection_name: str,
+    *,
+    embeddings: Embeddings,
+    db_name: str | None = None,
+    token: str = "",
+    timeout: float | None = None,
+    **kwargs: Any,
+) -> Milvus:
+    """A store over a collection that must already exist, to search it or to add documents.
+
+    A missing collection raises ``CollectionNotFoundError``, naming those that
+    exist, instead of being created empty. The primary key, whether Milvus
+    generates ids, and dynamic fields are read from the collection; its index's
+    metric must give cosines (``IP``, ``COSINE``, or ``L2`` on unit vectors).
+    ``kwargs`` go to ``langchain_milvus.Milvus``.
+    """
+    return _open(
+        uri,
+        collection_name,
+        embeddings,
+        db_name=db_name,
+        token=token,
+        timeout=timeout,
+        metric=None,
+        must_exist=True,
+        overwrite=False,
+        new_collection={},
+        kwargs=kwargs,
+    )
+
+
+def _open(
+    uri: str,
+    collection_name: str,
+    embeddings: Embeddings,
+    *,
+    db_name: str | None,
+    token: str,
+    timeout: float | None,
+    metric: Metric | str | None,
+    must_exist: bool,
+    overwrite: bool,
+    new_collection: dict[str, Any],
+    kwargs: dict[str, Any],
+) -> Milvus:
+    from langchain_milvus import Milvus
+    from pymilvus import MilvusClient
+
+    passed_twice = sorted(set(kwargs) & set(_NOT_HERE))
+    if passed_twice:
+        raise TypeError(
+            f"{', '.join(passed_twice)} cannot be passed here: the collection is named by "
+            "uri=, db_name=, token= and collection_name=; overwrite=True drops it"
+        )
+    timeout = check_timeout(timeout)
+    kwargs = dict(kwargs)
+    wanted, index_params = _index_request(metric, kwargs.pop("index_params", None))
+    connection_args = _connection_args(uri, db_name, token, timeout)
+    wait_for_milvus_lite(uri)
+    probe = MilvusClient(**connection_args)  # open until the store's clients share its connection
+    try:
+        client = with_timeout(probe, timeout)
+        if overwrite and client.has_collection(collection_name):
+            client.drop_collection(collection_name)
+        if must_exist or client.has_collection(collection_name):
+            settings = _existing_settings(
+                client,
+                collection_name,
+                uri=uri,
+                db_name=db_name,
+                vector_field=kwargs.get("vector_field", _VECTOR_FIELD),
+                text_field=kwargs.get("text_field", _TEXT_FIELD),
+                metric=wanted,
+                index_params=index_params,
+            )
+            exists = True
+        else:
+            settings = {**new_collection, "index_params": index_params}
+            exists = False
+        store = Milvus(
+            embedding_function=embeddings,
+            # a name with no collection: the constructor then makes no ORM call
+            collection_name=f"thresholded_unopened_{uuid.uuid4().hex}",
+            connection_args=connection_args,
+            **{**settings, **kwargs},
+        )
+    finally:
+        probe.close()
+    store.collection_name = collection_name
+    _ensure_orm_connection(store)
+    # the deadline rides on the clients: langchain-milvus 0.3.3 passes its own ``timeout``
+    # twice to the first insert into a new collection
+    store._milvus_client = with_timeout(store._milvus_client, timeout, untimed=UNTIMED)
+    store._async_milvus_client = with_timeout(store._async_milvus_client, timeout, untimed=UNTIMED)
+    if exists:
+        store._init(
+            partition_names=store.partition_names,
+            replica_number=store.replica_number,
+            timeout=store.timeout,
+        )
+    return store
+
+
+def _connection_args(
+    uri: str, db_name: str | None, token: str, timeout: float | None
+) -> dict[str, Any]:
+    args: dict[str, Any] = {"uri": uri}
+    if token:
+        args["token"] = token
+    if db_name:
+        args["db_name"] = db_name
+    if timeout is not None:
+        args["timeout"] = timeout
+    return args
+
+
+def _index_request(metric: Metric | str | None, given: Any) -> tuple[Metric | None, dict[str, Any]]:
+    """The metric asked for, if any, and the index a new collection gets.
+
+    ``given`` (index parameters) defaults to ``FLAT``; its metric, ``metric`` and
+    the default ``IP`` are taken in that order, and must agree and give cosines.
+    """
+    if given is None:
+        given = {"index_type": DEFAULT_INDEX_TYPE, "params": {}}
+    if not isinstance(given, Mapping):
+        raise TypeError(
+            f"index_params must be the parameters of one dense index (a dict), got {given!r}"
+        )
+    asked = None if metric is None else _cosine_metric(metric, "metric=")
+    stated = given.get("metric_type")
+    if stated is not None:
+        found = _cosine_metric(stated, "index_params")
+        if asked is not None and found is not asked:
+            raise ValueError(f"metric={asked.value!r} contradicts index_params' {found.value!r}")
+        asked = found
+    return asked, {**given, "metric_type": (asked or Metric.IP).value}
+
+
+def _cosine_metric(value: Metric | str, what: str) -> Metric:
+    try:
+        return Metric.parse(value)
+    except UnsupportedMetricError:
+        raise UnsupportedMetricError(
+            f"{what} names the metric {value!r}, whose scores cannot be read as cosine "
+            "similarities: use IP (on unit vectors) or COSINE"
+        ) from None
+
+
+def _existing_settings(
+    client: Any,
+    collection_name: str,
+    *,
+    uri: str,
+    db_name: str | None,
+    vector_field: Any,
+    text_field: str,
+    metric: Metric | None,
+    index_params: dict[str, Any],
+) -> dict[str, Any]:
+    """The constructor arguments that make a store fit an existing collection."""
+    description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
+    names = [spec["name"] for spec in description.get("fields", [])]
+    vectors = vector_dims(description)
+    if vector_field not in vectors:
+        raise ValueError(
+            f"collection {collection_name!r} has no dense vector field {vector_field!r}; its "
+            f"vector fields are {sorted(vectors)}: pass vector_field=..."
+        )
+    if text_field not in names:
+        raise ValueError(
+            f"collection {collection_name!r} has no text field {text_field!r}; its fields are "
+            f"{names}: pass text_field=..."
+        )
+    settings: dict[str, Any] = {
+        "auto_id": bool(description.get("auto_id", False)),
+        "enable_dynamic_field": bool(description.get("enable_dynamic_field", False)),
+    }
+    primary = [spec["name"] for spec in description.get("fields", []) if spec.get("is_primary")]
+    if primary:
+        settings["primary_field"] = primary[0]
+    live = index_metric(client, collection_name, vector_field)
+    if live is None:
+        settings["index_params"] = index_params  # langchain-milvus creates the index
+        return settings
+    found = _cosine_metric(live, f"the index of collection {collection_name!r}")
+    if metric is not None and found is not metric:
+        raise ValueError(
+            f"collection {collection_name!r} is indexed with {found.value}, not {metric.value}: "
+            "leave metric= out to use its index, or pass overwrite=True to rebuild it"
+        )
+    return settings
+
+
+def _ensure_orm_connection(store: Any) -> None:
+    """Point a langchain-milvus store's ORM calls at its own server, token and database.
+
+    The store's ``alias`` becomes one of its own (langchain-milvus uses it for
+    ORM calls and their cache only), registered with pymilvus's ORM when new.
+    ``ThresholdedRetriever`` calls it before each search, for stores built
+    directly with ``langchain_milvus.Milvus``. A store that is not a Milvus store
+    is left alone.
+    """
     connection_args = getattr(store, "_connection_args", None)
-    if not isinstance(alias, str) or not isinstance(connection_args, dict):
+    if not isinstance(getattr(store, "alias", None), str) or not isinstance(connection_args, dict):
+        return
+    alias = _orm_alias(connection_args)
+    if store.alias == alias and alias in _orm_aliases:
         return
     from pymilvus import connections
 
-    if connection_args.get("db_name"):
-        alias = database_alias(connection_args)
-        store.alias = alias  # langchain-milvus uses it for ORM calls (and their cache) only
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*ORM-style PyMilvus API.*")
-        if not connections.has_connection(alias):
-            connections.connect(alias=alias, **connection_args)
+    with _orm_lock:
+        if alias not in _orm_aliases:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*ORM-style PyMilvus API.*")
+                if not connections.has_connection(alias):
+                    connections.connect(alias=alias, **connection_args)
+            _orm_aliases.add(alias)
+    store.alias = alias
 
 
-def database_alias(connection_args: dict[str, Any]) -> str:
+ensure_orm_connection = _ensure_orm_connection
+
+
+def _orm_alias(connection_args: Mapping[str, Any]) -> str:
     """An ORM alias of its own for one server, token and database."""
+    db_name = connection_args.get("db_name") or "default"
     identity = "|".join(
-        str(connection_args.get(key) or "") for key in ("uri", "token", "user", "db_name")
+        str(connection_args.get(key) or "") for key in ("uri", "token", "user", "password")
     )
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return f"thresholded-{connection_args['db_name']}-{digest}"
+    digest = hashlib.sha256(f"{identity}|{db_name}".encode()).hexdigest()[:16]
+    return f"thresholded-{db_name}-{digest}"

@@ -25,6 +25,7 @@ from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
 from pymilvus import Function, FunctionType
 
 from thresholded.errors import CollectionNotFoundError
+from thresholded.milvus_collection import describe_existing, index_metric, vector_dims
 from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
 from thresholded.scores import Metric
@@ -185,27 +186,14 @@ def existing_milvus_store(
         timeout,
     )
     try:
-        names = client.list_collections()
-        if collection_name not in names:
-            raise CollectionNotFoundError(
-                f"collection {collection_name!r} does not exist at {uri}"
-                f"{f' (database {db_name!r})' if db_name else ''}; it has: {sorted(names)}"
-            )
+        description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
         field = kwargs.get("embedding_field", "embedding")
-        description = client.describe_collection(collection_name)
-        dim = next(
-            (
-                int(spec["params"]["dim"])
-                for spec in description.get("fields", [])
-                if spec.get("name") == field and "dim" in spec.get("params", {})
-            ),
-            None,
-        )
+        dim = vector_dims(description).get(field)
         if dim is None:
             raise CollectionNotFoundError(
                 f"collection {collection_name!r} has no dense vector field {field!r}"
             )
-        metric = _index_metric(client, collection_name, field)
+        metric = Metric.parse(index_metric(client, collection_name, field) or Metric.IP).value
     finally:
         client.close()
     return CompatibleMilvusVectorStore(
@@ -216,11 +204,3 @@ def existing_milvus_store(
         similarity_metric=metric,
         **kwargs,
     )
-
-
-def _index_metric(client: Any, collection_name: str, field: str) -> str:
-    for index_name in client.list_indexes(collection_name, field_name=field):
-        described = client.describe_index(collection_name, index_name)
-        if described.get("metric_type"):
-            return Metric.parse(described["metric_type"]).value
-    return Metric.IP.value

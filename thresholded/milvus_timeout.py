@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -42,12 +43,15 @@ def _timed_methods(cls: type) -> frozenset[str]:
 
 
 class TimeoutClient:
-    """Wraps a ``MilvusClient`` or ``AsyncMilvusClient``; calls default to ``timeout`` seconds."""
+    """Wraps a ``MilvusClient`` or ``AsyncMilvusClient``; calls default to ``timeout`` seconds.
 
-    def __init__(self, client: Any, timeout: float) -> None:
+    The methods named in ``untimed`` keep pymilvus's own default (no deadline).
+    """
+
+    def __init__(self, client: Any, timeout: float, *, untimed: Iterable[str] = ()) -> None:
         self._client = client
         self._timeout = check_timeout(timeout)
-        self._methods = _timed_methods(type(client))
+        self._methods = _timed_methods(type(client)) - frozenset(untimed)
 
     @property
     def wrapped(self) -> Any:
@@ -74,8 +78,8 @@ class TimeoutClient:
         return f"TimeoutClient({self._client!r}, timeout={self._timeout})"
 
 
-def with_timeout(client: Any, timeout: float | None) -> Any:
+def with_timeout(client: Any, timeout: float | None, *, untimed: Iterable[str] = ()) -> Any:
     """``client`` itself when ``timeout`` is None, else wrapped in a :class:`TimeoutClient`."""
     if client is None or check_timeout(timeout) is None:
         return client
-    return TimeoutClient(client, timeout)  # type: ignore[arg-type]
+    return TimeoutClient(client, timeout, untimed=untimed)  # type: ignore[arg-type]

@@ -6,14 +6,12 @@ same policy and floor, both on Milvus Lite with IP on unit vectors.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from thresholded import RetrievalPolicy
 from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
-from thresholded.milvus_lite import wait_for_milvus_lite
 
 pytestmark = pytest.mark.integration
 
@@ -47,27 +45,23 @@ def llama_index_retriever(tmp_path_factory, minilm_embed_model, policy) -> Any:
 @pytest.fixture(scope="module")
 def langchain_retriever(tmp_path_factory, policy) -> Any:
     pytest.importorskip("langchain_milvus")
-    from langchain_milvus import Milvus
+    from langchain_core.documents import Document
 
-    from langchain_thresholded import ThresholdedRetriever, ensure_orm_connection
+    from langchain_thresholded import ThresholdedRetriever
     from langchain_thresholded.embeddings import minilm_embeddings
+    from langchain_thresholded.milvus import milvus_from_documents
 
-    path: Path = tmp_path_factory.mktemp("lc") / "kb.db"
-    wait_for_milvus_lite(str(path))
-    store = Milvus(
-        embedding_function=minilm_embeddings(),
-        collection_name="support_kb",
-        connection_args={"uri": str(path)},
-        index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
-        drop_old=True,
-        auto_id=False,
-    )
-    ensure_orm_connection(store)
     sections = [s for doc in load_knowledge_base() for s in doc.sections]
-    store.add_texts(
-        [s.text for s in sections],
-        metadatas=[{k: str(v) for k, v in s.metadata.items()} for s in sections],
-        ids=[s.id for s in sections],
+    store = milvus_from_documents(
+        [
+            Document(
+                id=s.id, page_content=s.text, metadata={k: str(v) for k, v in s.metadata.items()}
+            )
+            for s in sections
+        ],
+        minilm_embeddings(),
+        uri=str(tmp_path_factory.mktemp("lc") / "kb.db"),
+        collection_name="support_kb",
     )
     return ThresholdedRetriever(vectorstore=store, policy=policy, neighbours=0)
 

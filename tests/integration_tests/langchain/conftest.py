@@ -72,29 +72,48 @@ def build_milvus(
     metric: str | None = "IP",
     texts: dict[str, tuple[str, str]] | None = None,
 ) -> Any:
-    """A langchain-milvus store on Milvus Lite (``path`` ends in .db) holding ``texts``."""
-    from langchain_milvus import Milvus
+    """A langchain-milvus store on Milvus Lite (``path`` ends in .db) holding ``texts``.
 
-    from langchain_thresholded import ensure_orm_connection, wait_for_milvus_lite
+    ``metric=None`` builds the store as langchain-milvus does by default (L2,
+    AUTOINDEX), with its own constructor.
+    """
+    from langchain_core.documents import Document
+
+    from langchain_thresholded.milvus import milvus_from_documents
 
     texts = SUPPORT_TEXTS if texts is None else texts
-    index = None if metric is None else {"metric_type": metric, "index_type": "FLAT", "params": {}}
+    documents = [
+        Document(id=doc_id, page_content=text, metadata={"source": source})
+        for doc_id, (source, text) in texts.items()
+    ]
+    if metric is None:
+        return _langchain_default_store(path, embeddings, documents)
+    return milvus_from_documents(
+        documents,
+        embeddings,
+        uri=str(path),
+        collection_name="support",
+        metric=metric,
+        overwrite=True,
+    )
+
+
+def _langchain_default_store(path: Path, embeddings: Any, documents: list[Any]) -> Any:
+    from langchain_milvus import Milvus
+
+    from langchain_thresholded.milvus import _ensure_orm_connection
+    from thresholded.milvus_lite import wait_for_milvus_lite
+
     wait_for_milvus_lite(str(path))
     store = Milvus(
         embedding_function=embeddings,
         collection_name="support",
         connection_args={"uri": str(path)},
-        index_params=index,
         drop_old=True,
         auto_id=False,
     )
-    ensure_orm_connection(store)  # langchain-milvus 0.3.3 on pymilvus >= 2.6.10
-    ids = list(texts)
-    store.add_texts(
-        [texts[i][1] for i in ids],
-        metadatas=[{"source": texts[i][0]} for i in ids],
-        ids=ids,
-    )
+    _ensure_orm_connection(store)  # langchain-milvus 0.3.3 on pymilvus >= 2.6.10
+    store.add_documents(documents, ids=[doc.id for doc in documents])
     return store
 
 

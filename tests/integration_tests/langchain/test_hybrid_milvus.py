@@ -16,13 +16,10 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_thresholded import (
-    ScoreKind,
-    ThresholdedRetriever,
-    ensure_orm_connection,
-    wait_for_milvus_lite,
-)
+from langchain_thresholded import ScoreKind, ThresholdedRetriever
+from langchain_thresholded.milvus import _ensure_orm_connection
 from thresholded import NonCosineScoreError, RetrievalPolicy
+from thresholded.milvus_lite import wait_for_milvus_lite
 
 langchain_milvus = pytest.importorskip("langchain_milvus")
 
@@ -72,7 +69,7 @@ def hybrid(tmp_path: Path) -> tuple[Any, HandEmbeddings]:
             {"metric_type": "BM25", "index_type": "SPARSE_INVERTED_INDEX"},
         ],
     )
-    ensure_orm_connection(store)
+    _ensure_orm_connection(store)  # a hybrid store is built with langchain-milvus's constructor
     store.add_documents(
         [Document(page_content=t, metadata={"source": k}) for k, t in TEXTS.items()],
         ids=list(TEXTS),

@@ -14,10 +14,8 @@ from langchain_thresholded import (
     MultiCollectionRetriever,
     RetrievalPolicy,
     ThresholdedRetriever,
-    ensure_orm_connection,
 )
 from thresholded.fanout import COLLECTION_KEY
-from thresholded.milvus_lite import wait_for_milvus_lite
 
 pytestmark = pytest.mark.integration
 
@@ -51,24 +49,18 @@ SECTIONS = {
 }
 
 
-def build(uri: str, collection: str, embeddings: HandEmbeddings, **connection) -> object:
-    from langchain_milvus import Milvus
+def build(uri: str, collection: str, embeddings: HandEmbeddings) -> object:
+    from langchain_core.documents import Document
 
-    wait_for_milvus_lite(uri)
-    store = Milvus(
-        embedding_function=embeddings,
-        collection_name=collection,
-        connection_args={"uri": uri, **connection},
-        index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
-        drop_old=True,
-        auto_id=False,
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    documents = [
+        Document(id=doc_id, page_content=f"text {doc_id}", metadata={"source": collection})
+        for doc_id in SECTIONS[collection]
+    ]
+    return milvus_from_documents(
+        documents, embeddings, uri=uri, collection_name=collection, overwrite=True
     )
-    ensure_orm_connection(store)
-    ids = list(SECTIONS[collection])
-    store.add_texts(
-        [f"text {i}" for i in ids], metadatas=[{"source": collection} for _ in ids], ids=ids
-    )
-    return store
 
 
 @pytest.fixture

@@ -59,21 +59,20 @@ class TestThresholdedRetrieverMilvus(RetrieversIntegrationTests):
         self, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm: Any
     ) -> None:
         pytest.importorskip("langchain_milvus")
-        from langchain_milvus import Milvus
+        from langchain_core.documents import Document
 
-        from langchain_thresholded import ensure_orm_connection, wait_for_milvus_lite
+        from langchain_thresholded.milvus import milvus_from_documents
 
         path = str(tmp_path_factory.mktemp("standard") / "standard.db")
-        wait_for_milvus_lite(path)
-        store = Milvus(
-            embedding_function=minilm,
-            connection_args={"uri": path},
-            index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
-            drop_old=True,
-            auto_id=True,
+        store = milvus_from_documents(
+            [
+                Document(page_content=text, metadata={"source": f"doc-{i}"})
+                for i, text in enumerate(TEXTS)
+            ],
+            minilm,
+            uri=path,
+            collection_name="standard",
         )
-        ensure_orm_connection(store)
-        store.add_texts(TEXTS, metadatas=[{"source": f"doc-{i}"} for i in range(len(TEXTS))])
         request.cls.store = store
 
     @property

@@ -1,16 +1,20 @@
-"""langchain_thresholded.MultiCollectionRetriever against the Milvus 2.3.5 server.
+"""LangChain on the Milvus 2.3.5 server: created, reopened, in several databases.
 
-Two collections of the default database, and two collections of the same name in two
-databases of one server: langchain-milvus 0.3.3 on pymilvus 2.6 would share one ORM
-connection alias between them, which ``ensure_orm_connection`` splits per database.
+Stores are created with ``milvus_from_documents`` and reopened with
+``existing_milvus_store``, in this process and in another one. Two collections of the
+same name live in two databases of one server: pymilvus 2.6 shares one connection
+between them, and each store still reads its own database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import threading
+from typing import Any
 
 import pytest
+from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_thresholded import (
@@ -18,8 +22,8 @@ from langchain_thresholded import (
     MultiCollectionRetriever,
     RetrievalPolicy,
     ThresholdedRetriever,
-    ensure_orm_connection,
 )
+from thresholded.errors import CollectionNotFoundError, SearchUnavailableError
 from thresholded.fanout import COLLECTION_KEY
 
 pytestmark = [pytest.mark.server, pytest.mark.integration]
@@ -45,24 +49,39 @@ class HandEmbeddings(Embeddings):
         return self.vectors[text]
 
 
-def build(uri: str, collection: str, db_name: str = "", sections: str | None = None) -> object:
+def build(
+    uri: str, collection: str, db_name: str = "", sections: str | None = None, **kwargs: Any
+) -> Any:
     """A store of ``collection`` holding the sections listed under ``sections`` (its name)."""
-    from langchain_milvus import Milvus
+    from langchain_thresholded.milvus import milvus_from_documents
 
-    store = Milvus(
-        embedding_function=HandEmbeddings(),
-        collection_name=collection,
-        connection_args={"uri": uri, **({"db_name": db_name} if db_name else {})},
-        index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
-        consistency_level="Strong",
-        drop_old=True,
-        auto_id=False,
-    )
-    ensure_orm_connection(store)
     listed = sections or collection
-    ids = list(SECTIONS[listed])
-    store.add_texts([f"text {i}" for i in ids], metadatas=[{"source": listed}] * len(ids), ids=ids)
-    return store
+    documents = [
+        Document(id=doc_id, page_content=f"text {doc_id}", metadata={"source": listed})
+        for doc_id in SECTIONS[listed]
+    ]
+    return milvus_from_documents(
+        documents,
+        HandEmbeddings(),
+        uri=uri,
+        collection_name=collection,
+        db_name=db_name or None,
+        consistency_level="Strong",
+        overwrite=True,
+        **kwargs,
+    )
+
+
+def create_databases(uri: str, *names: str) -> None:
+    from pymilvus import MilvusClient
+
+    admin = MilvusClient(uri=uri)
+    try:
+        for name in names:
+            if name not in admin.list_databases():
+                admin.create_database(name)
+    finally:
+        admin.close()
 
 
 @pytest.fixture(scope="module")
@@ -111,13 +130,7 @@ def test_two_collections_sync_and_async_client(stores, monkeypatch):
 
 def test_collections_of_one_name_in_two_databases_of_one_server(milvus_server_uri):
     pytest.importorskip("langchain_milvus")
-    from pymilvus import MilvusClient
-
-    admin = MilvusClient(uri=milvus_server_uri)
-    for db in ("lc_laws_db", "lc_faqs_db"):
-        if db not in admin.list_databases():
-            admin.create_database(db)
-    admin.close()
+    create_databases(milvus_server_uri, "lc_laws_db", "lc_faqs_db")
     laws = build(milvus_server_uri, "kb", db_name="lc_laws_db", sections="lc_laws")
     faqs = build(milvus_server_uri, "kb", db_name="lc_faqs_db", sections="lc_faqs")
     assert laws.alias != faqs.alias
@@ -146,3 +159,91 @@ def test_collections_of_one_name_in_two_databases_of_one_server(milvus_server_ur
     assert got == [("laws/kb", "l1"), ("faqs/kb", "f1"), ("faqs/kb", "f2"), ("laws/kb", "l2")]
     asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
     assert [d.metadata["pk"] for d in asynchronous.kept] == ["l1", "f1", "f2", "l2"]
+
+
+def test_a_second_process_reopens_a_server_collection_and_retrieves_the_same(
+    milvus_server_uri, langchain_process
+):
+    pytest.importorskip("langchain_milvus")
+    created = langchain_process.run("create", milvus_server_uri, "lc_reopened")
+    reopened = langchain_process.run("reopen", milvus_server_uri, "lc_reopened")
+    assert created["How do I get my money back?"][0][0] == "refund-request"
+    assert created["What's the weather in Mumbai today?"] == []
+    langchain_process.assert_same(created, reopened)
+
+
+def test_a_second_process_reopens_a_collection_of_a_named_database(
+    milvus_server_uri, langchain_process
+):
+    pytest.importorskip("langchain_milvus")
+    create_databases(milvus_server_uri, "lc_process_db")
+    created = langchain_process.run("create", milvus_server_uri, "kb", "lc_process_db")
+    reopened = langchain_process.run("reopen", milvus_server_uri, "kb", "lc_process_db")
+    assert created["I forgot my password"][0][0] == "password-reset"
+    langchain_process.assert_same(created, reopened)
+
+
+def test_reopened_by_database_and_name_each_store_reads_its_own_database(milvus_server_uri):
+    pytest.importorskip("langchain_milvus")
+    from langchain_thresholded.milvus import existing_milvus_store
+
+    create_databases(milvus_server_uri, "lc_open_laws", "lc_open_faqs")
+    build(milvus_server_uri, "kb", db_name="lc_open_laws", sections="lc_laws")
+    build(milvus_server_uri, "kb", db_name="lc_open_faqs", sections="lc_faqs")
+    build(milvus_server_uri, "only_faqs", db_name="lc_open_faqs", sections="lc_faqs")
+
+    opened = {
+        db: existing_milvus_store(
+            milvus_server_uri, "kb", embeddings=HandEmbeddings(), db_name=db, timeout=30.0
+        )
+        for db in ("lc_open_laws", "lc_open_faqs")
+    }
+    policy = RetrievalPolicy(min_similarity=0.4, top_k=10, max_per_source=None)
+    for db, expected in (("lc_open_laws", ["l1", "l2"]), ("lc_open_faqs", ["f1", "f2"])):
+        retriever = ThresholdedRetriever(vectorstore=opened[db], policy=policy)
+        assert [d.metadata["pk"] for d in retriever.invoke(QUERY)] == expected
+        rows = opened[db].col.query(expr='pk != ""', output_fields=["pk"])
+        assert sorted(row["pk"] for row in rows) == expected
+
+    with pytest.raises(CollectionNotFoundError, match=r"'only_faqs'.*'lc_open_laws'.*\['kb'\]"):
+        existing_milvus_store(
+            milvus_server_uri, "only_faqs", embeddings=HandEmbeddings(), db_name="lc_open_laws"
+        )
+
+
+HANG = 300.0
+"""How long a frozen query is waited for before the test calls it hung (it takes seconds)."""
+
+
+def test_a_frozen_server_cannot_hold_a_query_past_its_deadline(disposable_server):
+    pytest.importorskip("langchain_milvus")
+    store = build(disposable_server.uri, "lc_frozen", sections="lc_laws", timeout=1.5)
+    retriever = ThresholdedRetriever(
+        vectorstore=store,
+        policy=RetrievalPolicy(min_similarity=0.4, max_per_source=None),
+        max_retries=1,
+        retry_backoff=0.1,
+    )
+    assert [d.metadata["pk"] for d in retriever.invoke(QUERY)] == ["l1", "l2"]
+
+    outcome: list[BaseException | list[Any]] = []
+
+    def query() -> None:
+        try:
+            outcome.append(retriever.invoke(QUERY))
+        except BaseException as exc:  # the test inspects what was raised
+            outcome.append(exc)
+
+    worker = threading.Thread(target=query, daemon=True)
+    disposable_server.freeze()
+    try:
+        worker.start()
+        worker.join(HANG)
+        hung = worker.is_alive()
+    finally:
+        disposable_server.thaw()
+    assert not hung, "a query on a frozen server never returned: some call had no deadline"
+    (raised,) = outcome
+    assert isinstance(raised, SearchUnavailableError), raised
+    assert raised.attempts == 2
+    assert [d.metadata["pk"] for d in retriever.invoke(QUERY)] == ["l1", "l2"]

@@ -54,3 +54,10 @@ def test_no_timeout_leaves_the_client_as_it_is():
 def test_bad_timeouts_are_refused(bad):
     with pytest.raises((ValueError, TypeError), match="timeout must be"):
         check_timeout(bad)
+
+
+def test_untimed_methods_keep_no_deadline():
+    client = TimeoutClient(FakeClient(), 2.5, untimed={"search"})
+    assert client.search("kb", [[1.0]]) is None
+    assert asyncio.run(client.query("kb")) == 2.5
+    assert with_timeout(FakeClient(), 2.5, untimed=["query"]).search("kb", []) == 2.5

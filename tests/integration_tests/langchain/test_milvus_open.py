@@ -1,0 +1,203 @@
+"""``milvus_from_documents`` and ``existing_milvus_store`` on Milvus Lite.
+
+Creating, reopening (in another process too) and adding, each in one call, with
+langchain-milvus 0.3.3 on pymilvus 2.6, where langchain-milvus's own constructor
+fails on an existing collection (langchain-ai/langchain-milvus#130).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.documents import Document
+
+from langchain_thresholded import Metric, RetrievalPolicy, ThresholdedRetriever, store_metric
+from thresholded.errors import CollectionNotFoundError
+from thresholded.milvus_timeout import TimeoutClient
+
+langchain_milvus = pytest.importorskip("langchain_milvus")
+
+pytestmark = pytest.mark.integration
+
+OPEN_POLICY = RetrievalPolicy(min_similarity=0.0, top_k=10, max_per_source=None, max_chars=None)
+
+
+def test_a_second_process_reopens_the_collection_and_retrieves_the_same(
+    tmp_path: Path, langchain_process: Any
+) -> None:
+    uri = str(tmp_path / "kb.db")
+    created = langchain_process.run("create", uri, "support_kb")
+    reopened = langchain_process.run("reopen", uri, "support_kb")
+    assert created["How do I get my money back?"][0][0] == "refund-request"
+    assert created["I forgot my password"][0][0] == "password-reset"
+    assert created["What's the weather in Mumbai today?"] == []
+    langchain_process.assert_same(created, reopened)
+
+
+def documents(support_texts: dict[str, tuple[str, str]]) -> list[Document]:
+    return [
+        Document(id=doc_id, page_content=text, metadata={"source": source})
+        for doc_id, (source, text) in support_texts.items()
+    ]
+
+
+def test_from_documents_creates_an_exact_ip_collection_keyed_by_document_id(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    store = milvus_from_documents(
+        documents(support_texts), minilm, uri=uri, collection_name="support"
+    )
+    assert type(store) is langchain_milvus.Milvus
+    index = store.client.describe_index("support", "vector")
+    assert (index["metric_type"], index["index_type"]) == ("IP", "FLAT")
+    assert store_metric(store) is Metric.IP
+
+    question = "How long does a refund take to arrive?"
+    report = ThresholdedRetriever(vectorstore=store, policy=OPEN_POLICY).retrieve_with_report(
+        question
+    )
+    assert {d.id for d in report.kept} == set(support_texts)
+    q = np.asarray(minilm.embed_query(question))
+    for doc in report.kept:
+        vector = np.asarray(minilm.embed_documents([support_texts[doc.id][1]])[0])
+        assert doc.metadata["similarity"] == pytest.approx(float(q @ vector), abs=1e-5)
+        assert doc.metadata["source"] == support_texts[doc.id][0]
+
+
+def test_reopened_in_the_same_process_it_searches_and_takes_new_documents(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    from langchain_thresholded.milvus import existing_milvus_store, milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    texts = [Document(page_content=text) for _, text in support_texts.values()]
+    milvus_from_documents(texts, minilm, uri=uri, collection_name="support", metric="COSINE")
+
+    store = existing_milvus_store(uri, "support", embeddings=minilm)
+    assert type(store) is langchain_milvus.Milvus
+    assert store_metric(store) is Metric.COSINE  # read from the collection's index
+    assert store.auto_id  # Milvus generated the ids: a new document needs none
+    (new_id,) = store.add_documents([Document(page_content="Our office cat is called Biscuit.")])
+    retriever = ThresholdedRetriever(
+        vectorstore=store, policy=OPEN_POLICY.model_copy(update={"min_similarity": 0.5})
+    )
+    (found,) = retriever.invoke("What is the name of the office cat?")
+    assert found.metadata["pk"] == new_id
+    assert len(store.similarity_search("refund", k=20)) == len(support_texts) + 1
+
+
+def test_a_missing_collection_is_an_error_and_nothing_is_created(
+    tmp_path: Path, minilm: Any
+) -> None:
+    from langchain_thresholded.milvus import existing_milvus_store, milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    store = milvus_from_documents(
+        [Document(page_content="Refunds take 5 days.")], minilm, uri=uri, collection_name="kb"
+    )
+    with pytest.raises(CollectionNotFoundError, match=r"'kb_typo' does not exist.*\['kb'\]"):
+        existing_milvus_store(uri, "kb_typo", embeddings=minilm)
+    assert store.client.list_collections() == ["kb"]
+
+
+def test_adding_to_an_existing_collection_keeps_its_index_and_overwrite_rebuilds_it(
+    tmp_path: Path, minilm: Any
+) -> None:
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    first = [Document(id="a", page_content="Refunds take 5 days.")]
+    second = [Document(id="b", page_content="Invoices are emailed monthly.")]
+    milvus_from_documents(first, minilm, uri=uri, collection_name="kb", metric="COSINE")
+
+    with pytest.raises(ValueError, match="indexed with COSINE, not IP"):
+        milvus_from_documents(second, minilm, uri=uri, collection_name="kb", metric="IP")
+    added = milvus_from_documents(second, minilm, uri=uri, collection_name="kb")
+    assert store_metric(added) is Metric.COSINE
+    assert {d.metadata["pk"] for d in added.similarity_search("money", k=10)} == {"a", "b"}
+
+    rebuilt = milvus_from_documents(
+        second, minilm, uri=uri, collection_name="kb", metric="IP", overwrite=True
+    )
+    assert store_metric(rebuilt) is Metric.IP
+    assert [d.metadata["pk"] for d in rebuilt.similarity_search("money", k=10)] == ["b"]
+
+
+def test_every_call_of_the_store_carries_the_deadline(
+    tmp_path: Path, minilm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langchain_thresholded.milvus import existing_milvus_store, milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    milvus_from_documents(
+        [Document(id="a", page_content="Refunds take 5 days.")],
+        minilm,
+        uri=uri,
+        collection_name="kb",
+        timeout=7.5,
+    )
+    store = existing_milvus_store(uri, "kb", embeddings=minilm, timeout=7.5)
+    assert isinstance(store.client, TimeoutClient)
+    assert store.client.timeout == 7.5
+
+    seen: list[Any] = []
+    client = store.client.wrapped
+    for name in ("search", "insert", "has_collection"):
+        original = getattr(client, name)
+
+        def spy(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            seen.append(kwargs.get("timeout"))
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(client, name, spy)
+    store.add_documents([Document(page_content="Invoices are emailed monthly.")], ids=["b"])
+    ThresholdedRetriever(vectorstore=store, policy=OPEN_POLICY).invoke("money back")
+    assert len(seen) >= 2
+    assert set(seen) == {7.5}
+
+
+def test_the_timeout_is_checked_before_anything_opens(tmp_path: Path, minilm: Any) -> None:
+    from langchain_thresholded.milvus import existing_milvus_store
+
+    with pytest.raises(ValueError, match="above 0"):
+        existing_milvus_store(str(tmp_path / "kb.db"), "kb", embeddings=minilm, timeout=0)
+    assert not (tmp_path / "kb.db").exists()
+
+
+def test_connection_arguments_are_named_by_the_call_itself(tmp_path: Path, minilm: Any) -> None:
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    with pytest.raises(TypeError, match="connection_args"):
+        milvus_from_documents(
+            [],
+            minilm,
+            uri=str(tmp_path / "kb.db"),
+            collection_name="kb",
+            connection_args={"uri": "other.db"},
+        )
+
+
+def test_a_collection_langchain_cannot_read_is_an_error_that_names_its_fields(
+    tmp_path: Path, minilm: Any
+) -> None:
+    from pymilvus import MilvusClient
+
+    from langchain_thresholded.milvus import existing_milvus_store
+    from thresholded.milvus_lite import wait_for_milvus_lite
+
+    uri = str(tmp_path / "kb.db")
+    wait_for_milvus_lite(uri)
+    client = MilvusClient(uri=uri)
+    client.create_collection("bare", dimension=384, vector_field_name="embedding")
+    client.close()
+
+    with pytest.raises(ValueError, match=r"no dense vector field 'vector'.*\['embedding'\]"):
+        existing_milvus_store(uri, "bare", embeddings=minilm)
+    with pytest.raises(ValueError, match=r"no text field 'text'.*'embedding'"):
+        existing_milvus_store(uri, "bare", embeddings=minilm, vector_field="embedding")

@@ -1,0 +1,47 @@
+"""What an existing Milvus collection is, read through a ``MilvusClient``.
+
+Both adapters open collections that must already exist. A misspelt name would
+otherwise create a new, empty collection, and every question would then quietly
+"match nothing"; and the scores of an opened collection must be read in the
+metric its index really uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thresholded.errors import CollectionNotFoundError
+
+
+def describe_existing(
+    client: Any, collection_name: str, *, uri: str, db_name: str | None = None
+) -> dict[str, Any]:
+    """``client.describe_collection(collection_name)``; a missing collection is an error.
+
+    The error names the URI, the database and the collections that do exist.
+    """
+    names = client.list_collections()
+    if collection_name not in names:
+        where = f"{uri} (database {db_name!r})" if db_name else uri
+        raise CollectionNotFoundError(
+            f"collection {collection_name!r} does not exist at {where}; it has: {sorted(names)}"
+        )
+    return client.describe_collection(collection_name)
+
+
+def vector_dims(description: dict[str, Any]) -> dict[str, int]:
+    """The dimension of each fixed-size vector field of a described collection, by name."""
+    return {
+        spec["name"]: int(spec["params"]["dim"])
+        for spec in description.get("fields", [])
+        if "dim" in spec.get("params", {})
+    }
+
+
+def index_metric(client: Any, collection_name: str, field: str) -> str | None:
+    """The metric of the index on ``field``, as Milvus names it; None when it has no index."""
+    for index_name in client.list_indexes(collection_name, field_name=field):
+        described = client.describe_index(collection_name, index_name)
+        if described.get("metric_type"):
+            return str(described["metric_type"])
+    return None

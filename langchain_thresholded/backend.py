@@ -19,7 +19,7 @@ from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
-from langchain_thresholded.milvus import ensure_orm_connection
+from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
@@ -125,7 +125,7 @@ class LangChainBackend:
     def search(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
         store, k, kwargs = self._store, args.k, args.filters
         if self._milvus:
-            ensure_orm_connection(store)
+            _ensure_orm_connection(store)
         if self._kind is not ScoreKind.COSINE or args.vector is None:
             return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
         if self._rescore_dense:  # scores are computed from the texts, not read
@@ -139,7 +139,7 @@ class LangChainBackend:
     async def asearch(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
         store, k, kwargs = self._store, args.k, args.filters
         if self._milvus:
-            ensure_orm_connection(store)
+            _ensure_orm_connection(store)
         if self._kind is not ScoreKind.COSINE or args.vector is None:
             return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
         vector = list(args.vector)

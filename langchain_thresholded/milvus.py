@@ -336,9 +336,6 @@ def _ensure_orm_connection(store: Any) -> None:
     store.alias = alias
 
 
-ensure_orm_connection = _ensure_orm_connection
-
-
 def _orm_alias(connection_args: Mapping[str, Any]) -> str:
     """An ORM alias of its own for one server, token and database."""
     db_name = connection_args.get("db_name") or "default"

@@ -20,29 +20,21 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-    adispatch_custom_event,
-    dispatch_custom_event,
-)
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableConfig
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from langchain_thresholded.backend import QuestionEmbedder
-from langchain_thresholded.report import EVENT_NAME, ThresholdedReport
+from langchain_thresholded.report import ThresholdedReport
 from langchain_thresholded.retrievers import (
-    REPORT_SINK,
     STORE_OPTIONS,
+    EngineRetriever,
     ThresholdedRetriever,
     check_options,
 )
-from thresholded.engine import Call, Collection, Fan, Question, adrive, drive, plan, retrieve
+from thresholded.engine import Call, Collection, Fan, Question, plan
 from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
@@ -67,20 +59,47 @@ _CALL_OPTIONS = frozenset({"k", "min_similarity", *STORE_OPTIONS})
 
 
 class CollectionSpec(BaseModel):
-    """One collection: its ``ThresholdedRetriever``, a name, a candidate count, a timeout.
+    """One collection: a ready ``ThresholdedRetriever``, or a Milvus collection named by
+    ``uri``, ``db_name`` and ``collection_name``; with a name, a candidate count, a timeout.
 
-    ``retrieve_k`` candidates are fetched (default: the global ``top_k * over_fetch``);
-    ``timeout`` (seconds) replaces the retriever's default. ``name`` labels the
-    collection in reports (default: the store's collection name, else its class and
-    position, e.g. ``InMemoryVectorStore[1]``).
+    A collection named by URI is reopened with
+    :func:`langchain_thresholded.milvus.existing_milvus_store` (it must exist) and
+    searched with the multi-collection retriever's ``embeddings`` under ``policy``
+    (default: the global policy). ``retrieve_k`` candidates are fetched (default: the
+    global ``top_k * over_fetch``); ``timeout`` (seconds) replaces the retriever's
+    default. ``name`` labels the collection in reports (default: ``db/collection`` on
+    Milvus, the store's collection name, else its class and position, e.g.
+    ``InMemoryVectorStore[1]``).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True, extra="forbid")
 
-    retriever: ThresholdedRetriever
+    retriever: ThresholdedRetriever | None = None
+    """A ready retriever over the collection's store."""
+    uri: str | None = None
+    """A Milvus URI (a Milvus Lite file, or ``http://host:19530``), with ``collection_name``."""
+    collection_name: str | None = None
+    db_name: str | None = None
+    """The Milvus database; default: the server's default database."""
+    token: str = ""
+    policy: RetrievalPolicy | None = None
+    """The policy of a collection named by URI (its floor); default: the global policy."""
     name: str | None = Field(default=None, min_length=1)
     retrieve_k: int | None = Field(default=None, ge=1)
     timeout: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_way_to_name_it(self) -> CollectionSpec:
+        by_uri = self.uri is not None or self.collection_name is not None
+        if (self.retriever is None) == (not by_uri):
+            raise ValueError(
+                "give either retriever=..., or uri=... and collection_name=... (and db_name=...)"
+            )
+        if by_uri and not (self.uri and self.collection_name):
+            raise ValueError("a collection named by URI needs both uri and collection_name")
+        if self.retriever is not None and (self.policy is not None or self.db_name or self.token):
+            raise ValueError("policy, db_name and token belong to a collection named by URI")
+        return self
 
 
 @dataclass(frozen=True)
@@ -112,7 +131,7 @@ class MultiCollectionReport(ThresholdedReport):
         return "; ".join([super().summary(), *(s.describe() for s in self.collections)])
 
 
-class MultiCollectionRetriever(BaseRetriever):
+class MultiCollectionRetriever(EngineRetriever):
     """Search several stores at once, each with its own floor; merge by cosine; attach last.
 
     ``collections``: ``ThresholdedRetriever``s or ``CollectionSpec``s. ``policy`` is the
@@ -125,6 +144,8 @@ class MultiCollectionRetriever(BaseRetriever):
     Per call: ``k``, ``min_similarity`` (every collection's floor), and ``filter``,
     ``expr`` or ``search_kwargs`` (given to every store).
     """
+
+    _stage: ClassVar[str] = "multi_collection"
 
     collections: list[ThresholdedRetriever | CollectionSpec]
     policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
@@ -163,7 +184,7 @@ class MultiCollectionRetriever(BaseRetriever):
         check_unique_names([c.name for c in self._collections])
 
     def _collection(self, spec: CollectionSpec, position: int) -> Collection[Document]:
-        sub = spec.retriever
+        sub = spec.retriever or self._opened(spec)
         if sub.score_kind is not ScoreKind.COSINE or sub.score_mode != "metric":
             raise ValueError(
                 "MultiCollectionRetriever merges dense cosine results: every collection's "
@@ -183,58 +204,36 @@ class MultiCollectionRetriever(BaseRetriever):
             retrieve_k=spec.retrieve_k,
         )
 
+    def _opened(self, spec: CollectionSpec) -> ThresholdedRetriever:
+        """A retriever over a Milvus collection named by URI, database and name."""
+        from langchain_thresholded.milvus import existing_milvus_store
+
+        if self.embeddings is None:
+            raise ValueError(
+                f"collection {spec.collection_name!r} is named by URI: pass "
+                "MultiCollectionRetriever(embeddings=...), the model its vectors come from"
+            )
+        assert spec.uri is not None and spec.collection_name is not None
+        store = existing_milvus_store(
+            spec.uri,
+            spec.collection_name,
+            embeddings=self.embeddings,
+            db_name=spec.db_name,
+            token=spec.token,
+            timeout=spec.timeout if spec.timeout is not None else self.timeout,
+        )
+        return ThresholdedRetriever(vectorstore=store, policy=spec.policy or self.policy)
+
     # Public API ----------------------------------------------------------------------
     @property
     def collection_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self._collections)
-
-    def retrieve_with_report(
-        self, query: str, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> MultiCollectionReport:
-        """Like ``invoke``, but returns the report, with each collection's status."""
-        sink: list[MultiCollectionReport] = []
-        self.invoke(query, config, **kwargs, **{REPORT_SINK: sink})
-        return sink[0]
-
-    async def aretrieve_with_report(
-        self, query: str, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> MultiCollectionReport:
-        sink: list[MultiCollectionReport] = []
-        await self.ainvoke(query, config, **kwargs, **{REPORT_SINK: sink})
-        return sink[0]
 
     def close(self) -> None:
         """Shut the thread pool down (searches still running finish in the background)."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
-
-    # BaseRetriever -----------------------------------------------------------------
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
-    ) -> list[Document]:
-        sink = kwargs.pop(REPORT_SINK, None)
-        report = self._report(drive(retrieve(self._plan(query, kwargs))))
-        run_manager.on_text(report.summary())
-        data = report.to_event_data("multi_collection")
-        dispatch_custom_event(EVENT_NAME, data, config={"callbacks": run_manager.get_child()})
-        if sink is not None:
-            sink.append(report)
-        return report.documents
-
-    async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
-    ) -> list[Document]:
-        sink = kwargs.pop(REPORT_SINK, None)
-        report = self._report(await adrive(retrieve(self._plan(query, kwargs))))
-        await run_manager.on_text(report.summary())
-        data = report.to_event_data("multi_collection")
-        await adispatch_custom_event(
-            EVENT_NAME, data, config={"callbacks": run_manager.get_child()}
-        )
-        if sink is not None:
-            sink.append(report)
-        return report.documents
 
     # One call ------------------------------------------------------------------------
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:

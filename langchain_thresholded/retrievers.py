@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -34,7 +34,67 @@ _CALL_OPTIONS = frozenset({"k", *_POLICY_OVERRIDES, *STORE_OPTIONS})
 IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and passes it on
 
 
-class ThresholdedRetriever(BaseRetriever):
+class EngineRetriever(BaseRetriever):
+    """What this package's LangChain retrievers share: ``invoke`` and ``retrieve_with_report``
+    run the engine once, and send one ``thresholded_selection`` event per call. A subclass
+    plans a call (``_plan``) and turns the engine's result into its report (``_report``)."""
+
+    _stage: ClassVar[str] = "retriever"
+    """What the event's ``stage`` says."""
+
+    # Public API --------------------------------------------------------------------
+    def retrieve_with_report(
+        self, query: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> ThresholdedReport:
+        """Like ``invoke``, but returns the report: kept, attached and dropped with reasons
+        (and, over several collections, each collection's status)."""
+        sink: list[ThresholdedReport] = []
+        self.invoke(query, config, **kwargs, **{REPORT_SINK: sink})
+        return sink[0]
+
+    async def aretrieve_with_report(
+        self, query: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> ThresholdedReport:
+        """Async ``retrieve_with_report``."""
+        sink: list[ThresholdedReport] = []
+        await self.ainvoke(query, config, **kwargs, **{REPORT_SINK: sink})
+        return sink[0]
+
+    # BaseRetriever -----------------------------------------------------------------
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        sink = kwargs.pop(REPORT_SINK, None)
+        report = self._report(drive(retrieve(self._plan(query, kwargs))))
+        run_manager.on_text(report.summary())
+        data = report.to_event_data(self._stage)
+        dispatch_custom_event(EVENT_NAME, data, config={"callbacks": run_manager.get_child()})
+        if sink is not None:
+            sink.append(report)
+        return report.documents
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        sink = kwargs.pop(REPORT_SINK, None)
+        report = self._report(await adrive(retrieve(self._plan(query, kwargs))))
+        await run_manager.on_text(report.summary())
+        data = report.to_event_data(self._stage)
+        await adispatch_custom_event(
+            EVENT_NAME, data, config={"callbacks": run_manager.get_child()}
+        )
+        if sink is not None:
+            sink.append(report)
+        return report.documents
+
+    def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
+        raise NotImplementedError
+
+    def _report(self, result: Any) -> ThresholdedReport:
+        return ThresholdedReport.from_result(result)
+
+
+class ThresholdedRetriever(EngineRetriever):
     """Dense retrieval over any ``VectorStore`` that drops what is clearly unrelated.
 
     It fetches ``top_k * over_fetch`` candidates, reads each score as a true
@@ -126,22 +186,6 @@ class ThresholdedRetriever(BaseRetriever):
         return value
 
     # Public API --------------------------------------------------------------------
-    def retrieve_with_report(
-        self, query: str, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> ThresholdedReport:
-        """Like ``invoke``, but returns the report: kept, attached and dropped with reasons."""
-        sink: list[ThresholdedReport] = []
-        self.invoke(query, config, **kwargs, **{REPORT_SINK: sink})
-        return sink[0]
-
-    async def aretrieve_with_report(
-        self, query: str, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> ThresholdedReport:
-        """Async ``retrieve_with_report``."""
-        sink: list[ThresholdedReport] = []
-        await self.ainvoke(query, config, **kwargs, **{REPORT_SINK: sink})
-        return sink[0]
-
     @classmethod
     def from_retriever(
         cls,
@@ -166,32 +210,6 @@ class ThresholdedRetriever(BaseRetriever):
         return cls(vectorstore=source, embeddings=embeddings, **fields)
 
     # BaseRetriever -----------------------------------------------------------------
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
-    ) -> list[Document]:
-        sink = kwargs.pop(REPORT_SINK, None)
-        report = ThresholdedReport.from_result(drive(retrieve(self._plan(query, kwargs))))
-        run_manager.on_text(report.summary())
-        data = report.to_event_data("retriever")
-        dispatch_custom_event(EVENT_NAME, data, config={"callbacks": run_manager.get_child()})
-        if sink is not None:
-            sink.append(report)
-        return report.documents
-
-    async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
-    ) -> list[Document]:
-        sink = kwargs.pop(REPORT_SINK, None)
-        report = ThresholdedReport.from_result(await adrive(retrieve(self._plan(query, kwargs))))
-        await run_manager.on_text(report.summary())
-        data = report.to_event_data("retriever")
-        await adispatch_custom_event(
-            EVENT_NAME, data, config={"callbacks": run_manager.get_child()}
-        )
-        if sink is not None:
-            sink.append(report)
-        return report.documents
-
     def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
         params = super()._get_ls_params(**kwargs)
         params["ls_vector_store_provider"] = type(self.vectorstore).__name__

@@ -31,21 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
-from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
-from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.report import RetrievalReport
-from llama_index_thresholded.retriever import question_of
+from llama_index_thresholded.retriever import EngineRetriever, question_of
 from thresholded.attachments import AttachmentSpec
-from thresholded.engine import Call, Fan, adrive, drive, plan, retrieve
+from thresholded.engine import Call, Fan, plan
 from thresholded.errors import ModelMismatchError
 from thresholded.fanout import (
     COLLECTION_KEY,
@@ -66,8 +63,6 @@ __all__ = [
     "MultiCollectionReport",
     "MultiCollectionRetriever",
 ]
-
-dispatcher = get_dispatcher(__name__)
 
 
 @dataclass(frozen=True)
@@ -141,7 +136,7 @@ class MultiCollectionReport(RetrievalReport):
         return "\n".join(lines)
 
 
-class MultiCollectionRetriever(BaseRetriever):
+class MultiCollectionRetriever(EngineRetriever):
     """Search several collections at once, each with its own floor; merge by cosine.
 
     ``collections`` are ``CollectionSpec``s, or bare indexes/stores (which then use
@@ -272,76 +267,7 @@ class MultiCollectionRetriever(BaseRetriever):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # Retrieval --------------------------------------------------------------------------
-    @dispatcher.span
-    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        return self._report(str_or_query_bundle).nodes
-
-    @dispatcher.span
-    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        return (await self._areport(str_or_query_bundle)).nodes
-
-    @dispatcher.span
-    def retrieve_with_report(
-        self,
-        str_or_query_bundle: QueryType,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-    ) -> MultiCollectionReport:
-        """Retrieve, and report what each collection returned and what was kept and dropped.
-
-        ``min_similarity`` replaces every collection's floor for this call; ``top_k`` and
-        ``policy`` replace the global policy's; ``filters`` apply in every collection.
-        """
-        return self._report(
-            str_or_query_bundle,
-            min_similarity=min_similarity,
-            top_k=top_k,
-            filters=filters,
-            policy=policy,
-        )
-
-    @dispatcher.span
-    async def aretrieve_with_report(
-        self,
-        str_or_query_bundle: QueryType,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-    ) -> MultiCollectionReport:
-        """Async ``retrieve_with_report``."""
-        return await self._areport(
-            str_or_query_bundle,
-            min_similarity=min_similarity,
-            top_k=top_k,
-            filters=filters,
-            policy=policy,
-        )
-
-    def _report(self, query: QueryType, **overrides: Any) -> MultiCollectionReport:
-        with retrieval_events(self, dispatcher, query) as announce:
-            report = self._finish(drive(retrieve(self._plan(query, **overrides))))
-            announce(report)
-        return report
-
-    async def _areport(self, query: QueryType, **overrides: Any) -> MultiCollectionReport:
-        with retrieval_events(self, dispatcher, query) as announce:
-            report = self._finish(await adrive(retrieve(self._plan(query, **overrides))))
-            announce(report)
-        return report
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        """Without events (``retrieve`` sends them): for code that calls it directly."""
-        return self._finish(drive(retrieve(self._plan(query_bundle)))).nodes
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._finish(await adrive(retrieve(self._plan(query_bundle)))).nodes
-
+    # One call ---------------------------------------------------------------------------
     def _plan(
         self,
         query: QueryType,

@@ -19,7 +19,7 @@ from llama_index_thresholded.backend import index_collection
 from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.report import RetrievalReport
 from thresholded.attachments import AttachmentSpec
-from thresholded.engine import Question, adrive, drive, plan, retrieve
+from thresholded.engine import Call, Question, adrive, drive, plan, retrieve
 from thresholded.policy import RetrievalPolicy
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
@@ -27,7 +27,80 @@ from thresholded.scores import Metric, ScoreKind
 dispatcher = get_dispatcher(__name__)
 
 
-class ThresholdedRetriever(BaseRetriever):
+class EngineRetriever(BaseRetriever):
+    """What this package's LlamaIndex retrievers share: their calls, each sending its
+    events once (see ``events.py``), and the engine that runs them. A subclass plans a
+    call (``_plan``) and turns the engine's result into its report (``_finish``)."""
+
+    # Retrieval --------------------------------------------------------------------------
+    @dispatcher.span
+    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        return self._report(str_or_query_bundle).nodes
+
+    @dispatcher.span
+    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        return (await self._areport(str_or_query_bundle)).nodes
+
+    @dispatcher.span
+    def retrieve_with_report(
+        self,
+        str_or_query_bundle: QueryType,
+        *,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+    ) -> RetrievalReport:
+        """Retrieve, and report what was kept, attached and dropped, for this call only.
+
+        For this call, ``min_similarity`` replaces the floor (every collection's),
+        ``top_k`` the number of sections, ``policy`` the whole (global) policy, and
+        ``filters`` the retriever's filters; the retriever is not changed.
+        """
+        overrides = _overrides(min_similarity, top_k, filters, policy)
+        return self._report(str_or_query_bundle, **overrides)
+
+    @dispatcher.span
+    async def aretrieve_with_report(
+        self,
+        str_or_query_bundle: QueryType,
+        *,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+    ) -> RetrievalReport:
+        """Async ``retrieve_with_report``: the embedding, search and lookups are awaited."""
+        overrides = _overrides(min_similarity, top_k, filters, policy)
+        return await self._areport(str_or_query_bundle, **overrides)
+
+    def _report(self, query: QueryType, **overrides: Any) -> RetrievalReport:
+        with retrieval_events(self, dispatcher, query) as announce:
+            report = self._finish(drive(retrieve(self._plan(query, **overrides))))
+            announce(report)
+        return report
+
+    async def _areport(self, query: QueryType, **overrides: Any) -> RetrievalReport:
+        with retrieval_events(self, dispatcher, query) as announce:
+            report = self._finish(await adrive(retrieve(self._plan(query, **overrides))))
+            announce(report)
+        return report
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """Without events (``retrieve`` sends them): for code that calls it directly."""
+        return self._finish(drive(retrieve(self._plan(query_bundle)))).nodes
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._finish(await adrive(retrieve(self._plan(query_bundle)))).nodes
+
+    def _plan(self, query: QueryType, **overrides: Any) -> Call[Any]:
+        raise NotImplementedError
+
+    def _finish(self, result: Any) -> RetrievalReport:
+        raise NotImplementedError
+
+
+class ThresholdedRetriever(EngineRetriever):
     """A vector index retriever that returns nothing rather than unrelated sections.
 
     It fetches ``top_k * over_fetch`` candidates (metadata filters applied in the
@@ -175,66 +248,6 @@ class ThresholdedRetriever(BaseRetriever):
     @property
     def metric(self) -> Metric | None:
         return self._collection.backend.metric(None)
-
-    # Retrieval --------------------------------------------------------------------------
-    @dispatcher.span
-    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        return self._report(str_or_query_bundle).nodes
-
-    @dispatcher.span
-    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        return (await self._areport(str_or_query_bundle)).nodes
-
-    @dispatcher.span
-    def retrieve_with_report(
-        self,
-        str_or_query_bundle: QueryType,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-    ) -> RetrievalReport:
-        """Retrieve, and report what was kept, attached and dropped, for this call only.
-
-        ``min_similarity``, ``top_k``, ``filters`` or a whole ``policy`` override the
-        retriever's own for this call; the retriever is not changed.
-        """
-        overrides = _overrides(min_similarity, top_k, filters, policy)
-        return self._report(str_or_query_bundle, **overrides)
-
-    @dispatcher.span
-    async def aretrieve_with_report(
-        self,
-        str_or_query_bundle: QueryType,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-    ) -> RetrievalReport:
-        """Async ``retrieve_with_report``: the embedding, search and lookups are awaited."""
-        overrides = _overrides(min_similarity, top_k, filters, policy)
-        return await self._areport(str_or_query_bundle, **overrides)
-
-    def _report(self, query: QueryType, **overrides: Any) -> RetrievalReport:
-        with retrieval_events(self, dispatcher, query) as announce:
-            report = self._finish(drive(retrieve(self._plan(query, **overrides))))
-            announce(report)
-        return report
-
-    async def _areport(self, query: QueryType, **overrides: Any) -> RetrievalReport:
-        with retrieval_events(self, dispatcher, query) as announce:
-            report = self._finish(await adrive(retrieve(self._plan(query, **overrides))))
-            announce(report)
-        return report
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        """Without events (``retrieve`` sends them): for code that calls it directly."""
-        return self._finish(drive(retrieve(self._plan(query_bundle)))).nodes
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._finish(await adrive(retrieve(self._plan(query_bundle)))).nodes
 
     def _plan(
         self,

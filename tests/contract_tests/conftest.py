@@ -37,4 +37,5 @@ def fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     folder = tmp_path_factory.mktemp("contract")
     index = llama_index(milvus_store(str(folder / "llama.db"), "contract", dim=DIM))
     store = langchain_milvus(folder / "langchain.db", documents)
-    return Fixture("milvus", index, store, langchain_docstore(documents))
+    uri = str(folder / "langchain.db")
+    return Fixture("milvus", index, store, langchain_docstore(documents), uri)

@@ -193,22 +193,11 @@ def langchain_docstore(documents: Sequence[Document]) -> InMemoryStore:
 
 
 def langchain_milvus(path: Path, documents: Sequence[Document]) -> Any:
-    from langchain_milvus import Milvus
+    from langchain_thresholded.milvus import milvus_from_documents
 
-    from langchain_thresholded import ensure_orm_connection, wait_for_milvus_lite
-
-    wait_for_milvus_lite(str(path))
-    store = Milvus(
-        embedding_function=FixedEmbeddings(),
-        collection_name="contract",
-        connection_args={"uri": str(path)},
-        index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
-        drop_old=True,
-        auto_id=False,
+    return milvus_from_documents(
+        list(documents), FixedEmbeddings(), uri=str(path), collection_name="contract"
     )
-    ensure_orm_connection(store)
-    store.add_documents(list(documents), ids=[d.id for d in documents])
-    return store
 
 
 @dataclass
@@ -219,3 +208,5 @@ class Fixture:
     llama_index: VectorStoreIndex
     langchain_store: Any
     langchain_docstore: InMemoryStore
+    langchain_uri: str = ""
+    """Where the LangChain collection lives, on Milvus Lite."""

@@ -70,7 +70,7 @@ def build(fixture: Any, framework: str, shape: str, **settings: Any) -> Any:
             return li.ThresholdedRetriever(fixture.llama_index, POLICY, **common)
         specs = [li.CollectionSpec(fixture.llama_index, name="kb")]
         if extra is not None:
-            specs.append(li.CollectionSpec(extra, name="extra"))
+            specs.append(li.CollectionSpec(extra, name="extra", metric="COSINE"))
         return li.MultiCollectionRetriever(specs, POLICY, timeout=timeout, **common)
     callback_manager = settings.pop("callback_manager", None)
     assert callback_manager is None
@@ -320,3 +320,23 @@ def test_langchain_events_exactly_once(fixture, variant):
     else:
         asyncio.run(retriever.ainvoke(QUESTION, config))
     assert handler.counts == Counter({"start": 1, "end": 1, lc.EVENT_NAME: 1})
+
+
+def test_a_langchain_collection_named_by_uri_keeps_the_same(fixture):
+    if fixture.kind != "milvus":
+        pytest.skip("a collection named by URI lives on Milvus")
+    spec = lc.CollectionSpec(uri=fixture.langchain_uri, collection_name="contract", name="kb")
+    retriever = lc.MultiCollectionRetriever(
+        collections=[spec], policy=POLICY, embeddings=FixedEmbeddings()
+    )
+    report = retriever.retrieve_with_report(QUESTION)
+    assert [d.id for d in report.kept] == KEPT  # no docstore given: nothing attached
+    assert report.attached == ()
+    assert {d.id: d.reason.value for d in report.dropped} == DROPPED
+
+
+def test_a_collection_spec_names_its_collection_one_way():
+    with pytest.raises(ValueError, match="either retriever"):
+        lc.CollectionSpec(name="x")
+    with pytest.raises(ValueError, match="both uri and collection_name"):
+        lc.CollectionSpec(uri="kb.db")

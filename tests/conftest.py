@@ -18,3 +18,19 @@ def minilm_embed_model() -> Any:
     from llama_index_thresholded.embeddings import load_embed_model
 
     return load_embed_model("minilm")
+
+
+@pytest.fixture
+def milvus_searches(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The keyword arguments of every ``MilvusClient.search`` call made during the test."""
+    from pymilvus import MilvusClient
+
+    calls: list[dict[str, Any]] = []
+    original = MilvusClient.search
+
+    def search(client: MilvusClient, *args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return original(client, *args, **kwargs)
+
+    monkeypatch.setattr(MilvusClient, "search", search)
+    return calls

@@ -12,6 +12,7 @@ import pytest
 
 from langchain_thresholded import Metric, ThresholdedRetriever, store_metric
 from thresholded import RetrievalPolicy
+from thresholded.errors import SearchUnavailableError
 
 pytestmark = pytest.mark.integration
 
@@ -105,6 +106,19 @@ def test_expr_filter_is_passed_through(support_store):
         search_kwargs={"expr": 'source == "data"'},
     )
     assert all(d.metadata["source"] == "data" for d in field.invoke(question, min_similarity=0))
+
+
+def test_a_bad_filter_quoting_connection_refused_is_not_retried(support_store, milvus_searches):
+    """A filter Milvus refuses fails once, as itself, whatever words its value holds."""
+    from pymilvus.exceptions import MilvusException
+
+    patient = ThresholdedRetriever(
+        vectorstore=support_store, policy=POLICY, max_retries=3, retry_backoff=0.5
+    )
+    with pytest.raises(MilvusException, match="connection refused") as caught:
+        patient.invoke("How do I get a refund?", expr='source == ["connection refused"]')
+    assert not isinstance(caught.value, SearchUnavailableError)
+    assert len(milvus_searches) == 1
 
 
 async def test_ainvoke_on_milvus(support_store, minilm):

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from thresholded import (
     CalibrationProfile,
     ModelMismatchError,
+    PolicyFileError,
     ProfileError,
     RetrievalPolicy,
     UncalibratedModelError,
@@ -202,6 +203,53 @@ def test_load_of_invalid_file_names_the_field(tmp_path: Path) -> None:
     with pytest.raises(ValidationError) as info:
         RetrievalPolicy.load(path)
     assert "top_k" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"min_similarity": true}', '{"top_k": true}', '{"max_chars": false}', '{"over_fetch": 2.0}'],
+)
+def test_stored_booleans_and_floats_are_not_counts_or_floors(tmp_path: Path, text: str) -> None:
+    field = next(iter(json.loads(text)))
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.from_json(text)
+    assert field in str(info.value)
+    path = tmp_path / "policy.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.load(path)
+    assert field in str(info.value)
+
+
+def test_a_repeated_field_is_refused_naming_it_and_the_file(tmp_path: Path) -> None:
+    text = '{"min_similarity": 0.2, "top_k": 3, "min_similarity": 0.9}'
+    with pytest.raises(PolicyFileError, match="'min_similarity' appears more than once"):
+        RetrievalPolicy.from_json(text)
+    path = tmp_path / "policy.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(PolicyFileError) as info:
+        RetrievalPolicy.load(path)
+    assert str(path) in str(info.value)
+    assert "min_similarity" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("{top_k: 3", "not valid JSON"), ("[]", "holds a JSON list"), ("4", "holds a JSON int")],
+)
+def test_a_file_that_is_not_a_policy_is_refused_naming_it(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(PolicyFileError) as info:
+        RetrievalPolicy.load(path)
+    assert str(path) in str(info.value) and problem in str(info.value)
+
+
+def test_a_missing_policy_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(PolicyFileError, match=r"nope\.json cannot be read"):
+        RetrievalPolicy.load(tmp_path / "nope.json")
 
 
 # Embedding model -------------------------------------------------------------------------

@@ -26,10 +26,24 @@ def check_timeout(timeout: float | None) -> float | None:
     return float(timeout)
 
 
+_TIMEOUT_IN_KWARGS = frozenset(
+    {
+        "list_collections",
+        "list_indexes",
+        "describe_database",
+        "drop_database",
+        "alter_database_properties",
+        "drop_database_properties",
+    }
+)
+"""pymilvus client methods without a ``timeout`` parameter that pass ``**kwargs``, and so
+a ``timeout``, on to the server call."""
+
+
 @functools.cache
 def _timed_methods(cls: type) -> frozenset[str]:
-    """Public methods of a client class that take a ``timeout`` argument."""
-    names = set()
+    """Public methods of a client class that take a ``timeout`` argument, named or in kwargs."""
+    names = {name for name in _TIMEOUT_IN_KWARGS if callable(getattr(cls, name, None))}
     for name, member in inspect.getmembers(cls, callable):
         if name.startswith("_"):
             continue
@@ -41,13 +55,32 @@ def _timed_methods(cls: type) -> frozenset[str]:
     return frozenset(names)
 
 
-class TimeoutClient:
-    """Wraps a ``MilvusClient`` or ``AsyncMilvusClient``; calls default to ``timeout`` seconds."""
+READS = frozenset(
+    {
+        "list_collections",
+        "has_collection",
+        "describe_collection",
+        "list_indexes",
+        "describe_index",
+        "get_load_state",
+        "get_collection_stats",
+    }
+)
+"""Calls that only read a collection's description: quick on any server that answers."""
 
-    def __init__(self, client: Any, timeout: float) -> None:
+
+class TimeoutClient:
+    """Wraps a ``MilvusClient`` or ``AsyncMilvusClient``; calls default to ``timeout`` seconds.
+
+    ``only`` limits the deadline to those methods (e.g. :data:`READS`); the others
+    then wait as long as the server takes.
+    """
+
+    def __init__(self, client: Any, timeout: float, *, only: frozenset[str] | None = None) -> None:
         self._client = client
         self._timeout = check_timeout(timeout)
-        self._methods = _timed_methods(type(client))
+        methods = _timed_methods(type(client))
+        self._methods = methods if only is None else methods & only
 
     @property
     def wrapped(self) -> Any:
@@ -74,8 +107,8 @@ class TimeoutClient:
         return f"TimeoutClient({self._client!r}, timeout={self._timeout})"
 
 
-def with_timeout(client: Any, timeout: float | None) -> Any:
+def with_timeout(client: Any, timeout: float | None, *, only: frozenset[str] | None = None) -> Any:
     """``client`` itself when ``timeout`` is None, else wrapped in a :class:`TimeoutClient`."""
     if client is None or check_timeout(timeout) is None:
         return client
-    return TimeoutClient(client, timeout)  # type: ignore[arg-type]
+    return TimeoutClient(client, timeout, only=only)  # type: ignore[arg-type]

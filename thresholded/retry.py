@@ -238,7 +238,7 @@ def _give_up(error: Exception, what: str, attempts: int, start: float) -> None:
     elapsed = time.monotonic() - start
     tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
     raise SearchUnavailableError(
-        f"{what} did not answer ({tries} in {elapsed:.1f} s): {_first_line(error)}",
+        f"{what} did not answer ({tries} in {elapsed:.1f} s): {describe_error(error)}",
         attempts=attempts,
     ) from error
 
@@ -248,13 +248,16 @@ def _log_retry(what: str, attempt: int, wait: float, error: Exception) -> None:
         "%s failed (attempt %d: %s); trying again in %.2f s",
         what,
         attempt,
-        _first_line(error),
+        describe_error(error),
         wait,
     )
 
 
-def _first_line(error: BaseException) -> str:
-    """One readable line: a gRPC error's status and details, else the message's first line."""
+def describe_error(error: BaseException) -> str:
+    """One readable line: a gRPC error's status and details, else the message's first line.
+
+    For messages only: whether an error may pass is :func:`is_transient`'s to judge.
+    """
     code, details = getattr(error, "code", None), getattr(error, "details", None)
     if callable(code) and callable(details):
         try:

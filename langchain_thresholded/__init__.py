@@ -9,7 +9,11 @@ embeddings of the packaged models are in ``langchain_thresholded.embeddings``.
 
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
 from langchain_thresholded.ensemble import RetrieverSource
-from langchain_thresholded.milvus import ensure_orm_connection, wait_for_milvus_lite
+from langchain_thresholded.milvus import (
+    async_client_per_loop,
+    ensure_orm_connection,
+    wait_for_milvus_lite,
+)
 from langchain_thresholded.multi_collection import (
     CollectionSearchError,
     CollectionSpec,
@@ -41,6 +45,7 @@ __all__ = [
     "SimilarityThresholdCompressor",
     "ThresholdedReport",
     "ThresholdedRetriever",
+    "async_client_per_loop",
     "ensure_orm_connection",
     "metadata_keys",
     "store_metric",

@@ -14,13 +14,16 @@ reading the collection's description: a server that is down or frozen then is a
 ``SearchUnavailableError`` naming the URI, within the timeout. Creating, indexing
 and loading a collection may take longer on a busy server and keep no deadline.
 On a Milvus Lite file it waits until the engine listens before it connects
-(``thresholded.milvus_lite``).
+(``thresholded.milvus_lite``). Its async calls work from any event loop: each loop
+gets an async client of its own (``thresholded.milvus_async``).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+import inspect
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -29,9 +32,10 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.vector_stores.milvus import MilvusVectorStore
 from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
-from pymilvus import Function, FunctionType
+from pymilvus import AsyncMilvusClient, Function, FunctionType
 
 from thresholded.errors import CollectionNotFoundError, SearchUnavailableError
+from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import READS, check_timeout, with_timeout
 from thresholded.retry import describe_error, is_transient
@@ -59,6 +63,9 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
     collection's description while it is built; ``None`` waits as long as the
     server takes. A server that cannot be reached while the store is built is a
     ``SearchUnavailableError`` naming the URI.
+
+    Async calls (``aquery``, ``aretrieve``...) work from any event loop, one after
+    another or at once: each loop gets an ``AsyncMilvusClient`` of its own.
     """
 
     sparse_search_config: dict[str, Any] = Field(
@@ -88,9 +95,22 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
                 super().__init__(*args, **kwargs)
         finally:
             _TIMEOUT_WHILE_BUILDING.reset(building)
+        if self._async_milvusclient is not None:
+            self._async_milvusclient = LoopLocalClient(
+                self._async_client_factory(args, kwargs), home=self._async_milvusclient
+            )
         self.sparse_search_config = dict(sparse_search_config or {})
         self.timeout = timeout
         self.uri = uri  # LlamaIndex's store connects to it but leaves the field at the default
+
+    @staticmethod
+    def _async_client_factory(args: tuple, kwargs: dict[str, Any]) -> Callable[[], Any]:
+        """Makes async clients as LlamaIndex's constructor made the first one."""
+        bound = inspect.signature(MilvusVectorStore.__init__).bind_partial(None, *args, **kwargs)
+        bound.apply_defaults()
+        extra = {k: v for k, v in bound.arguments["kwargs"].items() if k != "alias"}
+        uri, token = bound.arguments["uri"], bound.arguments["token"]
+        return functools.partial(AsyncMilvusClient, uri=uri, token=token, **extra)
 
     @classmethod
     def _argument(cls, name: str, position: int, args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -108,7 +128,11 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
 
     @property
     def aclient(self) -> Any:
-        return with_timeout(self._async_milvusclient, self.timeout)
+        """The async client of the running event loop, with the store's deadline."""
+        client = self._async_milvusclient
+        if isinstance(client, LoopLocalClient):
+            client = client.current()
+        return with_timeout(client, self.timeout)
 
     def _sparse_request(self, query: VectorStoreQuery, **kwargs: Any) -> tuple[list, dict]:
         function = self.sparse_embedding_function

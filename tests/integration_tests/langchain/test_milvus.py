@@ -121,6 +121,20 @@ def test_a_bad_filter_quoting_connection_refused_is_not_retried(support_store, m
     assert len(milvus_searches) == 1
 
 
+def test_ainvoke_from_successive_event_loops_matches_a_serial_run(
+    support_store, in_new_event_loops
+):
+    """Each ``asyncio.run`` closes its loop; the next one's queries still get their answers."""
+    retriever = ThresholdedRetriever(vectorstore=support_store, policy=POLICY)
+    questions = ([*ANSWERABLE, *UNRELATED] * 3)[:16]
+    serial = [[(d.id, d.metadata["similarity"]) for d in retriever.invoke(q)] for q in questions]
+    assert any(serial) and not all(serial)
+    batches = in_new_event_loops(lambda: [retriever.ainvoke(q) for q in questions])
+    assert len(batches) == 3
+    for docs in batches:
+        assert [[(d.id, d.metadata["similarity"]) for d in ds] for ds in docs] == serial
+
+
 async def test_ainvoke_on_milvus(support_store, minilm):
     retriever = ThresholdedRetriever(vectorstore=support_store, policy=POLICY)
     question = "How do I turn on two-factor authentication?"

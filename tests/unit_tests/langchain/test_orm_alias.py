@@ -1,8 +1,13 @@
-"""``ensure_orm_connection``: a store in a named database gets an ORM alias of its own."""
+"""``ensure_orm_connection``: an ORM alias per database, an async client per event loop."""
 
 from __future__ import annotations
 
-from langchain_thresholded.milvus import database_alias, ensure_orm_connection
+from langchain_thresholded.milvus import (
+    async_client_per_loop,
+    database_alias,
+    ensure_orm_connection,
+)
+from thresholded.milvus_async import LoopLocalClient
 
 
 def test_one_alias_per_server_token_and_database():
@@ -21,3 +26,31 @@ def test_stores_that_are_not_milvus_are_left_alone():
     store = NotMilvus()
     ensure_orm_connection(store)
     assert store.alias is None
+
+
+class MilvusShaped:
+    """What ``async_client_per_loop`` reads of a langchain-milvus store."""
+
+    def __init__(self) -> None:
+        self._connection_args = {"uri": "http://127.0.0.1:1"}
+        self._async_milvus_client = object()
+
+
+def test_a_milvus_store_gets_an_async_client_per_event_loop_once():
+    store = MilvusShaped()
+    original = store._async_milvus_client
+    async_client_per_loop(store)
+    wrapped = store._async_milvus_client
+    assert isinstance(wrapped, LoopLocalClient)
+    assert wrapped.current() is original  # synchronous callers keep the store's own client
+    async_client_per_loop(store)
+    assert store._async_milvus_client is wrapped
+
+
+def test_other_stores_keep_their_async_client():
+    class NotMilvus:
+        _async_milvus_client = "theirs"
+
+    store = NotMilvus()
+    async_client_per_loop(store)
+    assert store._async_milvus_client == "theirs"

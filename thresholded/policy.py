@@ -7,17 +7,21 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from thresholded.errors import PolicyFileError, ProfileError
 from thresholded.jsonfile import DuplicateKeyError, atomic_write_text, loads_strict
 from thresholded.models import ModelId, check_same_model, default_floor
 
+MILVUS_MAX_TOP_K = 16_384
+"""The most results one Milvus search may ask for (its ``topK`` limit)."""
+
 
 class RetrievalPolicy(BaseModel):
     """Which retrieved sections may reach the reranker and the prompt.
 
-    The search fetches ``top_k * over_fetch`` candidates. Then, in this order:
+    The search fetches ``top_k * over_fetch`` candidates, at most 16,384 (the most
+    one Milvus search returns). Then, in this order:
     candidates whose cosine is below ``min_similarity`` are dropped, each source
     keeps at most ``max_per_source`` sections, sections that would overflow
     ``max_chars`` are skipped, and the first ``top_k`` are kept. Neighbours and
@@ -107,6 +111,16 @@ class RetrievalPolicy(BaseModel):
     @classmethod
     def _canonical_model(cls, value: str | None) -> str | None:
         return None if value is None else str(ModelId.parse(value))
+
+    @model_validator(mode="after")
+    def _fetch_within_one_search(self) -> RetrievalPolicy:
+        if self.fetch_k > MILVUS_MAX_TOP_K:
+            raise ValueError(
+                f"top_k x over_fetch = {self.top_k} x {self.over_fetch} = {self.fetch_k} "
+                f"candidates per search, above {MILVUS_MAX_TOP_K:,}, the most one Milvus "
+                "search returns (its topK limit): lower top_k or over_fetch"
+            )
+        return self
 
     @property
     def fetch_k(self) -> int:

@@ -121,6 +121,15 @@ def test_a_bad_filter_quoting_connection_refused_is_not_retried(support_store, m
     assert len(milvus_searches) == 1
 
 
+def test_fetching_more_than_one_milvus_search_returns_is_refused_before_any_query(
+    support_store, milvus_searches
+):
+    retriever = ThresholdedRetriever(vectorstore=support_store, policy=POLICY)
+    with pytest.raises(ValueError, match="16,384, the most one Milvus search returns"):
+        retriever.invoke("How do I get a refund?", k=6000)
+    assert milvus_searches == []
+
+
 def test_ainvoke_from_successive_event_loops_matches_a_serial_run(
     support_store, in_new_event_loops
 ):

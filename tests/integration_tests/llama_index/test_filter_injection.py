@@ -177,3 +177,19 @@ def test_a_bad_filter_quoting_connection_refused_is_not_retried(
         _ids(patient, bad)
     assert not isinstance(caught.value, SearchUnavailableError)
     assert len(milvus_searches) == 1
+
+
+def test_a_lone_surrogate_is_refused_before_any_query(
+    retriever: ThresholdedRetriever, milvus_searches: list[dict]
+) -> None:
+    with pytest.raises(UnsafeFilterError, match=r"lone surrogate \(U\+DC80\)"):
+        _ids(retriever, MetadataFilter(key="doc_type", value="public\udc80"))
+    assert milvus_searches == []
+
+
+def test_fetching_more_than_one_milvus_search_returns_is_refused_before_any_query(
+    retriever: ThresholdedRetriever, milvus_searches: list[dict]
+) -> None:
+    with pytest.raises(ValueError, match="16,384, the most one Milvus search returns"):
+        retriever.retrieve_with_report("q", top_k=16_385)
+    assert milvus_searches == []

@@ -17,6 +17,7 @@ from thresholded import (
     RetrievalPolicy,
     UncalibratedModelError,
 )
+from thresholded.policy import MILVUS_MAX_TOP_K
 
 # Defaults ------------------------------------------------------------------------------
 
@@ -128,6 +129,26 @@ def test_invalid_values_are_rejected_naming_the_field(field: str, value: object)
     assert field in str(info.value)
     errors = info.value.errors()
     assert [e["loc"][0] for e in errors] == [field]
+
+
+def test_a_search_may_fetch_up_to_the_milvus_limit() -> None:
+    assert RetrievalPolicy(top_k=4096, over_fetch=4).fetch_k == MILVUS_MAX_TOP_K == 16_384
+    assert RetrievalPolicy(top_k=16_384, over_fetch=1).fetch_k == 16_384
+
+
+@pytest.mark.parametrize(("top_k", "over_fetch"), [(6000, 3), (16_385, 1), (1, 20_000)])
+def test_fetching_more_than_one_milvus_search_returns_is_refused(
+    top_k: int, over_fetch: int
+) -> None:
+    """Milvus answers a search for more than 16,384 results with a bare "invalid parameter"."""
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(top_k=top_k, over_fetch=over_fetch)
+    message = str(info.value)
+    assert f"{top_k} x {over_fetch} = {top_k * over_fetch}" in message
+    assert "16,384, the most one Milvus search returns" in message
+    assert "lower top_k or over_fetch" in message
+    with pytest.raises(ValidationError, match="16,384"):
+        RetrievalPolicy(top_k=1, over_fetch=1).with_overrides(top_k=top_k, over_fetch=over_fetch)
 
 
 def test_unknown_field_is_rejected_naming_it() -> None:

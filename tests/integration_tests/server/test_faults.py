@@ -145,8 +145,8 @@ def test_building_a_store_on_a_frozen_server_is_bounded_by_its_timeout(
 def reopened(uri, collection, hand, embed_model):
     """A new index over an existing collection, with clients of its own (the async one too).
 
-    Made before the server is frozen: LlamaIndex's store constructor talks to the
-    server without a deadline.
+    Made before the server is frozen: building a store there is a
+    ``SearchUnavailableError`` (see the test above).
     """
     store = milvus_store(uri, collection, dim=hand.DIM, consistency_level="Strong", timeout=TIMEOUT)
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)

@@ -24,7 +24,7 @@ from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.calibration import BatchedEmbedder, allowed_passages
 from thresholded.calibration_data import Question, load_corpus, load_questions
-from thresholded.jsonfile import atomic_write_text
+from thresholded.files import atomic_write_text
 from thresholded.policy import RetrievalPolicy
 from thresholded.selection import DropReason, select
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from thresholded.errors import PolicyFileError, ProfileError
-from thresholded.jsonfile import DuplicateKeyError, atomic_write_text, loads_strict
+from thresholded.files import DuplicateKeyError, atomic_write_text, loads_strict
 from thresholded.models import ModelId, check_same_model, default_floor
 
 MILVUS_MAX_TOP_K = 16_384

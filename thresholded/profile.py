@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from thresholded.errors import ProfileError
-from thresholded.jsonfile import DuplicateKeyError, atomic_write_text, loads_strict
+from thresholded.files import DuplicateKeyError, atomic_write_text, loads_strict
 from thresholded.models import ModelId
 from thresholded.scores import Metric
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from thresholded import CalibrationProfile, ModelId, ProfileError, jsonfile
+from thresholded import CalibrationProfile, ModelId, ProfileError, files
 
 
 def _data(**overrides: object) -> dict:
@@ -283,7 +283,7 @@ def test_failed_write_keeps_the_old_file_and_no_temporary(
     def crash(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(jsonfile.os, "replace", crash)
+    monkeypatch.setattr(files.os, "replace", crash)
     with pytest.raises(OSError, match="disk full"):
         CalibrationProfile(**_data(min_similarity=0.5)).save(path, force=True)
     assert path.read_bytes() == before
@@ -296,7 +296,7 @@ def test_interrupted_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest.Mo
     def crash(fd: int) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(jsonfile.os, "fsync", crash)
+    monkeypatch.setattr(files.os, "fsync", crash)
     with pytest.raises(KeyboardInterrupt):
         CalibrationProfile(**_data()).save(path)
     assert not path.exists()
@@ -317,8 +317,8 @@ def test_atomic_write_replaces_via_rename(tmp_path: Path, monkeypatch: pytest.Mo
         assert path.read_text(encoding="utf-8") == "old"
         real_replace(src, dst)
 
-    monkeypatch.setattr(jsonfile.os, "replace", spy)
-    jsonfile.atomic_write_text(path, "new text")
+    monkeypatch.setattr(files.os, "replace", spy)
+    files.atomic_write_text(path, "new text")
     assert len(calls) == 1
     assert calls[0][1] == str(path)
     assert path.read_text(encoding="utf-8") == "new text"

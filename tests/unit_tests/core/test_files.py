@@ -1,8 +1,10 @@
-"""Stored policies and profiles: written all at once or not at all, read strictly."""
+"""Stored files: written all at once or not at all; JSON read strictly."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from thresholded import CalibrationProfile, RetrievalPolicy
-from thresholded.jsonfile import DuplicateKeyError, atomic_write_text, loads_strict
+from thresholded.files import DuplicateKeyError, atomic_write, atomic_write_text, loads_strict
 
 SAVE_UNDER_A_SIZE_LIMIT = """
 import resource, signal, sys
@@ -62,7 +64,7 @@ def test_a_profile_save_that_hits_a_full_disk_leaves_the_old_profile(tmp_path: P
 def test_a_policy_save_that_fails_at_the_rename_leaves_the_old_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from thresholded import jsonfile
+    from thresholded import files
 
     path = tmp_path / "policy.json"
     RetrievalPolicy(min_similarity=0.33).save(path)
@@ -71,7 +73,7 @@ def test_a_policy_save_that_fails_at_the_rename_leaves_the_old_policy(
     def crash(src: str, dst: str) -> None:
         raise OSError("disk gone")
 
-    monkeypatch.setattr(jsonfile.os, "replace", crash)
+    monkeypatch.setattr(files.os, "replace", crash)
     with pytest.raises(OSError, match="disk gone"):
         RetrievalPolicy(min_similarity=0.9).save(path)
     assert path.read_bytes() == before
@@ -82,6 +84,19 @@ def test_atomic_write_creates_missing_folders(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "policy.json"
     atomic_write_text(path, "{}\n")
     assert path.read_text(encoding="utf-8") == "{}\n"
+
+
+def test_a_written_file_gets_the_usual_permissions_not_the_temporary_files(
+    tmp_path: Path,
+) -> None:
+    umask = os.umask(0o022)
+    try:
+        path = tmp_path / "plot.png"
+        atomic_write(path, lambda handle: handle.write(b"\x89PNG"))
+    finally:
+        os.umask(umask)
+    assert path.read_bytes() == b"\x89PNG"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
 @pytest.mark.parametrize(

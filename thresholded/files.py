@@ -1,5 +1,6 @@
-"""JSON files read strictly and written atomically: policies, profiles, benchmark results.
+"""Stored files: JSON read strictly, every file written atomically.
 
+Policies, profiles, benchmark results and calibration plots go through here.
 Python's ``json`` keeps the last of two equal keys, so ``{"min_similarity": 0.2,
 "min_similarity": 0.9}`` would load as 0.9 without a word; here it is an error.
 A write goes to a temporary file beside the target, is flushed to disk, and is
@@ -12,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 class DuplicateKeyError(ValueError):
@@ -43,22 +44,34 @@ def _unique_keys(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` all at once or not at all.
+    """Write ``text`` (UTF-8) to ``path`` all at once or not at all: see :func:`atomic_write`."""
+    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
-    The text goes to a temporary file in the same directory (so the rename
-    cannot cross file systems), is fsynced, and replaces ``path`` with
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Have ``write`` fill ``path`` all at once or not at all.
+
+    ``write`` gets a binary file: a temporary one in the same directory (so the
+    rename cannot cross file systems). It is fsynced and replaces ``path`` with
     ``os.replace``. On any failure the temporary file is removed and ``path``
-    keeps its old content.
+    keeps its old content. The file gets the usual permissions (0666 less the
+    umask), not the temporary file's 0600.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a stored file is shared like any file
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

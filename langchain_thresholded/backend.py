@@ -24,6 +24,7 @@ from langchain_thresholded.scoring import is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.engine import Question, SearchArgs
+from thresholded.milvus_expr import check_expression
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
@@ -90,6 +91,8 @@ class LangChainBackend:
             raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
         if self._milvus and "filter" in kwargs and "expr" not in kwargs:
             kwargs["expr"] = kwargs.pop("filter")
+        if isinstance(kwargs.get("expr"), str):
+            check_expression(kwargs["expr"])
         return kwargs
 
     # Scores --------------------------------------------------------------------------------

@@ -23,6 +23,10 @@ Why they exist, with langchain-milvus 0.3.3 on pymilvus 2.6:
   registered it first.
 - A Milvus Lite 2.5 engine reports that it has started before it listens
   (``thresholded.milvus_lite``).
+- langchain-milvus makes one ``AsyncMilvusClient`` per store and uses it from every
+  event loop; its connection belongs to the first loop, so once that loop closes
+  every async call fails with ``Event loop is closed``. Each store therefore gets an
+  async client per event loop (:class:`~thresholded.milvus_async.LoopLocalClient`).
 
 So each store is built over a collection name that does not exist (the
 constructor then makes no ORM call), given an ORM alias of its own, for its
@@ -40,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from thresholded.errors import UnsupportedMetricError
+from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import describe_existing, index_metric, vector_dims
 from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
@@ -209,7 +214,7 @@ def _open(
     # the deadline rides on the clients: langchain-milvus 0.3.3 passes its own ``timeout``
     # twice to the first insert into a new collection
     store._milvus_client = with_timeout(store._milvus_client, timeout, untimed=UNTIMED)
-    store._async_milvus_client = with_timeout(store._async_milvus_client, timeout, untimed=UNTIMED)
+    _async_client_per_loop(store, timeout)
     if exists:
         store._init(
             partition_names=store.partition_names,
@@ -334,6 +339,30 @@ def _ensure_orm_connection(store: Any) -> None:
                     connections.connect(alias=alias, **connection_args)
             _orm_aliases.add(alias)
     store.alias = alias
+    _async_client_per_loop(store)
+
+
+def _async_client_per_loop(store: Any, timeout: float | None = None) -> None:
+    """Let a langchain-milvus store's async calls run from any event loop.
+
+    Its ``AsyncMilvusClient`` becomes a :class:`~thresholded.milvus_async.LoopLocalClient`:
+    each event loop gets a client of its own, made from the store's connection
+    arguments as langchain-milvus makes its own, with ``timeout`` as every call's
+    deadline. Safe to call again.
+    """
+    connection_args = getattr(store, "_connection_args", None)
+    if not isinstance(connection_args, dict) or not hasattr(store, "_async_milvus_client"):
+        return
+    from pymilvus import AsyncMilvusClient
+
+    def make() -> Any:
+        return with_timeout(AsyncMilvusClient(**connection_args), timeout, untimed=UNTIMED)
+
+    with _orm_lock:
+        current = store._async_milvus_client
+        if not isinstance(current, LoopLocalClient):
+            home = with_timeout(current, timeout, untimed=UNTIMED)
+            store._async_milvus_client = LoopLocalClient(make, home=home)
 
 
 def _orm_alias(connection_args: Mapping[str, Any]) -> str:

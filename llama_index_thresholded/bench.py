@@ -24,8 +24,8 @@ from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.calibration import BatchedEmbedder, allowed_passages
 from thresholded.calibration_data import Question, load_corpus, load_questions
+from thresholded.files import atomic_write_text
 from thresholded.policy import RetrievalPolicy
-from thresholded.profile import atomic_write_text
 from thresholded.selection import DropReason, select
 
 logger = logging.getLogger(__name__)

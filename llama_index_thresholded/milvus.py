@@ -9,12 +9,22 @@ which milvus-lite 3.x refuses ("only drop_ratio_search=0 is supported"), and
 milvus-lite 3.x returns BM25 scores negated, which would reverse their order
 once sorted by score. Its ``timeout`` gives every client call a deadline, which
 LlamaIndex's store does not pass through: without one, a frozen server holds a
-query forever. On a Milvus Lite file it waits until the engine listens before it
-connects (``thresholded.milvus_lite``).
+query forever. While the store is built, the deadline holds for connecting and for
+reading the collection's description: a server that is down or frozen then is a
+``SearchUnavailableError`` naming the URI, within the timeout. Creating, indexing
+and loading a collection may take longer on a busy server and keep no deadline.
+On a Milvus Lite file it waits until the engine listens before it connects
+(``thresholded.milvus_lite``). Its async calls work from any event loop: each loop
+gets an async client of its own (``thresholded.milvus_async``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field
@@ -22,15 +32,22 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.vector_stores.milvus import MilvusVectorStore
 from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
-from pymilvus import Function, FunctionType
+from pymilvus import AsyncMilvusClient, Function, FunctionType
 
-from thresholded.errors import CollectionNotFoundError
+from thresholded.errors import CollectionNotFoundError, SearchUnavailableError
+from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import describe_existing, index_metric, vector_dims
 from thresholded.milvus_lite import wait_for_milvus_lite
-from thresholded.milvus_timeout import check_timeout, with_timeout
+from thresholded.milvus_timeout import READS, check_timeout, with_timeout
+from thresholded.retry import describe_error, is_transient
 from thresholded.scores import Metric
 
 _SearchResult = tuple[list[BaseNode], list[float], list[str]]
+
+_TIMEOUT_WHILE_BUILDING: ContextVar[float | None] = ContextVar(
+    "_TIMEOUT_WHILE_BUILDING", default=None
+)
+"""The ``timeout`` of the store being built: LlamaIndex's constructor calls Milvus."""
 
 
 class CompatibleMilvusVectorStore(MilvusVectorStore):
@@ -42,9 +59,14 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
     it for one query. BM25 scores come back non-negative, best first, on every
     engine. Dense and hybrid search are LlamaIndex's own.
 
-    ``timeout`` (seconds) is the deadline of each call the store makes after it
-    is built (searches, lookups, inserts); ``None`` waits as long as the server
-    takes.
+    ``timeout`` (seconds) is the deadline of each call the store makes once it
+    is built (searches, lookups, inserts), and of connecting and reading the
+    collection's description while it is built; ``None`` waits as long as the
+    server takes. A server that cannot be reached while the store is built is a
+    ``SearchUnavailableError`` naming the URI.
+
+    Async calls (``aquery``, ``aretrieve``...) work from any event loop, one after
+    another or at once: each loop gets an ``AsyncMilvusClient`` of its own.
     """
 
     sparse_search_config: dict[str, Any] = Field(
@@ -63,20 +85,55 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
         **kwargs: Any,
     ) -> None:
         timeout = check_timeout(timeout)
-        uri = str(kwargs.get("uri", args[0] if args else self.model_fields["uri"].default))
+        uri = str(self._argument("uri", 0, args, kwargs))
+        collection = str(self._argument("collection_name", 2, args, kwargs))
         wait_for_milvus_lite(uri)
-        super().__init__(*args, **kwargs)
+        if timeout is not None:
+            kwargs.setdefault("timeout", timeout)  # pymilvus' deadline for connecting
+        building = _TIMEOUT_WHILE_BUILDING.set(timeout)
+        try:
+            with unavailable_as_error(uri, collection, timeout):
+                super().__init__(*args, **kwargs)
+        finally:
+            _TIMEOUT_WHILE_BUILDING.reset(building)
+        if self._async_milvusclient is not None:
+            self._async_milvusclient = LoopLocalClient(
+                self._async_client_factory(args, kwargs), home=self._async_milvusclient
+            )
         self.sparse_search_config = dict(sparse_search_config or {})
         self.timeout = timeout
         self.uri = uri  # LlamaIndex's store connects to it but leaves the field at the default
 
+    @staticmethod
+    def _async_client_factory(args: tuple, kwargs: dict[str, Any]) -> Callable[[], Any]:
+        """Makes async clients as LlamaIndex's constructor made the first one."""
+        bound = inspect.signature(MilvusVectorStore.__init__).bind_partial(None, *args, **kwargs)
+        bound.apply_defaults()
+        extra = {k: v for k, v in bound.arguments["kwargs"].items() if k != "alias"}
+        uri, token = bound.arguments["uri"], bound.arguments["token"]
+        return functools.partial(AsyncMilvusClient, uri=uri, token=token, **extra)
+
+    @classmethod
+    def _argument(cls, name: str, position: int, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """A constructor argument of ``MilvusVectorStore``, given by name or position."""
+        if name in kwargs:
+            return kwargs[name]
+        return args[position] if len(args) > position else cls.model_fields[name].default
+
     @property
     def client(self) -> Any:
+        building = _TIMEOUT_WHILE_BUILDING.get()
+        if self.timeout is None and building is not None:  # LlamaIndex's constructor calls
+            return with_timeout(self._milvusclient, building, only=READS)
         return with_timeout(self._milvusclient, self.timeout)
 
     @property
     def aclient(self) -> Any:
-        return with_timeout(self._async_milvusclient, self.timeout)
+        """The async client of the running event loop, with the store's deadline."""
+        client = self._async_milvusclient
+        if isinstance(client, LoopLocalClient):
+            client = client.current()
+        return with_timeout(client, self.timeout)
 
     def _sparse_request(self, query: VectorStoreQuery, **kwargs: Any) -> tuple[list, dict]:
         function = self.sparse_embedding_function
@@ -140,6 +197,29 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
         return self._parse_sparse(results)
 
 
+@contextlib.contextmanager
+def unavailable_as_error(uri: str, collection: str, timeout: float | None) -> Iterator[None]:
+    """Raise a server that cannot be reached as ``SearchUnavailableError`` naming ``uri``.
+
+    Only failures that may pass (judged by ``thresholded.retry.is_transient``)
+    are turned; a wrong parameter or a missing collection is raised as it is.
+    """
+    try:
+        yield
+    except SearchUnavailableError:
+        raise
+    except Exception as error:
+        if not is_transient(error):
+            raise
+        deadline = "no deadline" if timeout is None else f"deadline {timeout:g} s"
+        raise SearchUnavailableError(
+            f"Milvus at {uri} did not answer while the store of collection {collection!r} "
+            f"was being built ({deadline}): "
+            f"{describe_error(error)}. Check that the server is running and reachable at "
+            "this URI, or give it more time with a larger timeout."
+        ) from error
+
+
 def milvus_store(
     uri: str,
     collection_name: str,
@@ -179,12 +259,28 @@ def existing_milvus_store(
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
     wait_for_milvus_lite(uri)
-    client = with_timeout(
-        MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout)
-        if db_name
-        else MilvusClient(uri=uri, token=token, timeout=timeout),
-        timeout,
+    with unavailable_as_error(uri, collection_name, timeout):
+        client = with_timeout(
+            MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout)
+            if db_name
+            else MilvusClient(uri=uri, token=token, timeout=timeout),
+            timeout,
+        )
+        dim, metric = _describe_existing(client, uri, collection_name, db_name, kwargs)
+    return CompatibleMilvusVectorStore(
+        uri=uri,
+        token=token,
+        collection_name=collection_name,
+        dim=dim,
+        similarity_metric=metric,
+        **kwargs,
     )
+
+
+def _describe_existing(
+    client: Any, uri: str, collection_name: str, db_name: str, kwargs: dict[str, Any]
+) -> tuple[int, str]:
+    """The dimension and metric of an existing collection; a missing one is an error."""
     try:
         description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
         field = kwargs.get("embedding_field", "embedding")
@@ -196,11 +292,4 @@ def existing_milvus_store(
         metric = Metric.parse(index_metric(client, collection_name, field) or Metric.IP).value
     finally:
         client.close()
-    return CompatibleMilvusVectorStore(
-        uri=uri,
-        token=token,
-        collection_name=collection_name,
-        dim=dim,
-        similarity_metric=metric,
-        **kwargs,
-    )
+    return dim, metric

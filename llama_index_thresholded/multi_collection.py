@@ -34,15 +34,15 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
-from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
+from llama_index.core.schema import NodeWithScore
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.report import RetrievalReport
-from llama_index_thresholded.retriever import EngineRetriever, question_of
+from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
-from thresholded.engine import Call, Fan, plan
+from thresholded.engine import Call, Fan, Question, plan
 from thresholded.errors import ModelMismatchError
 from thresholded.fanout import (
     COLLECTION_KEY,
@@ -51,7 +51,7 @@ from thresholded.fanout import (
     check_one_model,
     check_unique_names,
 )
-from thresholded.policy import RetrievalPolicy
+from thresholded.policy import RetrievalPolicy, policy_or_none
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 
@@ -182,7 +182,7 @@ class MultiCollectionRetriever(EngineRetriever):
             raise ValueError("MultiCollectionRetriever needs at least one collection")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
-        self._policy = policy or RetrievalPolicy()
+        self._policy = policy_or_none(policy) or RetrievalPolicy()
         embed_model = embed_model or _common_embed_model(specs)
         self._collections = tuple(
             index_collection(
@@ -212,7 +212,7 @@ class MultiCollectionRetriever(EngineRetriever):
         self._filters = filters
         self._fail_fast = fail_fast
         self._model = model_id_of(embed_model)
-        self._plan(QueryBundle("", embedding=[0.0]))  # refuse bad floors and filters now
+        self._plan(Question(""))  # refuse bad floors and filters now
         workers = max_workers or min(64, 2 * len(self._collections))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="multi-collection")
         super().__init__(callback_manager=callback_manager, verbose=verbose)
@@ -233,7 +233,7 @@ class MultiCollectionRetriever(EngineRetriever):
     @property
     def floors(self) -> dict[str, float]:
         """Each collection's floor in force."""
-        return {s.collection.name: s.floor for s in self._plan(QueryBundle("", [0.0])).stages}
+        return {s.collection.name: s.floor for s in self._plan(Question("")).stages}
 
     def to_dict(self) -> dict[str, Any]:
         floors = self.floors
@@ -270,7 +270,7 @@ class MultiCollectionRetriever(EngineRetriever):
     # One call ---------------------------------------------------------------------------
     def _plan(
         self,
-        query: QueryType,
+        question: Question,
         *,
         min_similarity: float | None = None,
         top_k: int | None = None,
@@ -278,9 +278,9 @@ class MultiCollectionRetriever(EngineRetriever):
         policy: RetrievalPolicy | None = None,
     ) -> Call[Any]:
         return plan(
-            question_of(query),
+            question,
             self._collections,
-            (policy or self._policy).with_overrides(top_k=top_k),
+            (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k),
             min_similarity=min_similarity,
             filters=filters if filters is not None else self._filters,
             fan=Fan(getattr(self, "_pool", None), self._fail_fast, inline=False),

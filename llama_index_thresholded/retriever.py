@@ -20,7 +20,7 @@ from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.report import RetrievalReport
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Call, Question, adrive, drive, plan, retrieve
-from thresholded.policy import RetrievalPolicy
+from thresholded.policy import RetrievalPolicy, policy_or_none
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 
@@ -75,25 +75,28 @@ class EngineRetriever(BaseRetriever):
         return await self._areport(str_or_query_bundle, **overrides)
 
     def _report(self, query: QueryType, **overrides: Any) -> RetrievalReport:
+        call = self._plan(question_of(query), **overrides)  # a bad question raises here
         with retrieval_events(self, dispatcher, query) as announce:
-            report = self._finish(drive(retrieve(self._plan(query, **overrides))))
+            report = self._finish(drive(retrieve(call)))
             announce(report)
         return report
 
     async def _areport(self, query: QueryType, **overrides: Any) -> RetrievalReport:
+        call = self._plan(question_of(query), **overrides)
         with retrieval_events(self, dispatcher, query) as announce:
-            report = self._finish(await adrive(retrieve(self._plan(query, **overrides))))
+            report = self._finish(await adrive(retrieve(call)))
             announce(report)
         return report
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """Without events (``retrieve`` sends them): for code that calls it directly."""
-        return self._finish(drive(retrieve(self._plan(query_bundle)))).nodes
+        return self._finish(drive(retrieve(self._plan(question_of(query_bundle))))).nodes
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._finish(await adrive(retrieve(self._plan(query_bundle)))).nodes
+        call = self._plan(question_of(query_bundle))
+        return self._finish(await adrive(retrieve(call))).nodes
 
-    def _plan(self, query: QueryType, **overrides: Any) -> Call[Any]:
+    def _plan(self, question: Question, **overrides: Any) -> Call[Any]:
         raise NotImplementedError
 
     def _finish(self, result: Any) -> RetrievalReport:
@@ -157,7 +160,7 @@ class ThresholdedRetriever(EngineRetriever):
         self._index = index
         collection_ = index_collection(
             index,
-            policy,
+            policy_or_none(policy),
             embed_model=embed_model,
             profile=profile,
             profile_collection=collection,
@@ -251,17 +254,17 @@ class ThresholdedRetriever(EngineRetriever):
 
     def _plan(
         self,
-        query: QueryType,
+        question: Question,
         *,
         min_similarity: float | None = None,
         top_k: int | None = None,
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
     ) -> Any:
-        call_policy = (policy or self._policy).with_overrides(top_k=top_k)
+        call_policy = (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k)
         filters = filters if filters is not None else self._filters
         return plan(
-            question_of(query),
+            question,
             [self._collection],
             call_policy,
             min_similarity=min_similarity,

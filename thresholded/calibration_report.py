@@ -7,13 +7,13 @@ global backend switch), imported only when a plot is asked for.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from thresholded.files import atomic_write
 
 if TYPE_CHECKING:
     from thresholded.calibration import (
@@ -354,20 +354,5 @@ def plot_result(result: CalibrationResult | SimpleCalibrationResult, path: str |
         right.set_ylabel("share")
         right.set_ylim(-0.02, 1.02)
     fig.suptitle(f"{result.model_id}, passages: {result.passages}, mode: {result.mode}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format="png", dpi=110)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plot is for sharing
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda handle: fig.savefig(handle, format="png", dpi=110))
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

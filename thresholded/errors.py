@@ -39,6 +39,10 @@ class ProfileError(ThresholdedError, ValueError):
     """A calibration profile is corrupt, of an unknown version, or does not fit."""
 
 
+class PolicyFileError(ThresholdedError, ValueError):
+    """A stored policy is not JSON, not a JSON object, or names a field twice."""
+
+
 class CollectionNotFoundError(ThresholdedError, LookupError):
     """A collection that was asked for by name does not exist."""
 

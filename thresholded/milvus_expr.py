@@ -4,6 +4,8 @@ Metadata filters reach Milvus as expression strings. Keys come from user
 interfaces and from LLM-generated filters, values from anyone, so neither may
 change what a filter means: a key must be a plain identifier, and a value is
 always a literal, whatever quotes, backslashes, operators or newlines it holds.
+A value Milvus could not read at all (a line break, a control character, a lone
+surrogate) is refused before any query, with an error that says why.
 """
 
 from __future__ import annotations
@@ -65,7 +67,30 @@ def literal(value: object) -> str:
     )
 
 
+def check_expression(expr: str) -> str:
+    """A raw Milvus expression string, refused if no request could carry it.
+
+    For expressions written by hand (LangChain's ``expr``): their meaning is the
+    writer's, but a lone surrogate would fail deep inside pymilvus.
+    """
+    _refuse_lone_surrogates(expr, what="filter expression")
+    return expr
+
+
+def _refuse_lone_surrogates(text: str, *, what: str) -> None:
+    """Python strings may hold half a UTF-16 pair (from ``surrogateescape``, or a JSON
+    ``"\\ud800"``): it is not text, and no request can be encoded with it."""
+    bad = next((ch for ch in text if "\ud800" <= ch <= "\udfff"), None)
+    if bad is not None:
+        raise UnsafeFilterError(
+            f"{what} {text!r} holds a lone surrogate (U+{ord(bad):04X}), which is not valid "
+            "Unicode text and cannot be sent to Milvus: decode the text properly, or drop "
+            "the character"
+        )
+
+
 def _string(value: str) -> str:
+    _refuse_lone_surrogates(value, what="filter value")
     out = []
     for ch in value:
         if ch in _ESCAPES:

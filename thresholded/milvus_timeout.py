@@ -27,10 +27,24 @@ def check_timeout(timeout: float | None) -> float | None:
     return float(timeout)
 
 
+_TIMEOUT_IN_KWARGS = frozenset(
+    {
+        "list_collections",
+        "list_indexes",
+        "describe_database",
+        "drop_database",
+        "alter_database_properties",
+        "drop_database_properties",
+    }
+)
+"""pymilvus client methods without a ``timeout`` parameter that pass ``**kwargs``, and so
+a ``timeout``, on to the server call."""
+
+
 @functools.cache
 def _timed_methods(cls: type) -> frozenset[str]:
-    """Public methods of a client class that take a ``timeout`` argument."""
-    names = set()
+    """Public methods of a client class that take a ``timeout`` argument, named or in kwargs."""
+    names = {name for name in _TIMEOUT_IN_KWARGS if callable(getattr(cls, name, None))}
     for name, member in inspect.getmembers(cls, callable):
         if name.startswith("_"):
             continue
@@ -42,16 +56,40 @@ def _timed_methods(cls: type) -> frozenset[str]:
     return frozenset(names)
 
 
+READS = frozenset(
+    {
+        "list_collections",
+        "has_collection",
+        "describe_collection",
+        "list_indexes",
+        "describe_index",
+        "get_load_state",
+        "get_collection_stats",
+    }
+)
+"""Calls that only read a collection's description: quick on any server that answers."""
+
+
 class TimeoutClient:
     """Wraps a ``MilvusClient`` or ``AsyncMilvusClient``; calls default to ``timeout`` seconds.
 
-    The methods named in ``untimed`` keep pymilvus's own default (no deadline).
+    ``only`` limits the deadline to those methods (e.g. :data:`READS`); the methods
+    named in ``untimed`` keep pymilvus's own default (no deadline).
     """
 
-    def __init__(self, client: Any, timeout: float, *, untimed: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        client: Any,
+        timeout: float,
+        *,
+        only: frozenset[str] | None = None,
+        untimed: Iterable[str] = (),
+    ) -> None:
         self._client = client
         self._timeout = check_timeout(timeout)
-        self._methods = _timed_methods(type(client)) - frozenset(untimed)
+        methods = _timed_methods(type(client))
+        methods = methods if only is None else methods & only
+        self._methods = methods - frozenset(untimed)
 
     @property
     def wrapped(self) -> Any:
@@ -78,8 +116,14 @@ class TimeoutClient:
         return f"TimeoutClient({self._client!r}, timeout={self._timeout})"
 
 
-def with_timeout(client: Any, timeout: float | None, *, untimed: Iterable[str] = ()) -> Any:
+def with_timeout(
+    client: Any,
+    timeout: float | None,
+    *,
+    only: frozenset[str] | None = None,
+    untimed: Iterable[str] = (),
+) -> Any:
     """``client`` itself when ``timeout`` is None, else wrapped in a :class:`TimeoutClient`."""
     if client is None or check_timeout(timeout) is None:
         return client
-    return TimeoutClient(client, timeout, untimed=untimed)  # type: ignore[arg-type]
+    return TimeoutClient(client, timeout, only=only, untimed=untimed)  # type: ignore[arg-type]

@@ -7,15 +7,21 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from thresholded.errors import PolicyFileError, ProfileError
+from thresholded.files import DuplicateKeyError, atomic_write_text, loads_strict
 from thresholded.models import ModelId, check_same_model, default_floor
+
+MILVUS_MAX_TOP_K = 16_384
+"""The most results one Milvus search may ask for (its ``topK`` limit)."""
 
 
 class RetrievalPolicy(BaseModel):
     """Which retrieved sections may reach the reranker and the prompt.
 
-    The search fetches ``top_k * over_fetch`` candidates. Then, in this order:
+    The search fetches ``top_k * over_fetch`` candidates, at most 16,384 (the most
+    one Milvus search returns). Then, in this order:
     candidates whose cosine is below ``min_similarity`` are dropped, each source
     keeps at most ``max_per_source`` sections, sections that would overflow
     ``max_chars`` are skipped, and the first ``top_k`` are kept. Neighbours and
@@ -24,7 +30,9 @@ class RetrievalPolicy(BaseModel):
     ``max_attachment_chars``.
 
     A stored policy that lacks a field loads with that field's default; an
-    unknown field or an invalid value is an error that names the field.
+    unknown field or an invalid value is an error that names the field. Stored
+    policies are read strictly (a JSON boolean is not a number, no field may
+    appear twice) and written atomically.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
@@ -104,6 +112,16 @@ class RetrievalPolicy(BaseModel):
     def _canonical_model(cls, value: str | None) -> str | None:
         return None if value is None else str(ModelId.parse(value))
 
+    @model_validator(mode="after")
+    def _fetch_within_one_search(self) -> RetrievalPolicy:
+        if self.fetch_k > MILVUS_MAX_TOP_K:
+            raise ValueError(
+                f"top_k x over_fetch = {self.top_k} x {self.over_fetch} = {self.fetch_k} "
+                f"candidates per search, above {MILVUS_MAX_TOP_K:,}, the most one Milvus "
+                "search returns (its topK limit): lower top_k or over_fetch"
+            )
+        return self
+
     @property
     def fetch_k(self) -> int:
         """How many candidates the search asks for."""
@@ -145,15 +163,27 @@ class RetrievalPolicy(BaseModel):
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RetrievalPolicy:
-        return cls.model_validate_json(text)
+        """A policy from its JSON text.
+
+        Text that is not a JSON object, or names a field twice, is a
+        ``PolicyFileError``; an unknown field or an invalid value is a
+        ``ValidationError`` naming the field.
+        """
+        return cls.from_dict(_policy_object(text, what="the stored policy"))
 
     @classmethod
     def load(cls, path: str | Path) -> RetrievalPolicy:
-        """Read a policy stored as JSON."""
-        return cls.from_json(Path(path).read_bytes())
+        """Read a policy stored as JSON; a file that is not one is an error naming the file."""
+        path = Path(path)
+        try:
+            text = path.read_bytes()
+        except OSError as exc:
+            raise PolicyFileError(f"policy file {path} cannot be read: {exc}") from exc
+        return cls.from_dict(_policy_object(text, what=f"policy file {path}"))
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        """Write the policy as JSON, atomically: a failed write leaves the old file as it was."""
+        atomic_write_text(Path(path), json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def from_profile(
@@ -169,7 +199,6 @@ class RetrievalPolicy(BaseModel):
         a floor measured on one collection is not the floor of another.
         Other policy fields may be given as keyword arguments.
         """
-        from thresholded.errors import ProfileError
         from thresholded.profile import CalibrationProfile
 
         profile = CalibrationProfile.load(path)
@@ -185,3 +214,28 @@ class RetrievalPolicy(BaseModel):
                 "embedding_model": profile.embedding_model,
             }
         )
+
+
+def _policy_object(text: str | bytes, *, what: str) -> dict[str, Any]:
+    """The JSON object a stored policy holds; anything else is a ``PolicyFileError``."""
+    try:
+        data = loads_strict(text)
+    except DuplicateKeyError as exc:
+        raise PolicyFileError(f"{what} is ambiguous: {exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PolicyFileError(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PolicyFileError(
+            f"{what} holds a JSON {type(data).__name__}, not an object of policy fields"
+        )
+    return data
+
+
+def policy_or_none(value: object, *, what: str = "policy") -> RetrievalPolicy | None:
+    """``value`` when it is a policy (or None); anything else is a clear error."""
+    if value is None or isinstance(value, RetrievalPolicy):
+        return value
+    raise TypeError(
+        f"{what} must be a RetrievalPolicy, got {type(value).__name__}; for a stored one use "
+        "RetrievalPolicy.from_dict(...) or RetrievalPolicy.load(path)"
+    )

@@ -3,14 +3,16 @@
 A profile is its own record, distinct from ``RetrievalPolicy``: it says which
 threshold was chosen for which collection, embedding model and metric, how
 (mode and margin), when, and what the measurement showed. Profiles are written
-atomically, so a crash never leaves a half-written one behind.
+atomically, so a crash never leaves a half-written one behind, and read
+strictly: a JSON boolean is not a number, the version is an integer, the metric
+is one Milvus scores can be read as cosines for, and no key appears twice. A
+field the file lacks takes its default; the required ones are ``version``,
+``min_similarity`` and ``embedding_model``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +20,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from thresholded.errors import ProfileError
+from thresholded.files import DuplicateKeyError, atomic_write_text, loads_strict
 from thresholded.models import ModelId
+from thresholded.scores import Metric
+
+__all__ = ["PROFILE_VERSION", "CalibrationProfile", "atomic_write_text"]
 
 PROFILE_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({PROFILE_VERSION})
@@ -31,15 +37,15 @@ class CalibrationProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    version: int = Field(description="Profile format version; required.")
-    min_similarity: float = Field(ge=-1.0, le=1.0, allow_inf_nan=False)
+    version: int = Field(strict=True, description="Profile format version; required.")
+    min_similarity: float = Field(ge=-1.0, le=1.0, allow_inf_nan=False, strict=True)
     embedding_model: str = Field(description="Canonical model id, name@dimension.")
-    metric: str = "IP"
+    metric: str = Field(default="IP", description="Index metric: IP, COSINE or L2.")
     collection: str | None = None
     corpus: str | None = None
     mode: CalibrationMode = "never-lose"
-    margin: float | None = None
-    max_loss: float | None = None
+    margin: float | None = Field(default=None, strict=True)
+    max_loss: float | None = Field(default=None, strict=True)
     created: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     provenance: str | None = None
     measurements: dict[str, Any] = Field(default_factory=dict)
@@ -59,6 +65,11 @@ class CalibrationProfile(BaseModel):
     def _canonical_model(cls, value: str) -> str:
         return str(ModelId.parse(value))
 
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str) -> str:
+        return Metric.parse(value).value
+
     @property
     def model_id(self) -> ModelId:
         return ModelId.parse(self.embedding_model)
@@ -68,11 +79,13 @@ class CalibrationProfile(BaseModel):
         """Read a profile; a corrupt or unknown one is a ``ProfileError`` naming the file."""
         path = Path(path)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = loads_strict(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ProfileError(f"calibration profile {path} does not exist") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ProfileError(f"calibration profile {path} is not valid JSON: {exc}") from None
+        except DuplicateKeyError as exc:
+            raise ProfileError(f"calibration profile {path} is ambiguous: {exc}") from None
         if not isinstance(raw, dict) or "version" not in raw:
             raise ProfileError(f"calibration profile {path} has no 'version': is it a profile?")
         try:
@@ -88,19 +101,3 @@ class CalibrationProfile(BaseModel):
         text = json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
         atomic_write_text(path, text)
         return path
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a profile is shared like any file
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -17,6 +17,7 @@ A query therefore takes at most ``(max_retries + 1) * timeout`` plus the waits.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -30,16 +31,17 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_TRANSIENT_GRPC_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
-_TRANSIENT_MARKERS = (
-    "fail connecting to server",
-    "server unavailable",
-    "connection refused",
-    "deadline exceeded",
-    "retry timeout",
-    "failed to connect",
-    "socket closed",
-)
+_TRANSIENT_STATUS = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+"""gRPC status codes of a server that is unreachable, restarting or too slow."""
+
+_CONNECT_FAILED = 2
+"""pymilvus' code for a connection that could not be made (Milvus: "service unavailable")."""
+_RATE_LIMITED = 8
+"""Milvus' code for a request refused by its rate limiter."""
+_TRANSIENT_CODES = frozenset({_CONNECT_FAILED, _RATE_LIMITED})
+
+_TRANSIENT_COMPATIBLE = frozenset({"ConnectFailed", "RateLimit", "NotReadyServe"})
+"""Milvus' older ``ErrorCode`` names for the same conditions (a server that is not ready yet)."""
 
 
 @dataclass(frozen=True)
@@ -74,28 +76,97 @@ class RetryPolicy:
 def is_transient(error: BaseException) -> bool:
     """True for failures that may pass: the server is unreachable, restarting or too slow.
 
-    Looks at the error and the errors it was raised from: gRPC status codes
-    (UNAVAILABLE, DEADLINE_EXCEEDED), Python's connection and timeout errors, and
-    the messages pymilvus gives them.
+    Judged by type and status code only, on the error and the errors it was raised
+    from: Python's ``TimeoutError`` and ``ConnectionError``; pymilvus'
+    ``ConnectError`` and ``MilvusUnavailableException``; a gRPC status of
+    UNAVAILABLE or DEADLINE_EXCEEDED, on a ``grpc.RpcError`` or carried by a
+    ``MilvusException``; Milvus' codes for a failed connection, a rate limit and a
+    server not ready yet. Never by the message: its text may quote a filter value
+    (``"connection refused"``) of a request that will fail however often it is sent.
     """
+    return any(_is_transient_itself(e) for e in _chain(error))
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """The error, then each error it was raised from or while handling, each once."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, TimeoutError | ConnectionError):
-            return True
-        code = getattr(current, "code", None)
-        if callable(code):  # a grpc.RpcError
-            try:
-                if getattr(code(), "name", None) in _TRANSIENT_GRPC_CODES:
-                    return True
-            except Exception:  # an unusual error class: judge it by its text
-                pass
-        text = str(current).lower()
-        if any(marker in text for marker in _TRANSIENT_MARKERS):
-            return True
+        yield current
         current = current.__cause__ or current.__context__
+
+
+def _is_transient_itself(error: BaseException) -> bool:
+    if isinstance(error, (TimeoutError, ConnectionError, *_transient_client_errors())):
+        return True
+    code = getattr(error, "code", None)
+    if callable(code):  # a grpc.RpcError: code() is its status
+        return _status_name(error) in _TRANSIENT_STATUS
+    if _is_milvus_exception(error):
+        return _is_transient_milvus_code(code, getattr(error, "compatible_code", None))
     return False
+
+
+def _is_transient_milvus_code(code: object, compatible_code: object) -> bool:
+    """A ``MilvusException``'s code: a gRPC status (wrapped RPC error) or a Milvus code."""
+    if getattr(code, "name", None) in _TRANSIENT_STATUS:  # a grpc.StatusCode
+        return True
+    if isinstance(code, int) and code in _TRANSIENT_CODES:
+        return True
+    return _compatible_code_name(compatible_code) in _TRANSIENT_COMPATIBLE
+
+
+def _status_name(error: BaseException) -> str | None:
+    try:
+        return getattr(error.code(), "name", None)  # type: ignore[attr-defined]
+    except Exception:  # a code() that needs more than a finished call: no status to read
+        return None
+
+
+@functools.cache
+def _transient_client_errors() -> tuple[type[BaseException], ...]:
+    """Client error classes that mean "no connection": pymilvus' and gRPC's, where installed."""
+    classes: list[type[BaseException]] = []
+    try:
+        from pymilvus.exceptions import ConnectError, MilvusUnavailableException
+
+        classes += [ConnectError, MilvusUnavailableException]
+    except ImportError:
+        pass
+    try:
+        import grpc
+
+        classes.append(grpc.FutureTimeoutError)
+    except ImportError:
+        pass
+    return tuple(classes)
+
+
+@functools.cache
+def _milvus_exception() -> type[BaseException] | None:
+    try:
+        from pymilvus.exceptions import MilvusException
+    except ImportError:
+        return None
+    return MilvusException
+
+
+def _is_milvus_exception(error: BaseException) -> bool:
+    cls = _milvus_exception()
+    return cls is not None and isinstance(error, cls)
+
+
+def _compatible_code_name(value: object) -> str | None:
+    """The ``common_pb2.ErrorCode`` name of a ``MilvusException.compatible_code``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    try:
+        from pymilvus.grpc_gen import common_pb2
+
+        return common_pb2.ErrorCode.Name(value)
+    except (ImportError, ValueError):
+        return None
 
 
 def call_with_retries(
@@ -167,7 +238,7 @@ def _give_up(error: Exception, what: str, attempts: int, start: float) -> None:
     elapsed = time.monotonic() - start
     tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
     raise SearchUnavailableError(
-        f"{what} did not answer ({tries} in {elapsed:.1f} s): {_first_line(error)}",
+        f"{what} did not answer ({tries} in {elapsed:.1f} s): {describe_error(error)}",
         attempts=attempts,
     ) from error
 
@@ -177,13 +248,16 @@ def _log_retry(what: str, attempt: int, wait: float, error: Exception) -> None:
         "%s failed (attempt %d: %s); trying again in %.2f s",
         what,
         attempt,
-        _first_line(error),
+        describe_error(error),
         wait,
     )
 
 
-def _first_line(error: BaseException) -> str:
-    """One readable line: a gRPC error's status and details, else the message's first line."""
+def describe_error(error: BaseException) -> str:
+    """One readable line: a gRPC error's status and details, else the message's first line.
+
+    For messages only: whether an error may pass is :func:`is_transient`'s to judge.
+    """
     code, details = getattr(error, "code", None), getattr(error, "details", None)
     if callable(code) and callable(details):
         try:

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.integration
 THREADS = 8
 PER_THREAD = 200
 TASKS = 64
+LOOP_BATCH = 16
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +58,16 @@ async def test_async_tasks_match_a_serial_run(
     picks = [bundles[i % len(bundles)] for i in range(TASKS)]
     reports = await asyncio.gather(*(retriever.aretrieve_with_report(b) for b in picks))
     assert [fingerprint(r) for r in reports] == [serial[b.query_str] for b in picks]
+
+
+def test_async_queries_from_successive_event_loops_match_a_serial_run(
+    setup: tuple[ThresholdedRetriever, list[QueryBundle]], in_new_event_loops
+) -> None:
+    """Each ``asyncio.run`` closes its loop; the next one's queries still get their answers."""
+    retriever, bundles = setup
+    serial = {b.query_str: fingerprint(retriever.retrieve_with_report(b)) for b in bundles}
+    picks = [bundles[(i * 3) % len(bundles)] for i in range(LOOP_BATCH)]
+    batches = in_new_event_loops(lambda: [retriever.aretrieve_with_report(b) for b in picks])
+    assert len(batches) == 3
+    for reports in batches:
+        assert [fingerprint(r) for r in reports] == [serial[b.query_str] for b in picks]

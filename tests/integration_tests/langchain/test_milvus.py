@@ -12,6 +12,7 @@ import pytest
 
 from langchain_thresholded import Metric, ThresholdedRetriever, store_metric
 from thresholded import RetrievalPolicy
+from thresholded.errors import SearchUnavailableError
 
 pytestmark = pytest.mark.integration
 
@@ -105,6 +106,42 @@ def test_expr_filter_is_passed_through(support_store):
         search_kwargs={"expr": 'source == "data"'},
     )
     assert all(d.metadata["source"] == "data" for d in field.invoke(question, min_similarity=0))
+
+
+def test_a_bad_filter_quoting_connection_refused_is_not_retried(support_store, milvus_searches):
+    """A filter Milvus refuses fails once, as itself, whatever words its value holds."""
+    from pymilvus.exceptions import MilvusException
+
+    patient = ThresholdedRetriever(
+        vectorstore=support_store, policy=POLICY, max_retries=3, retry_backoff=0.5
+    )
+    with pytest.raises(MilvusException, match="connection refused") as caught:
+        patient.invoke("How do I get a refund?", expr='source == ["connection refused"]')
+    assert not isinstance(caught.value, SearchUnavailableError)
+    assert len(milvus_searches) == 1
+
+
+def test_fetching_more_than_one_milvus_search_returns_is_refused_before_any_query(
+    support_store, milvus_searches
+):
+    retriever = ThresholdedRetriever(vectorstore=support_store, policy=POLICY)
+    with pytest.raises(ValueError, match="16,384, the most one Milvus search returns"):
+        retriever.invoke("How do I get a refund?", k=6000)
+    assert milvus_searches == []
+
+
+def test_ainvoke_from_successive_event_loops_matches_a_serial_run(
+    support_store, in_new_event_loops
+):
+    """Each ``asyncio.run`` closes its loop; the next one's queries still get their answers."""
+    retriever = ThresholdedRetriever(vectorstore=support_store, policy=POLICY)
+    questions = ([*ANSWERABLE, *UNRELATED] * 3)[:16]
+    serial = [[(d.id, d.metadata["similarity"]) for d in retriever.invoke(q)] for q in questions]
+    assert any(serial) and not all(serial)
+    batches = in_new_event_loops(lambda: [retriever.ainvoke(q) for q in questions])
+    assert len(batches) == 3
+    for docs in batches:
+        assert [[(d.id, d.metadata["similarity"]) for d in ds] for ds in docs] == serial
 
 
 async def test_ainvoke_on_milvus(support_store, minilm):

@@ -8,10 +8,12 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+from pymilvus.exceptions import MilvusException
 
 from llama_index_thresholded import ThresholdedRetriever
 from llama_index_thresholded.milvus import milvus_store
 from thresholded import RetrievalPolicy
+from thresholded.errors import SearchUnavailableError
 from thresholded.milvus_expr import UnsafeFilterError
 
 pytestmark = pytest.mark.integration
@@ -162,3 +164,32 @@ def test_text_match_wildcards_are_refused(retriever: ThresholdedRetriever) -> No
         _ids(
             retriever, MetadataFilter(key="doc_type", value="%", operator=FilterOperator.TEXT_MATCH)
         )
+
+
+def test_a_bad_filter_quoting_connection_refused_is_not_retried(
+    index: VectorStoreIndex, milvus_searches: list[dict]
+) -> None:
+    """A filter Milvus refuses fails once, as itself, whatever words its value holds."""
+    policy = RetrievalPolicy(min_similarity=0.0, top_k=20, max_per_source=None, max_chars=None)
+    patient = ThresholdedRetriever(index, policy, neighbours=0, max_retries=3, retry_backoff=0.5)
+    bad = MetadataFilter(key="doc_type", value=["connection refused"], operator=FilterOperator.EQ)
+    with pytest.raises(MilvusException, match="connection refused") as caught:
+        _ids(patient, bad)
+    assert not isinstance(caught.value, SearchUnavailableError)
+    assert len(milvus_searches) == 1
+
+
+def test_a_lone_surrogate_is_refused_before_any_query(
+    retriever: ThresholdedRetriever, milvus_searches: list[dict]
+) -> None:
+    with pytest.raises(UnsafeFilterError, match=r"lone surrogate \(U\+DC80\)"):
+        _ids(retriever, MetadataFilter(key="doc_type", value="public\udc80"))
+    assert milvus_searches == []
+
+
+def test_fetching_more_than_one_milvus_search_returns_is_refused_before_any_query(
+    retriever: ThresholdedRetriever, milvus_searches: list[dict]
+) -> None:
+    with pytest.raises(ValueError, match="16,384, the most one Milvus search returns"):
+        retriever.retrieve_with_report("q", top_k=16_385)
+    assert milvus_searches == []

@@ -388,11 +388,7 @@ def hand() -> type[Hand]:
 
 @pytest.fixture(scope="session")
 def reopen(milvus_server_uri: str, embed_model: HandEmbedding):
-    """A new index (new sync and async clients) over an existing collection.
-
-    pymilvus' async client belongs to the event loop it first ran in: each
-    ``asyncio.run`` needs stores of its own.
-    """
+    """A new index (new sync and async clients) over an existing collection."""
     from llama_index_thresholded.milvus import milvus_store
 
     def open_again(index: VectorStoreIndex) -> VectorStoreIndex:

@@ -22,7 +22,7 @@ from llama_index_thresholded import (
     MultiCollectionRetriever,
     ThresholdedRetriever,
 )
-from llama_index_thresholded.milvus import milvus_store
+from llama_index_thresholded.milvus import existing_milvus_store, milvus_store
 from thresholded import RetrievalPolicy
 from thresholded.errors import SearchUnavailableError
 
@@ -117,11 +117,36 @@ def test_a_retry_rides_out_a_short_stall(disposable_server, hand, embed_model, c
     assert TIMEOUT <= took <= WORST_CASE + SLACK
 
 
+def test_building_a_store_on_a_frozen_server_is_bounded_by_its_timeout(
+    disposable_server, hand, embed_model
+):
+    """The store's timeout holds while it is built: a clear error naming the URI, not a wait."""
+    uri = disposable_server.uri
+    build(uri, "cold", hand, embed_model, timeout=TIMEOUT)
+    builders = {
+        "milvus_store": lambda: milvus_store(uri, "cold", dim=hand.DIM, timeout=TIMEOUT),
+        "existing_milvus_store": lambda: existing_milvus_store(uri, "cold", timeout=TIMEOUT),
+    }
+    disposable_server.freeze()
+    rescue = threading.Timer(120, disposable_server.thaw)  # a build without a deadline waits
+    rescue.start()
+    try:
+        for name, make in builders.items():
+            error, took = timed(make)
+            print(f"{name} on a frozen server: {type(error).__name__} after {took:.2f} s")
+            assert isinstance(error, SearchUnavailableError), error
+            assert f"Milvus at {uri} did not answer" in str(error)
+            assert "collection 'cold'" in str(error)
+    finally:
+        rescue.cancel()
+        disposable_server.thaw()
+
+
 def reopened(uri, collection, hand, embed_model):
     """A new index over an existing collection, with clients of its own (the async one too).
 
-    Made before the server is frozen: LlamaIndex's store constructor talks to the
-    server without a deadline.
+    Made before the server is frozen: building a store there is a
+    ``SearchUnavailableError`` (see the test above).
     """
     store = milvus_store(uri, collection, dim=hand.DIM, consistency_level="Strong", timeout=TIMEOUT)
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)

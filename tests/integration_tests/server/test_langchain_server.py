@@ -128,6 +128,25 @@ def test_two_collections_sync_and_async_client(stores, monkeypatch):
     assert sorted(awaited) == ["lc_faqs", "lc_laws"]
 
 
+def test_ainvoke_from_successive_event_loops_matches_a_serial_run(stores, in_new_event_loops):
+    """One store, three ``asyncio.run`` calls of 16 concurrent queries: each as the serial run."""
+    everything = RetrievalPolicy(min_similarity=0.0, max_per_source=None, max_chars=None)
+    retriever = ThresholdedRetriever(vectorstore=stores["lc_laws"], policy=everything)
+    floors = [0.95, 0.89, 0.5, 0.44, 0.4, 0.0, -1.0, 0.46] * 2
+
+    def answer(docs):
+        return [(d.id, d.metadata["similarity"]) for d in docs]
+
+    serial = [answer(retriever.invoke(QUERY, min_similarity=f)) for f in floors]
+    assert {len(a) for a in serial} == {0, 1, 2}
+    batches = in_new_event_loops(
+        lambda: [retriever.ainvoke(QUERY, min_similarity=f) for f in floors]
+    )
+    assert len(batches) == 3
+    for results in batches:
+        assert [answer(docs) for docs in results] == serial
+
+
 def test_collections_of_one_name_in_two_databases_of_one_server(milvus_server_uri):
     pytest.importorskip("langchain_milvus")
     create_databases(milvus_server_uri, "lc_laws_db", "lc_faqs_db")

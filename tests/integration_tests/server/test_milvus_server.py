@@ -72,6 +72,22 @@ def test_dense_search_keeps_what_clears_the_floor(hand, index, reopen):
     assert kept(asynchronous) == kept(report)
 
 
+def test_async_queries_from_successive_event_loops_match_a_serial_run(
+    hand, index, in_new_event_loops
+):
+    """One store, three ``asyncio.run`` calls of 16 concurrent queries: each as the serial run."""
+    retriever = ThresholdedRetriever(index, policy(min_similarity=0.1, top_k=10), neighbours=0)
+    floors = [0.9, 0.7, 0.5, 0.3, 0.0, -0.5, 0.8, 0.4] * 2
+    serial = [kept(retriever.retrieve_with_report(hand.QUESTION, min_similarity=f)) for f in floors]
+    assert len({tuple(answer) for answer in serial}) >= 5
+    batches = in_new_event_loops(
+        lambda: [retriever.aretrieve_with_report(hand.QUESTION, min_similarity=f) for f in floors]
+    )
+    assert len(batches) == 3
+    for reports in batches:
+        assert [kept(report) for report in reports] == serial
+
+
 @pytest.mark.parametrize("floor", [0.75, 0.5, 0.35, 0.25, -0.25, 0.0, 0.99])
 def test_range_search_pushdown_matches_client_side_filtering(hand, index, search_spy, floor):
     pushed = ThresholdedRetriever(index, policy(min_similarity=0.1, top_k=10), neighbours=0)

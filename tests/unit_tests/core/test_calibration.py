@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from thresholded import CalibrationProfile, ModelId, RetrievalPolicy
-from thresholded import profile as profile_module
+from thresholded import CalibrationProfile, ModelId, RetrievalPolicy, files
 from thresholded.calibration import (
     BatchedEmbedder,
     Passage,
@@ -625,7 +624,7 @@ def test_profile_write_is_atomic(
     def crash(src: str, dst: str) -> None:
         raise OSError("disk gone")
 
-    monkeypatch.setattr(profile_module.os, "replace", crash)
+    monkeypatch.setattr(files.os, "replace", crash)
     with pytest.raises(OSError, match="disk gone"):
         main(_args(corpus, queries, out, "--force"))
     assert out.read_bytes() == before

@@ -6,6 +6,7 @@ import pytest
 
 from thresholded.milvus_expr import (
     UnsafeFilterError,
+    check_expression,
     comparison,
     field_name,
     join,
@@ -68,6 +69,26 @@ def test_literals(value: object, expected: str) -> None:
 def test_unwritable_values_are_refused(value: object) -> None:
     with pytest.raises(UnsafeFilterError):
         literal(value)
+
+
+@pytest.mark.parametrize("value", ["bad\udc80", "\ud800", ["ok", "x\udfff"]])
+def test_a_lone_surrogate_is_refused_naming_it(value: object) -> None:
+    """Half a UTF-16 pair is not text: pymilvus would fail to encode it mid-request."""
+    with pytest.raises(UnsafeFilterError, match=r"lone surrogate \(U\+D[89A-F][0-9A-F]{2}\)"):
+        literal(value)
+    with pytest.raises(UnsafeFilterError, match="lone surrogate"):
+        prefix_match("title", "x\ud800")
+
+
+def test_characters_beyond_the_basic_plane_are_text() -> None:
+    assert literal("emoji \U0001f600") == '"emoji \U0001f600"'
+
+
+def test_a_raw_expression_is_checked_for_lone_surrogates_only() -> None:
+    expr = 'source == "billing" or title like "Grüße%" or tag == "\U0001f600"'
+    assert check_expression(expr) == expr
+    with pytest.raises(UnsafeFilterError, match=r"filter expression .*\(U\+DC80\)"):
+        check_expression('source == "x\udc80"')
 
 
 def test_composition() -> None:

@@ -24,12 +24,21 @@ class FakeClient:
     async def query(self, collection_name: str, timeout: float | None = None):
         return timeout
 
+    def list_collections(self, **kwargs):
+        return kwargs.get("timeout")
+
 
 def test_calls_get_the_default_deadline():
     client = TimeoutClient(FakeClient(), 2.5)
     assert client.search("kb", [[1.0]]) == 2.5
     assert client.search("kb", [[1.0]], timeout=None) == 2.5
     assert asyncio.run(client.query("kb")) == 2.5
+
+
+def test_methods_that_pass_their_kwargs_to_the_server_get_the_deadline_too():
+    """pymilvus' list_collections(**kwargs) hands a timeout on to the server call."""
+    assert TimeoutClient(FakeClient(), 2.5).list_collections() == 2.5
+    assert TimeoutClient(FakeClient(), 2.5).list_collections(timeout=0.5) == 0.5
 
 
 def test_an_explicit_deadline_wins():

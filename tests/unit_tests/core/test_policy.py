@@ -12,10 +12,12 @@ from pydantic import ValidationError
 from thresholded import (
     CalibrationProfile,
     ModelMismatchError,
+    PolicyFileError,
     ProfileError,
     RetrievalPolicy,
     UncalibratedModelError,
 )
+from thresholded.policy import MILVUS_MAX_TOP_K
 
 # Defaults ------------------------------------------------------------------------------
 
@@ -129,6 +131,26 @@ def test_invalid_values_are_rejected_naming_the_field(field: str, value: object)
     assert [e["loc"][0] for e in errors] == [field]
 
 
+def test_a_search_may_fetch_up_to_the_milvus_limit() -> None:
+    assert RetrievalPolicy(top_k=4096, over_fetch=4).fetch_k == MILVUS_MAX_TOP_K == 16_384
+    assert RetrievalPolicy(top_k=16_384, over_fetch=1).fetch_k == 16_384
+
+
+@pytest.mark.parametrize(("top_k", "over_fetch"), [(6000, 3), (16_385, 1), (1, 20_000)])
+def test_fetching_more_than_one_milvus_search_returns_is_refused(
+    top_k: int, over_fetch: int
+) -> None:
+    """Milvus answers a search for more than 16,384 results with a bare "invalid parameter"."""
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(top_k=top_k, over_fetch=over_fetch)
+    message = str(info.value)
+    assert f"{top_k} x {over_fetch} = {top_k * over_fetch}" in message
+    assert "16,384, the most one Milvus search returns" in message
+    assert "lower top_k or over_fetch" in message
+    with pytest.raises(ValidationError, match="16,384"):
+        RetrievalPolicy(top_k=1, over_fetch=1).with_overrides(top_k=top_k, over_fetch=over_fetch)
+
+
 def test_unknown_field_is_rejected_naming_it() -> None:
     with pytest.raises(ValidationError) as info:
         RetrievalPolicy(min_similarty=0.3)  # type: ignore[call-arg]
@@ -202,6 +224,53 @@ def test_load_of_invalid_file_names_the_field(tmp_path: Path) -> None:
     with pytest.raises(ValidationError) as info:
         RetrievalPolicy.load(path)
     assert "top_k" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"min_similarity": true}', '{"top_k": true}', '{"max_chars": false}', '{"over_fetch": 2.0}'],
+)
+def test_stored_booleans_and_floats_are_not_counts_or_floors(tmp_path: Path, text: str) -> None:
+    field = next(iter(json.loads(text)))
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.from_json(text)
+    assert field in str(info.value)
+    path = tmp_path / "policy.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy.load(path)
+    assert field in str(info.value)
+
+
+def test_a_repeated_field_is_refused_naming_it_and_the_file(tmp_path: Path) -> None:
+    text = '{"min_similarity": 0.2, "top_k": 3, "min_similarity": 0.9}'
+    with pytest.raises(PolicyFileError, match="'min_similarity' appears more than once"):
+        RetrievalPolicy.from_json(text)
+    path = tmp_path / "policy.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(PolicyFileError) as info:
+        RetrievalPolicy.load(path)
+    assert str(path) in str(info.value)
+    assert "min_similarity" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("{top_k: 3", "not valid JSON"), ("[]", "holds a JSON list"), ("4", "holds a JSON int")],
+)
+def test_a_file_that_is_not_a_policy_is_refused_naming_it(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(PolicyFileError) as info:
+        RetrievalPolicy.load(path)
+    assert str(path) in str(info.value) and problem in str(info.value)
+
+
+def test_a_missing_policy_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(PolicyFileError, match=r"nope\.json cannot be read"):
+        RetrievalPolicy.load(tmp_path / "nope.json")
 
 
 # Embedding model -------------------------------------------------------------------------

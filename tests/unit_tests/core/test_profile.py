@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from thresholded import CalibrationProfile, ModelId, ProfileError
-from thresholded import profile as profile_module
+from thresholded import CalibrationProfile, ModelId, ProfileError, files
 
 
 def _data(**overrides: object) -> dict:
@@ -142,6 +141,75 @@ def test_invalid_value_on_disk_is_a_profile_error(tmp_path: Path) -> None:
     assert "min_similarity" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("min_similarity", True),
+        ("min_similarity", False),
+        ("margin", True),
+        ("max_loss", False),
+        ("min_similarity", "0.4"),
+    ],
+)
+def test_a_boolean_or_a_string_is_not_a_number(tmp_path: Path, field: str, value: object) -> None:
+    """``"min_similarity": true`` once loaded as a floor of 1.0: every question got nothing."""
+    path = _write(tmp_path / "bool.json", _data(**{field: value}))
+    with pytest.raises(ProfileError) as info:
+        CalibrationProfile.load(path)
+    assert str(path) in str(info.value)
+    assert field in str(info.value)
+
+
+@pytest.mark.parametrize("version", ["1", True, 1.0, None])
+def test_the_version_is_an_integer(tmp_path: Path, version: object) -> None:
+    path = _write(tmp_path / "version.json", _data(version=version))
+    with pytest.raises(ProfileError) as info:
+        CalibrationProfile.load(path)
+    assert str(path) in str(info.value)
+    assert "version" in str(info.value)
+
+
+@pytest.mark.parametrize("metric", ["bogus", "", "HAMMING", 1])
+def test_an_unknown_metric_is_refused_naming_the_known_ones(tmp_path: Path, metric: object) -> None:
+    path = _write(tmp_path / "metric.json", _data(metric=metric))
+    with pytest.raises(ProfileError) as info:
+        CalibrationProfile.load(path)
+    assert "metric" in str(info.value)
+    if isinstance(metric, str):
+        assert "IP, COSINE, L2" in str(info.value)
+
+
+@pytest.mark.parametrize(("given", "canonical"), [("ip", "IP"), ("Cosine", "COSINE"), ("L2", "L2")])
+def test_a_known_metric_loads_in_its_canonical_spelling(
+    tmp_path: Path, given: str, canonical: str
+) -> None:
+    path = _write(tmp_path / "metric.json", _data(metric=given))
+    assert CalibrationProfile.load(path).metric == canonical
+
+
+def test_a_repeated_key_is_refused_naming_it_and_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "twice.json"
+    path.write_text(
+        '{"version": 1, "min_similarity": 0.2, "embedding_model": "bge-m3@1024",'
+        ' "min_similarity": 0.9}',
+        encoding="utf-8",
+    )
+    with pytest.raises(ProfileError) as info:
+        CalibrationProfile.load(path)
+    assert str(path) in str(info.value)
+    assert "'min_similarity' appears more than once" in str(info.value)
+
+
+def test_a_stored_profile_lacking_optional_fields_loads_their_defaults(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "minimal.json",
+        {"version": 1, "min_similarity": 0.4, "embedding_model": "bge-m3@1024"},
+    )
+    profile = CalibrationProfile.load(path)
+    assert (profile.metric, profile.mode, profile.collection) == ("IP", "never-lose", None)
+    assert (profile.margin, profile.max_loss, profile.measurements) == (None, None, {})
+
+
 def test_profile_error_is_a_value_error(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
     path.write_text("nope", encoding="utf-8")
@@ -215,7 +283,7 @@ def test_failed_write_keeps_the_old_file_and_no_temporary(
     def crash(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(profile_module.os, "replace", crash)
+    monkeypatch.setattr(files.os, "replace", crash)
     with pytest.raises(OSError, match="disk full"):
         CalibrationProfile(**_data(min_similarity=0.5)).save(path, force=True)
     assert path.read_bytes() == before
@@ -228,7 +296,7 @@ def test_interrupted_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest.Mo
     def crash(fd: int) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(profile_module.os, "fsync", crash)
+    monkeypatch.setattr(files.os, "fsync", crash)
     with pytest.raises(KeyboardInterrupt):
         CalibrationProfile(**_data()).save(path)
     assert not path.exists()
@@ -249,8 +317,8 @@ def test_atomic_write_replaces_via_rename(tmp_path: Path, monkeypatch: pytest.Mo
         assert path.read_text(encoding="utf-8") == "old"
         real_replace(src, dst)
 
-    monkeypatch.setattr(profile_module.os, "replace", spy)
-    profile_module.atomic_write_text(path, "new text")
+    monkeypatch.setattr(files.os, "replace", spy)
+    files.atomic_write_text(path, "new text")
     assert len(calls) == 1
     assert calls[0][1] == str(path)
     assert path.read_text(encoding="utf-8") == "new text"

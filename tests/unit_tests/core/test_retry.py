@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import math
 
+import grpc
 import pytest
+from grpc._channel import _InactiveRpcError, _RPCState
+from pymilvus.exceptions import ConnectError, MilvusException, MilvusUnavailableException
+from pymilvus.grpc_gen import common_pb2
 
 from thresholded.errors import SearchUnavailableError
 from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
@@ -46,6 +50,20 @@ class FakeRpcError(Exception):
         return self._details
 
 
+def rpc_error(status: grpc.StatusCode, details: str = "") -> grpc.RpcError:
+    """A finished gRPC call's error, as pymilvus receives it."""
+    state = _RPCState((), (), (), status, details)
+    return _InactiveRpcError(state)
+
+
+def wrapped(outer: Exception, inner: BaseException) -> Exception:
+    """``outer`` raised from ``inner``, as pymilvus wraps the errors it retried."""
+    try:
+        raise outer from inner
+    except Exception as error:
+        return error
+
+
 @pytest.mark.parametrize(
     "error",
     [
@@ -53,9 +71,38 @@ class FakeRpcError(Exception):
         TimeoutError(),
         FakeRpcError("UNAVAILABLE"),
         FakeRpcError("DEADLINE_EXCEEDED", "Deadline Exceeded"),
-        RuntimeError("Fail connecting to server on 127.0.0.1:19530, server unavailable"),
+        rpc_error(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses"),
+        rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"),
+        MilvusException(code=2, message="Fail connecting to server on 127.0.0.1:19530"),
+        wrapped(
+            MilvusException(grpc.StatusCode.UNAVAILABLE, "[search] Retry timeout: 1.5s"),
+            rpc_error(grpc.StatusCode.UNAVAILABLE),
+        ),
+        MilvusException(grpc.StatusCode.UNAVAILABLE, "[search] Retry timeout: 1.5s"),
+        wrapped(MilvusException(message="[search] Retry timeout: 1.5s"), TimeoutError()),
+        MilvusException(code=8, message="rate limit exceeded"),
+        MilvusException(code=1, message="not ready", compatible_code=common_pb2.NotReadyServe),
+        ConnectError(message="connect failed"),
+        MilvusUnavailableException(message="server unavailable"),
+        grpc.FutureTimeoutError(),
     ],
-    ids=["connection", "timeout", "unavailable", "deadline", "pymilvus-message"],
+    ids=[
+        "connection",
+        "timeout",
+        "fake-unavailable",
+        "fake-deadline",
+        "grpc-unavailable",
+        "grpc-deadline",
+        "pymilvus-connect-failed",
+        "pymilvus-retry-timeout-chained",
+        "pymilvus-grpc-status-code",
+        "pymilvus-async-timeout",
+        "milvus-rate-limit",
+        "milvus-not-ready",
+        "pymilvus-connect-error",
+        "pymilvus-unavailable",
+        "grpc-future-timeout",
+    ],
 )
 def test_unreachable_and_slow_servers_are_transient(error):
     assert is_transient(error)
@@ -68,11 +115,39 @@ def test_unreachable_and_slow_servers_are_transient(error):
         KeyError("embedding"),
         FakeRpcError("INVALID_ARGUMENT", "field doc_type does not exist"),
         RuntimeError("collection not found"),
+        rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "connection refused"),
+        MilvusException(code=1100, message='Invalid expr: (doc_type == ["connection refused"])'),
+        MilvusException(message="Unexpected error, message=<Event loop is closed>"),
+        MilvusException(code=100, message="collection not found[collection=server unavailable]"),
+        RuntimeError("Fail connecting to server on 127.0.0.1:19530, server unavailable"),
+        ValueError("deadline exceeded; socket closed; failed to connect; retry timeout"),
     ],
-    ids=["value", "key", "invalid-argument", "not-found"],
+    ids=[
+        "value",
+        "key",
+        "invalid-argument",
+        "not-found",
+        "grpc-invalid-argument-quoting-a-transient-word",
+        "bad-filter-quoting-connection-refused",
+        "pymilvus-unexpected-error",
+        "milvus-not-found-quoting-unavailable",
+        "message-only-runtime-error",
+        "message-only-value-error",
+    ],
 )
 def test_errors_that_cannot_pass_are_not_transient(error):
+    """Judged by type and code: words in a message (e.g. a quoted filter value) do not count."""
     assert not is_transient(error)
+
+
+def test_a_bad_filter_quoting_connection_refused_is_raised_at_once():
+    error = MilvusException(
+        code=1100, message='Invalid expr: (doc_type == ["connection refused"]): invalid parameter'
+    )
+    flaky = Flaky(5, error)
+    with pytest.raises(MilvusException) as caught:
+        call_with_retries(flaky, RetryPolicy(max_retries=3), what="kb", sleep=pytest.fail)
+    assert caught.value is error and flaky.calls == 1
 
 
 def test_a_transient_cause_makes_the_wrapper_transient():

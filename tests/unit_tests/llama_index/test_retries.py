@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import time
 
 import pytest
+from llama_index.vector_stores.milvus import base as llama_milvus_base
 from pydantic import PrivateAttr
 from pymilvus import MilvusClient
+from pymilvus.exceptions import MilvusException
 
 from llama_index_thresholded import ThresholdedRetriever
+from llama_index_thresholded.milvus import existing_milvus_store, milvus_store
 from thresholded.errors import SearchUnavailableError
 from thresholded.milvus_timeout import TimeoutClient
 
@@ -98,6 +103,66 @@ def test_milvus_store_gives_every_call_its_timeout(kit, milvus_uri, monkeypatch)
 def test_milvus_store_refuses_a_bad_timeout(kit, milvus_uri):
     with pytest.raises(ValueError, match="timeout must be a finite number of seconds above 0"):
         kit.milvus_store(milvus_uri, "timed", dim=kit.DIM, timeout=0)
+
+
+def unused_local_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (bound for a moment, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda uri: milvus_store(uri, "kb", dim=8, timeout=2),
+        lambda uri: existing_milvus_store(uri, "kb", timeout=2),
+    ],
+    ids=["milvus_store", "existing_milvus_store"],
+)
+def test_building_a_store_without_a_server_names_the_uri(build):
+    uri = f"http://127.0.0.1:{unused_local_port()}"
+    start = time.monotonic()
+    with pytest.raises(SearchUnavailableError) as caught:
+        build(uri)
+    print(f"no server at {uri}: SearchUnavailableError after {time.monotonic() - start:.2f} s")
+    message = str(caught.value)
+    assert f"Milvus at {uri} did not answer" in message
+    assert "collection 'kb'" in message and "deadline 2 s" in message
+    assert isinstance(caught.value.__cause__, MilvusException)
+
+
+def test_building_a_store_gives_its_timeout_to_connecting_and_reading(kit, milvus_uri, monkeypatch):
+    """Connecting and reading the collection carry the store's deadline; creating it does not.
+
+    Creating, indexing and loading a collection can take longer than a search's
+    deadline on a busy server.
+    """
+    import pymilvus
+
+    connects, seen = [], {"list_collections": [], "create_collection": []}
+    client_class = pymilvus.MilvusClient
+
+    def connect(*args, **kwargs):
+        connects.append(kwargs.get("timeout"))
+        return client_class(*args, **kwargs)
+
+    def spy(name):
+        original = getattr(MilvusClient, name)
+
+        def call(client, *args, **kwargs):
+            seen[name].append(kwargs.get("timeout"))
+            return original(client, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(llama_milvus_base, "MilvusClient", connect)
+    for name in seen:
+        monkeypatch.setattr(MilvusClient, name, spy(name))
+    kit.milvus_store(milvus_uri, "deadline", dim=kit.DIM, timeout=3.5)
+    assert connects == [3.5]
+    assert seen["list_collections"] and set(seen["list_collections"]) == {3.5}
+    assert seen["create_collection"] == [None]
 
 
 def test_a_fan_out_retries_a_collection_that_comes_back(kit):

@@ -1,0 +1,59 @@
+"""A question or a policy of the wrong kind is a clear error in both adapters, before any search."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores import SimpleVectorStore
+
+import langchain_thresholded as lc
+import llama_index_thresholded as li
+from thresholded import RetrievalPolicy
+
+POLICY = RetrievalPolicy(min_similarity=0.0)
+
+
+@pytest.fixture
+def llama_retriever():
+    storage = StorageContext.from_defaults(vector_store=SimpleVectorStore())
+    node = TextNode(id_="a", text="a section", embedding=[1.0, 0.0])
+    index = VectorStoreIndex(
+        [node], storage_context=storage, embed_model=MockEmbedding(embed_dim=2)
+    )
+    return li.ThresholdedRetriever(index, POLICY, neighbours=0)
+
+
+@pytest.fixture
+def langchain_retriever():
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=4))
+    store.add_texts(["a section"])
+    return lc.ThresholdedRetriever(vectorstore=store, policy=POLICY)
+
+
+@pytest.mark.parametrize("question", [None, 3, b"bytes"])
+def test_a_question_that_is_no_text_is_a_type_error_in_llama_index(llama_retriever, question):
+    with pytest.raises(TypeError, match="question must be a str"):
+        llama_retriever.retrieve(question)
+    with pytest.raises(TypeError, match="question must be a str"):
+        llama_retriever.retrieve_with_report(question)
+
+
+@pytest.mark.parametrize("question", ["", "   \n"])
+def test_an_empty_question_is_refused_in_both_adapters(
+    llama_retriever, langchain_retriever, question
+):
+    with pytest.raises(ValueError, match="the question is empty"):
+        llama_retriever.retrieve(question)
+    with pytest.raises(ValueError, match="the question is empty"):
+        langchain_retriever.invoke(question)
+
+
+def test_a_policy_given_as_a_dict_names_the_fix(llama_retriever):
+    with pytest.raises(TypeError, match=r"RetrievalPolicy\.from_dict"):
+        li.ThresholdedRetriever(llama_retriever._index, {"min_similarity": 0.3})
+    with pytest.raises(TypeError, match=r"RetrievalPolicy\.from_dict"):
+        llama_retriever.retrieve_with_report("q", policy={"min_similarity": 0.3})

@@ -1,0 +1,90 @@
+"""An async Milvus client per event loop, so that async calls work from any loop.
+
+pymilvus' ``AsyncMilvusClient`` connects on its first call and keeps that
+connection, whose gRPC channel belongs to the event loop it was opened in. Once
+that loop is closed (the end of an ``asyncio.run``), every call from another loop
+fails for good with ``Event loop is closed``. Notebooks, scripts, web servers and
+test runners start new loops all the time.
+
+:class:`LoopLocalClient` stands where a store keeps its async client: each event
+loop that calls it gets an async client of its own, made on its first call there.
+Outside any running loop (a synchronous caller reading an attribute) it is the
+store's original client. Clients of loops that have closed are forgotten; their
+connections went with their loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class LoopLocalClient:
+    """An async client per running event loop, each made by ``factory`` when first needed.
+
+    Attribute access is passed on to the current loop's client, so the object
+    can replace a store's ``AsyncMilvusClient`` as it is:
+    ``await store.aclient.search(...)`` runs on the client of the loop that awaits.
+    """
+
+    def __init__(self, factory: Callable[[], Any], *, home: Any = None) -> None:
+        self._factory = factory
+        self._home = home
+        self._lock = threading.Lock()
+        self._clients: dict[int, tuple[weakref.ref[asyncio.AbstractEventLoop], Any]] = {}
+
+    def current(self) -> Any:
+        """The client of the running event loop; outside a loop, the original client."""
+        loop = _running_loop()
+        if loop is None:
+            with self._lock:
+                if self._home is None:
+                    self._home = self._factory()
+                return self._home
+        with self._lock:
+            entry = self._clients.get(id(loop))
+            if entry is not None and entry[0]() is loop:
+                return entry[1]
+            self._forget_closed_loops()
+            client = self._factory()
+            self._clients[id(loop)] = (weakref.ref(loop), client)
+        logger.debug("made an async Milvus client for event loop %#x", id(loop))
+        return client
+
+    @property
+    def loops(self) -> int:
+        """How many open event loops hold a client of their own."""
+        with self._lock:
+            self._forget_closed_loops()
+            return len(self._clients)
+
+    def _forget_closed_loops(self) -> None:
+        """Drop the clients of loops that are closed or gone (the lock is held)."""
+        for key, (ref, _client) in list(self._clients.items()):
+            loop = ref()
+            if loop is None or loop.is_closed():
+                del self._clients[key]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in _OWN_ATTRIBUTES:  # not set up (yet): not the client's
+            raise AttributeError(name)
+        return getattr(self.current(), name)
+
+    def __repr__(self) -> str:
+        return f"LoopLocalClient(home={self._home!r}, loops={len(self._clients)})"
+
+
+_OWN_ATTRIBUTES = frozenset({"_factory", "_home", "_lock", "_clients"})
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -3,13 +3,18 @@
 ``ThresholdedRetriever`` searches a store, reads every score as a true cosine and
 applies the core ``RetrievalPolicy``; ``SimilarityThresholdCompressor`` applies
 the floor inside compressor pipelines. It depends on langchain-core only;
-langchain-milvus is recognised when installed, never imported here. The
+langchain-milvus is recognised when installed, never imported here, and the
+Milvus helpers import pymilvus on first use only. The
 embeddings of the packaged models are in ``langchain_thresholded.embeddings``.
 """
 
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
 from langchain_thresholded.ensemble import RetrieverSource
-from langchain_thresholded.milvus import ensure_orm_connection, wait_for_milvus_lite
+from langchain_thresholded.milvus import (
+    connection_args,
+    ensure_orm_connection,
+    wait_for_milvus_lite,
+)
 from langchain_thresholded.multi_collection import (
     CollectionSearchError,
     CollectionSpec,
@@ -41,6 +46,7 @@ __all__ = [
     "SimilarityThresholdCompressor",
     "ThresholdedReport",
     "ThresholdedRetriever",
+    "connection_args",
     "ensure_orm_connection",
     "metadata_keys",
     "store_metric",

@@ -10,7 +10,12 @@ milvus-lite 3.x returns BM25 scores negated, which would reverse their order
 once sorted by score. Its ``timeout`` gives every client call a deadline, which
 LlamaIndex's store does not pass through: without one, a frozen server holds a
 query forever. On a Milvus Lite file it waits until the engine listens before it
-connects (``thresholded.milvus_lite``).
+connects (``thresholded.milvus_lite``). Its clients keep gRPC keepalive pings
+within what servers accept (``thresholded.milvus_grpc``), so that no server closes
+them with GOAWAY ``too_many_pings``.
+
+This module needs the ``llama-index-milvus`` extra; ``llama_index_thresholded``
+itself does not import it until one of its names is used.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
 from pymilvus import Function, FunctionType
 
 from thresholded.errors import CollectionNotFoundError
+from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
 from thresholded.scores import Metric
@@ -43,7 +49,8 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
 
     ``timeout`` (seconds) is the deadline of each call the store makes after it
     is built (searches, lookups, inserts); ``None`` waits as long as the server
-    takes.
+    takes. Unless ``grpc_options`` say otherwise, its clients use
+    ``thresholded.milvus_grpc.KEEPALIVE_OPTIONS``.
     """
 
     sparse_search_config: dict[str, Any] = Field(
@@ -62,9 +69,9 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
         **kwargs: Any,
     ) -> None:
         timeout = check_timeout(timeout)
-        uri = str(kwargs.get("uri", args[0] if args else self.model_fields["uri"].default))
+        uri = str(kwargs.get("uri", args[0] if args else type(self).model_fields["uri"].default))
         wait_for_milvus_lite(uri)
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **client_kwargs(kwargs))
         self.sparse_search_config = dict(sparse_search_config or {})
         self.timeout = timeout
         self.uri = uri  # LlamaIndex's store connects to it but leaves the field at the default
@@ -178,10 +185,11 @@ def existing_milvus_store(
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
     wait_for_milvus_lite(uri)
+    options = client_kwargs({"grpc_options": kwargs.get("grpc_options")})
     client = with_timeout(
-        MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout)
+        MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout, **options)
         if db_name
-        else MilvusClient(uri=uri, token=token, timeout=timeout),
+        else MilvusClient(uri=uri, token=token, timeout=timeout, **options),
         timeout,
     )
     try:

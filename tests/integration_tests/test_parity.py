@@ -53,24 +53,26 @@ def langchain_retriever(tmp_path_factory, policy) -> Any:
 
     from langchain_thresholded import ThresholdedRetriever, ensure_orm_connection
     from langchain_thresholded.embeddings import minilm_embeddings
+    from langchain_thresholded.milvus import connection_args, orm_calls
 
     path: Path = tmp_path_factory.mktemp("lc") / "kb.db"
     wait_for_milvus_lite(str(path))
     store = Milvus(
         embedding_function=minilm_embeddings(),
         collection_name="example_support_kb",
-        connection_args={"uri": str(path)},
+        connection_args=connection_args(str(path)),
         index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
         drop_old=True,
         auto_id=False,
     )
     ensure_orm_connection(store)
     sections = [s for doc in load_knowledge_base() for s in doc.sections]
-    store.add_texts(
-        [s.text for s in sections],
-        metadatas=[{k: str(v) for k, v in s.metadata.items()} for s in sections],
-        ids=[s.id for s in sections],
-    )
+    with orm_calls():  # langchain-milvus reads its index through the ORM
+        store.add_texts(
+            [s.text for s in sections],
+            metadatas=[{k: str(v) for k, v in s.metadata.items()} for s in sections],
+            ids=[s.id for s in sections],
+        )
     return ThresholdedRetriever(vectorstore=store, policy=policy, neighbours=0)
 
 

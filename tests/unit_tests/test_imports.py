@@ -36,6 +36,7 @@ EXPECTED = {
         "ThresholdedRetriever",
         "SimilarityThresholdCompressor",
         "ThresholdedReport",
+        "connection_args",
     },
 }
 

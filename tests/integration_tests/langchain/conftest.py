@@ -76,6 +76,7 @@ def build_milvus(
     from langchain_milvus import Milvus
 
     from langchain_thresholded import ensure_orm_connection, wait_for_milvus_lite
+    from langchain_thresholded.milvus import connection_args, orm_calls
 
     texts = SUPPORT_TEXTS if texts is None else texts
     index = None if metric is None else {"metric_type": metric, "index_type": "FLAT", "params": {}}
@@ -83,18 +84,19 @@ def build_milvus(
     store = Milvus(
         embedding_function=embeddings,
         collection_name="support",
-        connection_args={"uri": str(path)},
+        connection_args=connection_args(str(path)),
         index_params=index,
         drop_old=True,
         auto_id=False,
     )
     ensure_orm_connection(store)  # langchain-milvus 0.3.3 on pymilvus >= 2.6.10
     ids = list(texts)
-    store.add_texts(
-        [texts[i][1] for i in ids],
-        metadatas=[{"source": texts[i][0]} for i in ids],
-        ids=ids,
-    )
+    with orm_calls():  # langchain-milvus reads its index through the ORM
+        store.add_texts(
+            [texts[i][1] for i in ids],
+            metadatas=[{"source": texts[i][0]} for i in ids],
+            ids=ids,
+        )
     return store
 
 

@@ -22,6 +22,7 @@ from langchain_thresholded import (
     ensure_orm_connection,
     wait_for_milvus_lite,
 )
+from langchain_thresholded.milvus import connection_args, orm_calls
 from thresholded import NonCosineScoreError, RetrievalPolicy
 
 langchain_milvus = pytest.importorskip("langchain_milvus")
@@ -63,7 +64,7 @@ def hybrid(tmp_path: Path) -> tuple[Any, HandEmbeddings]:
         embedding_function=embeddings,
         builtin_function=langchain_milvus.BM25BuiltInFunction(),
         vector_field=["dense", "sparse"],
-        connection_args={"uri": str(tmp_path / "hybrid.db")},
+        connection_args=connection_args(str(tmp_path / "hybrid.db")),
         consistency_level="Strong",
         drop_old=True,
         auto_id=False,
@@ -73,10 +74,11 @@ def hybrid(tmp_path: Path) -> tuple[Any, HandEmbeddings]:
         ],
     )
     ensure_orm_connection(store)
-    store.add_documents(
-        [Document(page_content=t, metadata={"source": k}) for k, t in TEXTS.items()],
-        ids=list(TEXTS),
-    )
+    with orm_calls():  # langchain-milvus reads its index through the ORM
+        store.add_documents(
+            [Document(page_content=t, metadata={"source": k}) for k, t in TEXTS.items()],
+            ids=list(TEXTS),
+        )
     embeddings.document_calls.clear()
     return store, embeddings
 

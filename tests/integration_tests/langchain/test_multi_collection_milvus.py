@@ -16,6 +16,7 @@ from langchain_thresholded import (
     ThresholdedRetriever,
     ensure_orm_connection,
 )
+from langchain_thresholded.milvus import connection_args, orm_calls
 from thresholded.fanout import COLLECTION_KEY
 from thresholded.milvus_lite import wait_for_milvus_lite
 
@@ -58,16 +59,17 @@ def build(uri: str, collection: str, embeddings: HandEmbeddings, **connection) -
     store = Milvus(
         embedding_function=embeddings,
         collection_name=collection,
-        connection_args={"uri": uri, **connection},
+        connection_args=connection_args(uri, **connection),
         index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
         drop_old=True,
         auto_id=False,
     )
     ensure_orm_connection(store)
     ids = list(SECTIONS[collection])
-    store.add_texts(
-        [f"text {i}" for i in ids], metadatas=[{"source": collection} for _ in ids], ids=ids
-    )
+    with orm_calls():  # langchain-milvus reads its index through the ORM
+        store.add_texts(
+            [f"text {i}" for i in ids], metadatas=[{"source": collection} for _ in ids], ids=ids
+        )
     return store
 
 

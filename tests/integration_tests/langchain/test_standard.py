@@ -62,18 +62,20 @@ class TestThresholdedRetrieverMilvus(RetrieversIntegrationTests):
         from langchain_milvus import Milvus
 
         from langchain_thresholded import ensure_orm_connection, wait_for_milvus_lite
+        from langchain_thresholded.milvus import connection_args, orm_calls
 
         path = str(tmp_path_factory.mktemp("standard") / "standard.db")
         wait_for_milvus_lite(path)
         store = Milvus(
             embedding_function=minilm,
-            connection_args={"uri": path},
+            connection_args=connection_args(path),
             index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
             drop_old=True,
             auto_id=True,
         )
         ensure_orm_connection(store)
-        store.add_texts(TEXTS, metadatas=[{"source": f"doc-{i}"} for i in range(len(TEXTS))])
+        with orm_calls():  # langchain-milvus reads its index through the ORM
+            store.add_texts(TEXTS, metadatas=[{"source": f"doc-{i}"} for i in range(len(TEXTS))])
         request.cls.store = store
 
     @property

@@ -20,6 +20,7 @@ from langchain_thresholded import (
     ThresholdedRetriever,
     ensure_orm_connection,
 )
+from langchain_thresholded.milvus import connection_args, orm_calls
 from thresholded.fanout import COLLECTION_KEY
 
 pytestmark = [pytest.mark.server, pytest.mark.integration]
@@ -52,7 +53,7 @@ def build(uri: str, collection: str, db_name: str = "", sections: str | None = N
     store = Milvus(
         embedding_function=HandEmbeddings(),
         collection_name=collection,
-        connection_args={"uri": uri, **({"db_name": db_name} if db_name else {})},
+        connection_args=connection_args(uri, **({"db_name": db_name} if db_name else {})),
         index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
         consistency_level="Strong",
         drop_old=True,
@@ -61,7 +62,10 @@ def build(uri: str, collection: str, db_name: str = "", sections: str | None = N
     ensure_orm_connection(store)
     listed = sections or collection
     ids = list(SECTIONS[listed])
-    store.add_texts([f"text {i}" for i in ids], metadatas=[{"source": listed}] * len(ids), ids=ids)
+    with orm_calls():  # langchain-milvus reads its index through the ORM
+        store.add_texts(
+            [f"text {i}" for i in ids], metadatas=[{"source": listed}] * len(ids), ids=ids
+        )
     return store
 
 

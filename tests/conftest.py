@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -72,3 +73,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "readme_block" in metafunc.fixturenames:
         blocks = readme_blocks()
         metafunc.parametrize("readme_block", blocks, ids=[b.id for b in blocks])
+
+
+@pytest.fixture
+def none_found(caplog: pytest.LogCaptureFixture) -> Any:
+    """``none_found(package)``: the INFO lines of its loggers saying no attachments were found."""
+
+    def lines(package: str) -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno == logging.INFO
+            and r.name.startswith(package)
+            and "none were found" in r.getMessage()
+        ]
+
+    return lines

@@ -4,8 +4,9 @@
 applies the core ``RetrievalPolicy``; ``SimilarityThresholdCompressor`` applies
 the floor inside compressor pipelines. It depends on langchain-core only;
 langchain-milvus is recognised when installed, never imported here; its stores
-are created and reopened by ``langchain_thresholded.milvus``. The embeddings of
-the packaged models are in ``langchain_thresholded.embeddings``.
+are created and reopened by ``langchain_thresholded.milvus``, which imports
+pymilvus on first use only. The embeddings of the packaged models are in
+``langchain_thresholded.embeddings``.
 """
 
 from langchain_thresholded.abstain import (

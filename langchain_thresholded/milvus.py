@@ -36,16 +36,18 @@ initialised there as the constructor would have done.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from thresholded.errors import UnsupportedMetricError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import describe_existing, index_metric, vector_dims
+from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
 from thresholded.scores import Metric
@@ -55,7 +57,14 @@ if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
     from langchain_milvus import Milvus
 
-__all__ = ["DEFAULT_INDEX_TYPE", "UNTIMED", "existing_milvus_store", "milvus_from_documents"]
+__all__ = [
+    "DEFAULT_INDEX_TYPE",
+    "UNTIMED",
+    "connection_args",
+    "existing_milvus_store",
+    "milvus_from_documents",
+    "orm_calls",
+]
 
 DEFAULT_INDEX_TYPE = "FLAT"
 """Index of a new collection: exact search, so no section that clears the floor is missed."""
@@ -115,7 +124,8 @@ def milvus_from_documents(
         kwargs=kwargs,
     )
     if docs:
-        store.add_documents(docs, ids=None if ids is None else list(ids))
+        with orm_calls():
+            store.add_documents(docs, ids=None if ids is None else list(ids))
     return store
 
 
@@ -216,11 +226,12 @@ def _open(
     store._milvus_client = with_timeout(store._milvus_client, timeout, untimed=UNTIMED)
     _async_client_per_loop(store, timeout)
     if exists:
-        store._init(
-            partition_names=store.partition_names,
-            replica_number=store.replica_number,
-            timeout=store.timeout,
-        )
+        with orm_calls():
+            store._init(
+                partition_names=store.partition_names,
+                replica_number=store.replica_number,
+                timeout=store.timeout,
+            )
     return store
 
 
@@ -234,7 +245,7 @@ def _connection_args(
         args["db_name"] = db_name
     if timeout is not None:
         args["timeout"] = timeout
-    return args
+    return client_kwargs(args)  # a keepalive no server answers with GOAWAY
 
 
 def _index_request(metric: Metric | str | None, given: Any) -> tuple[Metric | None, dict[str, Any]]:
@@ -333,13 +344,34 @@ def _ensure_orm_connection(store: Any) -> None:
 
     with _orm_lock:
         if alias not in _orm_aliases:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*ORM-style PyMilvus API.*")
+            with orm_calls():
                 if not connections.has_connection(alias):
-                    connections.connect(alias=alias, **connection_args)
+                    connections.connect(alias=alias, **client_kwargs(connection_args))
             _orm_aliases.add(alias)
     store.alias = alias
     _async_client_per_loop(store)
+
+
+def connection_args(uri: str, **kwargs: Any) -> dict[str, Any]:
+    """``connection_args`` for a ``langchain_milvus.Milvus`` you build yourself (a hybrid
+    store, say), with a gRPC keepalive no server answers with GOAWAY.
+
+    ``kwargs`` (``token``, ``db_name``, ``timeout``, ``grpc_options``...) pass through;
+    ``grpc_options`` given here win over the keepalive defaults.
+    """
+    return client_kwargs({"uri": uri, **kwargs})
+
+
+@contextlib.contextmanager
+def orm_calls() -> Iterator[None]:
+    """Silence pymilvus's deprecation of its ORM API, for the calls in this block only.
+
+    langchain-milvus 0.3.3 reads schemas and indexes, and writes, through that API;
+    wrap your own direct calls on a store (``store.add_documents(...)``) in it.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*is an ORM-style PyMilvus API")
+        yield
 
 
 def _async_client_per_loop(store: Any, timeout: float | None = None) -> None:

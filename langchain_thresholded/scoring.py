@@ -15,6 +15,7 @@ from typing import Any
 
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
+from langchain_thresholded.milvus import orm_calls
 from thresholded.errors import UnsupportedMetricError
 from thresholded.scores import Metric
 
@@ -93,7 +94,8 @@ def _milvus_metric(store: Any, search_kwargs: Mapping[str, Any]) -> Metric:
 def _index_metric(store: Any) -> str | None:
     """The metric of the collection's live index, where it exists."""
     try:
-        index = store._get_index()
+        with orm_calls():  # langchain-milvus reads the index through pymilvus's ORM
+            index = store._get_index()
     except Exception:  # the metric is read from elsewhere when the index cannot be
         return None
     if not isinstance(index, Mapping):

@@ -1,4 +1,12 @@
-"""Thresholded retrieval for LlamaIndex: keep what clears a cosine floor, then attach context."""
+"""Thresholded retrieval for LlamaIndex: keep what clears a cosine floor, then attach context.
+
+Needs the ``llama-index`` extra. The Milvus helpers (``milvus_store``,
+``existing_milvus_store``, ``CompatibleMilvusVectorStore``) need the
+``llama-index-milvus`` extra and are imported on first use, so that this package
+imports without pymilvus.
+"""
+
+from typing import Any
 
 from llama_index_thresholded.chat_engine import (
     AbstainingCondensePlusContextChatEngine,
@@ -26,6 +34,8 @@ from llama_index_thresholded.query_engine import (
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import ThresholdedRetriever
 
+_MILVUS_NAMES = ("CompatibleMilvusVectorStore", "existing_milvus_store", "milvus_store")
+
 __all__ = [
     "DEFAULT_NO_MATCH_MESSAGE",
     "NOTHING_MATCHED",
@@ -44,4 +54,13 @@ __all__ = [
     "UniversalSentenceEncoderEmbedding",
     "load_embed_model",
     "model_id_of",
+    *_MILVUS_NAMES,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MILVUS_NAMES:
+        from llama_index_thresholded import milvus
+
+        return getattr(milvus, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,12 @@ from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.filters import milvus_expression
 from llama_index_thresholded.nodes import source_of, text_length
 from llama_index_thresholded.pushdown import PUSHED_METRICS, is_milvus_store, range_search_kwargs
-from llama_index_thresholded.scoring import collection_dimension, score_kind_for, store_metric
+from llama_index_thresholded.scoring import (
+    collection_dimension,
+    score_kind_for,
+    store_metric,
+    store_uri,
+)
 from thresholded.attachments import AttachmentSpec, Links
 from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.policy import RetrievalPolicy
@@ -359,11 +364,8 @@ def _store_name(store: Any) -> str:
     name = getattr(store, "collection_name", None)
     if not name:
         return type(store).__name__
-    uri = getattr(store, "uri", None)
-    ours = any(cls.__name__ == "CompatibleMilvusVectorStore" for cls in type(store).__mro__)
-    if not ours or not uri:
-        return f"collection {name!r}"  # LlamaIndex's own store does not keep its uri
-    return f"collection {name!r} at {uri}"
+    uri = store_uri(store)  # LlamaIndex's own store does not keep its uri
+    return f"collection {name!r}" if uri is None else f"collection {name!r} at {uri}"
 
 
 def _needs_thread(store: Any) -> bool:

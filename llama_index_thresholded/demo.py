@@ -14,7 +14,8 @@ from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
 
-COLLECTION = "support_kb"
+COLLECTION = "example_support_kb"
+"""The example's own collection name: its profile is refused for any other collection."""
 PROFILE = EXAMPLE_KNOWLEDGE_BASE / "threshold.json"
 
 

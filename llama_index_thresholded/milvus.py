@@ -15,7 +15,12 @@ reading the collection's description: a server that is down or frozen then is a
 and loading a collection may take longer on a busy server and keep no deadline.
 On a Milvus Lite file it waits until the engine listens before it connects
 (``thresholded.milvus_lite``). Its async calls work from any event loop: each loop
-gets an async client of its own (``thresholded.milvus_async``).
+gets an async client of its own (``thresholded.milvus_async``). Its clients keep
+gRPC keepalive pings within what servers accept (``thresholded.milvus_grpc``), so
+that no server closes them with GOAWAY ``too_many_pings``.
+
+This module needs the ``llama-index-milvus`` extra; ``llama_index_thresholded``
+itself does not import it until one of its names is used.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from pymilvus import AsyncMilvusClient, Function, FunctionType
 from thresholded.errors import CollectionNotFoundError, SearchUnavailableError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import describe_existing, index_metric, vector_dims
+from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import READS, check_timeout, with_timeout
 from thresholded.retry import describe_error, is_transient
@@ -66,7 +72,9 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
     ``SearchUnavailableError`` naming the URI.
 
     Async calls (``aquery``, ``aretrieve``...) work from any event loop, one after
-    another or at once: each loop gets an ``AsyncMilvusClient`` of its own.
+    another or at once: each loop gets an ``AsyncMilvusClient`` of its own. Unless
+    ``grpc_options`` say otherwise, its clients use
+    ``thresholded.milvus_grpc.KEEPALIVE_OPTIONS``.
     """
 
     sparse_search_config: dict[str, Any] = Field(
@@ -85,6 +93,7 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
         **kwargs: Any,
     ) -> None:
         timeout = check_timeout(timeout)
+        kwargs = client_kwargs(kwargs)
         uri = str(self._argument("uri", 0, args, kwargs))
         collection = str(self._argument("collection_name", 2, args, kwargs))
         wait_for_milvus_lite(uri)
@@ -259,11 +268,12 @@ def existing_milvus_store(
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
     wait_for_milvus_lite(uri)
+    options = client_kwargs({"grpc_options": kwargs.get("grpc_options")})
     with unavailable_as_error(uri, collection_name, timeout):
         client = with_timeout(
-            MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout)
+            MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout, **options)
             if db_name
-            else MilvusClient(uri=uri, token=token, timeout=timeout),
+            else MilvusClient(uri=uri, token=token, timeout=timeout, **options),
             timeout,
         )
         dim, metric = _describe_existing(client, uri, collection_name, db_name, kwargs)

@@ -60,3 +60,14 @@ def collection_dimension(vector_store: BasePydanticVectorStore) -> int | None:
             value = spec.get("params", {}).get("dim")
             return int(value) if value is not None else None
     return None
+
+
+def store_uri(vector_store: object) -> str | None:
+    """The URI a store connects to, where the store knows it (no pymilvus import needed).
+
+    A ``CompatibleMilvusVectorStore`` keeps it. LlamaIndex's ``MilvusVectorStore``
+    leaves its ``uri`` field at the default whatever it connected to, so it has none.
+    """
+    lineage = {cls.__name__ for cls in type(vector_store).__mro__}
+    uri = getattr(vector_store, "uri", None) if "CompatibleMilvusVectorStore" in lineage else None
+    return uri if isinstance(uri, str) else None

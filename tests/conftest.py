@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,3 +58,70 @@ def in_new_event_loops() -> Callable[..., list[list[Any]]]:
         return [asyncio.run(batch()) for _ in range(loops)]
 
     return run
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+_PYTHON_BLOCK = re.compile(r"^```python\n(?P<code>.*?)^```", re.MULTILINE | re.DOTALL)
+_HEADING = re.compile(r"^## (?P<title>.+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ReadmeBlock:
+    """One ```python block of README.md, where it is, and the names it leaves to the reader."""
+
+    line: int
+    section: str
+    code: str
+
+    @property
+    def yours(self) -> tuple[str, ...]:
+        """The names of its ``# Yours: a, b (e.g. ...), c`` comment."""
+        match = re.search(r"^# Yours: (?P<names>.+)$", self.code, re.MULTILINE)
+        if match is None:
+            return ()
+        names = re.sub(r"\([^)]*\)", "", match["names"])
+        return tuple(name.strip() for name in names.split(",") if name.strip())
+
+    @property
+    def id(self) -> str:
+        return f"README.md:{self.line}"
+
+
+def readme_blocks() -> list[ReadmeBlock]:
+    """Every ```python block of README.md, read now, in order."""
+    text = README.read_text(encoding="utf-8")
+    headings = [(m.start(), m["title"]) for m in _HEADING.finditer(text)]
+    blocks = []
+    for match in _PYTHON_BLOCK.finditer(text):
+        section = next((t for start, t in reversed(headings) if start < match.start()), "")
+        line = text.count("\n", 0, match.start()) + 1
+        blocks.append(ReadmeBlock(line, section, match["code"]))
+    return blocks
+
+
+@pytest.fixture(scope="session")
+def readme() -> list[ReadmeBlock]:
+    return readme_blocks()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test taking ``readme_block`` runs once per ```python block of README.md."""
+    if "readme_block" in metafunc.fixturenames:
+        blocks = readme_blocks()
+        metafunc.parametrize("readme_block", blocks, ids=[b.id for b in blocks])
+
+
+@pytest.fixture
+def none_found(caplog: pytest.LogCaptureFixture) -> Any:
+    """``none_found(package)``: the INFO lines of its loggers saying no attachments were found."""
+
+    def lines(package: str) -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno == logging.INFO
+            and r.name.startswith(package)
+            and "none were found" in r.getMessage()
+        ]
+
+    return lines

@@ -8,12 +8,16 @@ links (previous, next, parent ids) and fetches items by id.
 
 from __future__ import annotations
 
+import logging
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from thresholded.scores import ScoreKind
 from thresholded.selection import AttachedRole, Candidate
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -97,6 +101,8 @@ def walk(
             (anchor, direction, getattr(backend.links(item), direction))
             for anchor, direction, item in frontier
         ]
+        if hop == 1 and all(key is None for _, _, key in wanted):
+            _say_unlinked(collection)
         wanted = [(a, d, key) for a, d, key in wanted if key is not None and key not in seen]
         if not wanted:
             break
@@ -118,3 +124,23 @@ def walk(
             *found[c.id]["next"],
         )
     ]
+
+
+_TOLD: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _say_unlinked(collection: Any) -> None:
+    """Once per collection: attachments were asked for, but the sections link to nothing."""
+    if collection.backend in _TOLD:
+        return
+    _TOLD.add(collection.backend)
+    spec = collection.attachments
+    logger.info(
+        "neighbours=%d, parent_levels=%d, but the kept sections of %s link to no previous, "
+        "next or parent section, so none were found: set the links when indexing (LlamaIndex: "
+        "PREVIOUS/NEXT/PARENT relationships; LangChain: prev_id/next_id/parent_id metadata "
+        "and a docstore), or turn attachments off",
+        spec.neighbours,
+        spec.parent_levels,
+        collection.backend.name,
+    )

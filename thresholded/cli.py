@@ -1,7 +1,8 @@
 """The ``thresholded`` command line: each subcommand lives in ``thresholded.commands``.
 
 Subcommand modules import the framework adapters lazily, inside ``run``, so the
-core stays free of LlamaIndex and LangChain.
+core stays free of LlamaIndex and LangChain and ``--help`` works on any install; a
+command whose extra is missing says which one to install (``thresholded.extras``).
 """
 
 from __future__ import annotations

@@ -53,3 +53,7 @@ class SearchUnavailableError(ThresholdedError, ConnectionError):
     def __init__(self, message: str, *, attempts: int = 1) -> None:
         super().__init__(message)
         self.attempts = attempts
+
+
+class MissingExtraError(ThresholdedError, ImportError):
+    """A feature needs an optional extra that is not installed; the message has the pip line."""

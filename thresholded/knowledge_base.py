@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-EXAMPLE_KNOWLEDGE_BASE = Path(__file__).resolve().parent.parent / "examples" / "knowledge_base"
+EXAMPLE_KNOWLEDGE_BASE = Path(__file__).resolve().parent / "example_knowledge_base"
+"""The example support knowledge base and its MiniLM profile, shipped inside the package."""
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(?P<meta>.*?)\n---\s*\n(?P<body>.*)\Z", re.DOTALL)
 _HEADING = re.compile(r"^## +(?P<title>.+?)\s*$", re.MULTILINE)

@@ -6,12 +6,18 @@ socket exists yet; pymilvus then connects at once, and on a busy machine the fir
 connection fails with "Fail connecting to server on unix:...sock". Starting the engine
 here (pymilvus reuses it for the same file) and waiting for its socket removes the
 race. Milvus Lite 3.x serves in-process and is ready when started.
+
+Milvus Lite 2.5 imports ``pkg_resources`` when it is imported, which warns that the
+API is deprecated; :func:`import_server_manager` imports it with that one warning
+silenced, and pymilvus finds it imported afterwards.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
+from typing import Any
 
 LITE_STARTUP_TIMEOUT = 60.0
 
@@ -30,11 +36,10 @@ def wait_for_milvus_lite(uri: str, timeout: float = LITE_STARTUP_TIMEOUT) -> Non
     """
     if not is_lite_uri(uri):
         return
-    try:
-        from milvus_lite.server_manager import server_manager_instance
-    except ImportError:
+    server_manager = import_server_manager()
+    if server_manager is None:
         return
-    local = server_manager_instance.start_and_get_uri(uri)
+    local = server_manager.start_and_get_uri(uri)
     if not local or not str(local).startswith("unix:"):
         return  # not started (pymilvus reports why when it connects), or served in-process
     socket = Path(str(local)[len("unix:") :])
@@ -46,3 +51,20 @@ def wait_for_milvus_lite(uri: str, timeout: float = LITE_STARTUP_TIMEOUT) -> Non
                 f"within {timeout:g} s"
             )
         time.sleep(0.02)
+
+
+def import_server_manager() -> Any | None:
+    """Milvus Lite's server manager, or None where ``milvus_lite`` is not installed.
+
+    Milvus Lite 2.5.1 imports ``pkg_resources`` (setuptools < 81), which warns on
+    import that its API is deprecated: that import, and only it, runs with the
+    warnings of ``pkg_resources`` silenced.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "pkg_resources is deprecated", UserWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module="pkg_resources")
+        try:
+            from milvus_lite.server_manager import server_manager_instance
+        except ImportError:
+            return None
+    return server_manager_instance

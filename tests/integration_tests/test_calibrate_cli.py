@@ -57,7 +57,7 @@ def subset(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def load_once() -> Any:
     """The real loader, called once for the module: MiniLM takes seconds to load."""
-    return functools.cache(calibrate_command.llama_index_embedder)
+    return functools.cache(calibrate_command.load_embedder)
 
 
 def test_calibrate_minilm_writes_profile_and_plot(
@@ -66,7 +66,7 @@ def test_calibrate_minilm_writes_profile_and_plot(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(calibrate_command, "llama_index_embedder", load_once)
+    monkeypatch.setattr(calibrate_command, "load_embedder", load_once)
     out = subset["root"] / "profiles" / "minilm-en.json"
     png = subset["root"] / "minilm-en.png"
     argv = [
@@ -119,7 +119,7 @@ def test_calibrate_minilm_simple_form(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(calibrate_command, "llama_index_embedder", load_once)
+    monkeypatch.setattr(calibrate_command, "load_embedder", load_once)
     form = subset["root"] / "form.yaml"
     form.write_text(
         "should_match:\n"

@@ -37,7 +37,9 @@ def llama_index_retriever(tmp_path_factory, minilm_embed_model, policy) -> Any:
     from llama_index_thresholded.knowledge_base import index_knowledge_base
     from llama_index_thresholded.milvus import milvus_store
 
-    store = milvus_store(str(tmp_path_factory.mktemp("li") / "kb.db"), "support_kb", dim=384)
+    store = milvus_store(
+        str(tmp_path_factory.mktemp("li") / "kb.db"), "example_support_kb", dim=384
+    )
     index = index_knowledge_base(load_knowledge_base(), store, minilm_embed_model)
     return ThresholdedRetriever(index, policy, neighbours=0, parent_summaries=False, pushdown=False)
 
@@ -61,7 +63,7 @@ def langchain_retriever(tmp_path_factory, policy) -> Any:
         ],
         minilm_embeddings(),
         uri=str(tmp_path_factory.mktemp("lc") / "kb.db"),
-        collection_name="support_kb",
+        collection_name="example_support_kb",
     )
     return ThresholdedRetriever(vectorstore=store, policy=policy, neighbours=0)
 

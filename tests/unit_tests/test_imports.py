@@ -29,11 +29,14 @@ EXPECTED = {
         "AbstainingQueryEngine",
         "RetrievalReport",
         "MultiCollectionRetriever",
+        "milvus_store",
+        "existing_milvus_store",
     },
     "langchain_thresholded": {
         "ThresholdedRetriever",
         "SimilarityThresholdCompressor",
         "ThresholdedReport",
+        "AbstainingChain",
     },
 }
 
@@ -47,12 +50,32 @@ def test_all_names_exist_and_include_the_documented_ones(package: str) -> None:
         assert hasattr(module, name), f"{package}.{name} is in __all__ but missing"
 
 
-def test_the_core_imports_no_framework() -> None:
+def loaded_after(statement: str, packages: set[str]) -> list[str]:
+    """The modules of ``packages`` a fresh interpreter holds once ``statement`` has run."""
     code = (
-        "import sys, thresholded, thresholded.cli, thresholded.calibration;"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "{'llama_index', 'langchain_core', 'langchain', 'llama_index_thresholded', "
-        "'langchain_thresholded'}))"
+        f"import sys; {statement}; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(packages)!r}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    return eval(out.stdout)
+
+
+def test_the_core_imports_no_framework() -> None:
+    """Nor does the CLI's parser (``thresholded --help``): it works on any install."""
+    statement = (
+        "import thresholded, thresholded.cli, thresholded.calibration; "
+        "thresholded.cli.build_parser()"
+    )
+    frameworks = {"llama_index", "langchain_core", "langchain", "llama_index_thresholded"}
+    frameworks |= {"langchain_thresholded", "pymilvus", "milvus_lite", "torch"}
+    assert loaded_after(statement, frameworks) == []
+
+
+def test_langchain_thresholded_imports_without_pymilvus() -> None:
+    statement = "import langchain_thresholded, langchain_thresholded.milvus"
+    assert loaded_after(statement, {"pymilvus", "milvus_lite", "langchain_milvus"}) == []
+
+
+def test_llama_index_thresholded_imports_without_pymilvus() -> None:
+    statement = "import llama_index_thresholded"
+    assert loaded_after(statement, {"pymilvus", "milvus_lite", "langchain_core"}) == []

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from thresholded.extras import require
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -35,6 +37,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    require("llama-index-milvus", "thresholded bench")
     from llama_index_thresholded.bench import format_bench, run_bench
 
     result = run_bench(

@@ -1,9 +1,8 @@
 """``thresholded calibrate``: measure the cosine floor of one model over one collection.
 
 The maths lives in ``thresholded.calibration`` and knows no framework; this command
-loads the embedding model through LlamaIndex (lazily, inside ``run``), wraps it
-into the calibration's ``Embedder`` protocol, prints the measured report and
-writes the profile atomically.
+loads the embedding model through an installed adapter (``thresholded.embedders``),
+prints the measured report and writes the profile atomically.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from thresholded.embedders import load_embedder
 from thresholded.errors import ProfileError
 
 logger = logging.getLogger(__name__)
@@ -99,21 +99,6 @@ def check_out(path: Path, *, force: bool) -> None:
         raise FileExistsError(f"{path} exists; pass --force to overwrite it")
 
 
-def llama_index_embedder(name: str, *, batch_size: int = 32, progress: bool = True) -> Any:
-    """A LlamaIndex embedding model, loaded from disk, as a calibration ``Embedder``."""
-    from llama_index_thresholded.embeddings import load_embed_model, model_id_of
-    from thresholded.calibration import BatchedEmbedder
-
-    model = load_embed_model(name)
-    return BatchedEmbedder(
-        model_id_of(model),
-        lambda texts: model.get_text_embedding_batch(texts),
-        lambda texts: [model.get_query_embedding(text) for text in texts],
-        batch_size=batch_size,
-        progress=progress,
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     from thresholded import calibration as cal
 
@@ -129,9 +114,7 @@ def run(args: argparse.Namespace) -> int:
         )
     form = cal.load_simple_form(simple[0]) if simple else None
     questions = [] if simple else [q for path in args.queries for q in cal.load_questions(path)]
-    embedder = llama_index_embedder(
-        args.model, batch_size=args.batch_size, progress=not args.no_progress
-    )
+    embedder = load_embedder(args.model, batch_size=args.batch_size, progress=not args.no_progress)
     options = {"passages": args.passages, "mode": args.mode, "margin": args.margin}
     result: cal.CalibrationResult | cal.SimpleCalibrationResult
     if form is not None:

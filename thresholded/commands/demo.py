@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from thresholded.extras import require
+
 DEFAULT_QUESTIONS = (
     "How do I get my money back?",
     "I was charged twice",
@@ -36,6 +38,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    require("demo", "thresholded demo")
     from llama_index_thresholded.demo import run_demo
 
     run_demo(

@@ -101,19 +101,21 @@ def build_milvus(
 def _langchain_default_store(path: Path, embeddings: Any, documents: list[Any]) -> Any:
     from langchain_milvus import Milvus
 
-    from langchain_thresholded.milvus import _ensure_orm_connection
+    from langchain_thresholded.milvus import _ensure_orm_connection, orm_calls
+    from thresholded.milvus_grpc import client_kwargs
     from thresholded.milvus_lite import wait_for_milvus_lite
 
     wait_for_milvus_lite(str(path))
     store = Milvus(
         embedding_function=embeddings,
         collection_name="support",
-        connection_args={"uri": str(path)},
+        connection_args=client_kwargs({"uri": str(path)}),
         drop_old=True,
         auto_id=False,
     )
     _ensure_orm_connection(store)  # langchain-milvus 0.3.3 on pymilvus >= 2.6.10
-    store.add_documents(documents, ids=[doc.id for doc in documents])
+    with orm_calls():  # langchain-milvus reads its index through the ORM
+        store.add_documents(documents, ids=[doc.id for doc in documents])
     return store
 
 

@@ -17,7 +17,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_thresholded import ScoreKind, ThresholdedRetriever
-from langchain_thresholded.milvus import _ensure_orm_connection
+from langchain_thresholded.milvus import _ensure_orm_connection, connection_args, orm_calls
 from thresholded import NonCosineScoreError, RetrievalPolicy
 from thresholded.milvus_lite import wait_for_milvus_lite
 
@@ -60,7 +60,7 @@ def hybrid(tmp_path: Path) -> tuple[Any, HandEmbeddings]:
         embedding_function=embeddings,
         builtin_function=langchain_milvus.BM25BuiltInFunction(),
         vector_field=["dense", "sparse"],
-        connection_args={"uri": str(tmp_path / "hybrid.db")},
+        connection_args=connection_args(str(tmp_path / "hybrid.db")),
         consistency_level="Strong",
         drop_old=True,
         auto_id=False,
@@ -70,10 +70,11 @@ def hybrid(tmp_path: Path) -> tuple[Any, HandEmbeddings]:
         ],
     )
     _ensure_orm_connection(store)  # a hybrid store is built with langchain-milvus's constructor
-    store.add_documents(
-        [Document(page_content=t, metadata={"source": k}) for k, t in TEXTS.items()],
-        ids=list(TEXTS),
-    )
+    with orm_calls():  # langchain-milvus reads its index through the ORM
+        store.add_documents(
+            [Document(page_content=t, metadata={"source": k}) for k, t in TEXTS.items()],
+            ids=list(TEXTS),
+        )
     embeddings.document_calls.clear()
     return store, embeddings
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from langchain_thresholded import Metric, ThresholdedRetriever, store_metric
+from langchain_thresholded.milvus import orm_calls
 from thresholded import RetrievalPolicy
 from thresholded.errors import SearchUnavailableError
 
@@ -165,7 +166,8 @@ def test_per_call_k_and_floor_on_milvus(support_store):
 def test_relevance_scores_would_have_passed_unrelated_results(support_store):
     """Why the raw score is converted: Milvus's relevance scores read (s + 1) / 2."""
     store = support_store
-    (_, relevance), *_ = store.similarity_search_with_relevance_scores(UNRELATED[0], k=1)
+    with orm_calls():  # langchain-milvus reads its index through the ORM
+        (_, relevance), *_ = store.similarity_search_with_relevance_scores(UNRELATED[0], k=1)
     assert relevance > FLOOR  # a cosine near 0 reads about 0.5
     retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY)
     assert retriever.invoke(UNRELATED[0]) == []

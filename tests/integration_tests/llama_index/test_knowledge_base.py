@@ -39,7 +39,7 @@ AGENT_LIMITS = "How much money may a support agent refund without approval?"
 def kb_index(tmp_path_factory: pytest.TempPathFactory, minilm_embed_model: Any) -> Any:
     """The example knowledge base, indexed once for this module."""
     uri = str(tmp_path_factory.mktemp("kb") / "x.db")
-    store = milvus_store(uri, "support_kb", dim=384)
+    store = milvus_store(uri, "example_support_kb", dim=384)
     return index_knowledge_base(load_knowledge_base(), store, minilm_embed_model)
 
 

@@ -514,7 +514,7 @@ def cli_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pa
         encoding="utf-8",
     )
     embedder = world.embedder("fake-model")
-    monkeypatch.setattr(calibrate_command, "llama_index_embedder", lambda *a, **k: embedder)
+    monkeypatch.setattr(calibrate_command, "load_embedder", lambda *a, **k: embedder)
     return corpus, queries, embedder
 
 

@@ -199,3 +199,15 @@ def test_on_milvus_a_score_equal_to_the_floor_is_kept(kit, milvus_uri, pushdown)
     everything = retriever.retrieve_with_report(kit.QUESTION, min_similarity=0.0)
     assert [n.node.node_id for n in everything.kept] == ["above", "equal", "below"]
     assert everything.kept[-1].score == pytest.approx(-0.45, abs=1e-6)
+
+
+def test_store_uri_is_known_for_milvus_store_only(milvus_uri):
+    from llama_index.core.vector_stores import SimpleVectorStore
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    from llama_index_thresholded.milvus import milvus_store
+    from llama_index_thresholded.scoring import store_uri
+
+    assert store_uri(milvus_store(milvus_uri, "kb", dim=4)) == milvus_uri
+    assert store_uri(MilvusVectorStore(uri=milvus_uri, collection_name="plain", dim=4)) is None
+    assert store_uri(SimpleVectorStore()) is None

@@ -1,0 +1,103 @@
+"""Importing the adapters and using their Milvus helpers prints nothing, even with ``-W default``.
+
+Each warning is silenced only around the one import or call that raises it (Milvus
+Lite 2.5.1's ``pkg_resources`` import, langchain-milvus's reads through pymilvus's
+deprecated ORM); the process's warning filters, logging and environment are left
+as they were. Clients get a gRPC keepalive no server answers with GOAWAY.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from thresholded.milvus_grpc import KEEPALIVE_OPTIONS
+
+pytestmark = pytest.mark.integration
+
+NOISE = ("pkg_resources", "GOAWAY", "too_many_pings", "PyMilvusDeprecationWarning")
+
+USE_THE_HELPERS = """
+import logging, os, sys, warnings
+
+# The frameworks first: some of them add warning filters of their own when imported.
+import langchain_core.vectorstores, langchain_milvus, llama_index.core, pymilvus
+import llama_index.vector_stores.milvus
+
+filters, environ = list(warnings.filters), dict(os.environ)
+root = (logging.getLogger().level, list(logging.getLogger().handlers))
+
+import langchain_thresholded, llama_index_thresholded
+from langchain_thresholded.milvus import connection_args, ensure_orm_connection
+from llama_index_thresholded.milvus import existing_milvus_store, milvus_store
+from thresholded.milvus_lite import wait_for_milvus_lite
+
+folder = sys.argv[1]
+store = milvus_store(f"{folder}/li.db", "kb", dim=4, overwrite=True)
+existing_milvus_store(f"{folder}/li.db", "kb")
+
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_milvus import Milvus
+from langchain_thresholded import RetrievalPolicy, ThresholdedRetriever, store_metric
+from langchain_thresholded.milvus import orm_calls
+
+wait_for_milvus_lite(f"{folder}/lc.db")
+lc = Milvus(
+    embedding_function=DeterministicFakeEmbedding(size=4),
+    connection_args=connection_args(f"{folder}/lc.db"),
+    index_params={"metric_type": "L2", "index_type": "FLAT", "params": {}},
+    drop_old=True,
+    auto_id=True,
+)
+ensure_orm_connection(lc)
+with orm_calls():
+    lc.add_texts(["one", "two"])
+print(store_metric(lc))
+
+assert list(warnings.filters) == filters, "warning filters changed"
+assert dict(os.environ) == environ, "environment changed"
+assert (logging.getLogger().level, list(logging.getLogger().handlers)) == root, "logging changed"
+"""
+
+
+def test_the_adapters_and_their_milvus_helpers_print_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("langchain_milvus")
+    result = subprocess.run(
+        [sys.executable, "-W", "default", "-c", USE_THE_HELPERS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "L2"
+    noisy = [line for line in result.stderr.splitlines() if any(w in line for w in NOISE)]
+    assert not noisy, "\n".join(noisy)
+
+
+def test_milvus_store_clients_keep_the_keepalive(tmp_path: Path) -> None:
+    from llama_index_thresholded.milvus import milvus_store
+
+    store = milvus_store(str(tmp_path / "kb.db"), "kb", dim=4)
+    options = store._milvusclient._get_connection()._grpc_options
+    assert KEEPALIVE_OPTIONS.items() <= options.items()
+
+
+def test_langchain_connection_args_carry_the_keepalive_and_yours() -> None:
+    from langchain_thresholded.milvus import connection_args
+
+    args = connection_args("http://127.0.0.1:19530", db_name="faqs", grpc_options={"x": 1})
+    assert args["uri"] == "http://127.0.0.1:19530" and args["db_name"] == "faqs"
+    assert args["grpc_options"] == {**KEEPALIVE_OPTIONS, "x": 1}
+
+
+def test_orm_calls_restores_the_warning_filters() -> None:
+    from langchain_thresholded.milvus import orm_calls
+
+    before = list(warnings.filters)
+    with orm_calls():
+        assert list(warnings.filters) != before
+    assert list(warnings.filters) == before

@@ -186,6 +186,8 @@ class Stage(Generic[T]):
     """The floor's policy, its ``top_k`` the number of candidates to fetch."""
     floor: float
     filters: Any = None
+    metric: Metric | None = None
+    """The metric of its dense scores, which are converted to cosines; None: not read."""
 
     @property
     def needs_vector(self) -> bool:
@@ -248,7 +250,9 @@ def plan(
             }
         )
         prepared = collection.backend.prepare(filters)
-        stages.append(Stage(collection, stage_policy, collection.floor(own), prepared))
+        metric = collection.backend.metric(prepared) if _reads_metric(collection) else None
+        floor = collection.floor(own)
+        stages.append(Stage(collection, stage_policy, floor, prepared, metric))
     return Call(question, policy, tuple(stages), fan or Fan(), embedder)
 
 
@@ -262,10 +266,9 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
     outcomes = yield SearchEach(call.fan, [(s, _searching(s, call, vector)) for s in call.stages])
     selection = merge(outcomes, call.policy)
     found = yield AttachEach(call.fan, _attachment_walks(call, selection))
-    selection = attach(
-        selection, [c for f in found.values() if isinstance(f, list) for c in f], call.policy
-    )
     errors = {name: f for name, f in found.items() if isinstance(f, BaseException)}
+    attachments = [c for name, f in found.items() if name not in errors for c in f]
+    selection = attach(selection, attachments, call.policy)
     result = Result(call.question, selection, statuses(outcomes, selection, errors))
     log_result(result)
     return result
@@ -304,12 +307,12 @@ def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:
         raise DimensionMismatchError(
             f"the query embedding has {dim} dimensions, but {model} has {model.dimension}"
         )
-    if _reads_metric(stage) and collection.backend.metric(stage.filters) is not Metric.COSINE:
+    if stage.metric is not None and stage.metric is not Metric.COSINE:
         check_unit_norm(vector)  # inner product and L2 are cosines on unit vectors only
 
 
-def _reads_metric(stage: Stage[Any]) -> bool:
-    collection = stage.collection
+def _reads_metric(collection: Collection[Any]) -> bool:
+    """Whether the collection's scores are dense scores of a metric, converted to cosines."""
     return (
         collection.embeds
         and collection.score_kind is ScoreKind.COSINE
@@ -326,21 +329,20 @@ def _searching(
 def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> Pipeline[Found[T]]:
     """One collection: search, convert the scores to cosines, re-score, cut by its floor."""
     collection = stage.collection
-    metric = collection.backend.metric(stage.filters) if _reads_metric(stage) else None
-    args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage, metric))
+    args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
     hits, pushed = yield from _search(collection, args)
-    candidates = _candidates(stage, hits, metric)
+    candidates = _candidates(stage, hits)
     if collection.rescores(stage.policy) and vector is not None:
         candidates = yield from _rescore(collection, vector, candidates)
     return Found(len(hits), select(candidates, stage.policy, stage.floor), pushdown=pushed)
 
 
-def _radius(stage: Stage[Any], metric: Metric | None) -> float | None:
+def _radius(stage: Stage[Any]) -> float | None:
     """The floor as a range-search radius, where it can be pushed into the engine."""
     collection = stage.collection
     if stage.floor == 0.0 or not collection.pushdown.enabled:
         return None
-    if not collection.backend.can_push_down(metric):
+    if not collection.backend.can_push_down(stage.metric):
         return None
     return stage.floor - PUSHDOWN_EPSILON
 
@@ -361,13 +363,12 @@ def _search(
         return hits, False
 
 
-def _candidates(
-    stage: Stage[T], hits: Sequence[tuple[T, float | None]], metric: Metric | None
-) -> list[Candidate[T]]:
+def _candidates(stage: Stage[T], hits: Sequence[tuple[T, float | None]]) -> list[Candidate[T]]:
     """The hits as candidates, dense scores converted from the store's metric to cosines."""
     collection = stage.collection
     backend, source_key, name = collection.backend, stage.policy.source_key, collection.name
     kind = ScoreKind.UNKNOWN if collection.rescore_dense else collection.score_kind
+    metric = stage.metric
     converts = metric is Metric.L2  # IP on unit vectors and COSINE already are cosines
     candidates = []
     for item, raw in hits:

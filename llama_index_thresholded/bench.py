@@ -22,8 +22,13 @@ from tqdm.auto import tqdm
 from llama_index_thresholded.embeddings import load_embed_model, model_id_of
 from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.retriever import ThresholdedRetriever
-from thresholded.calibration import BatchedEmbedder, allowed_passages
-from thresholded.calibration_data import Question, load_corpus, load_questions
+from thresholded.calibration import (
+    BatchedEmbedder,
+    Question,
+    allowed_passages,
+    load_corpus,
+    load_questions,
+)
 from thresholded.policy import RetrievalPolicy
 from thresholded.profile import atomic_write_text
 from thresholded.selection import DropReason, select

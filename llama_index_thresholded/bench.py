@@ -25,11 +25,11 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.schema import QueryBundle, TextNode
 from tqdm.auto import tqdm
 
-from llama_index_thresholded.embeddings import load_embed_model, model_id_of
+from llama_index_thresholded.calibration import embedder_of
+from llama_index_thresholded.embeddings import load_embed_model
 from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.calibration import (
-    BatchedEmbedder,
     Question,
     allowed_passages,
     load_corpus,
@@ -77,12 +77,7 @@ def run_bench(
     if profile is not None and gate is not None:
         raise ValueError("a profile brings its own gate: give a gate with a threshold only")
     embed_model = load_embed_model(model)
-    embedder = BatchedEmbedder(
-        model_id_of(embed_model),
-        embed_model.get_text_embedding_batch,
-        lambda texts: [embed_model.get_query_embedding(t) for t in texts],
-        progress=progress,
-    )
+    embedder = embedder_of(embed_model, progress=progress)
     allowed = allowed_passages(load_corpus(corpus), passages)
     questions = [q for path in queries for q in load_questions(path)]
     passage_vectors = embedder.embed_documents([p.text for p in allowed])

@@ -133,14 +133,32 @@ def read_collection(
     questions has to be the one the collection was built with.
     """
     from pymilvus import MilvusClient
-    from tqdm import tqdm
 
     from thresholded.milvus_lite import wait_for_milvus_lite
 
     wait_for_milvus_lite(uri)
-    client = MilvusClient(uri=uri, **client_options)
+    # a connection of its own, closed after the read: a shared one left idle by another
+    # client may have been hung up on by the server
+    client = MilvusClient(uri=uri, dedicated=True, **client_options)
+    try:
+        return _read(client, collection, id_field, filter, dimension, batch_size, progress)
+    finally:
+        client.close()
+
+
+def _read(
+    client: Any,
+    collection: str,
+    id_field: str | None,
+    filter: str,
+    dimension: int | None,
+    batch_size: int,
+    progress: bool,
+) -> StoredCorpus:
+    from tqdm import tqdm
+
     if not client.has_collection(collection):
-        raise ValueError(f"{uri} has no collection {collection!r}")
+        raise ValueError(f"no collection {collection!r} at this uri")
     description = client.describe_collection(collection)
     layout = detect_layout(description)
     dim = _dimension(description, layout.vector_field)

@@ -131,17 +131,10 @@ def check_out(path: Path, *, force: bool) -> None:
 
 def llama_index_embedder(name: str, *, batch_size: int = 32, progress: bool = True) -> Any:
     """A LlamaIndex embedding model, loaded from disk, as a calibration ``Embedder``."""
-    from llama_index_thresholded.embeddings import load_embed_model, model_id_of
-    from thresholded.calibration import BatchedEmbedder
+    from llama_index_thresholded.calibration import embedder_of
+    from llama_index_thresholded.embeddings import load_embed_model
 
-    model = load_embed_model(name)
-    return BatchedEmbedder(
-        model_id_of(model),
-        lambda texts: model.get_text_embedding_batch(texts),
-        lambda texts: [model.get_query_embedding(text) for text in texts],
-        batch_size=batch_size,
-        progress=progress,
-    )
+    return embedder_of(load_embed_model(name), batch_size=batch_size, progress=progress)
 
 
 def _check_source(args: argparse.Namespace) -> None:

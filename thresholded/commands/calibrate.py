@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"plot: {result.plot(args.plot)}")
     profile = result.to_profile(
-        corpus=args.corpus or f"{args.uri} {args.milvus_collection}",
+        corpus=args.corpus or args.uri,
         collection=args.collection or args.milvus_collection,
         queries=args.queries,
     )

@@ -14,7 +14,7 @@ collection? The package reads top to bottom as a run does:
 - ``modes``, ``floor``, ``gate``: the suggested floor and gate of each mode;
 - ``bounds``, ``crossval``: their loss on unseen articles, judged together;
 - ``result``, ``run``, ``simple``: the whole run and its profile;
-- ``report``, ``plot``: Markdown and a PNG.
+- ``markdown``, ``report``, ``plot``: Markdown and a PNG.
 
 Framework-free: an embedder is anything with ``model_id``, ``embed_documents`` and
 ``embed_queries`` returning unit vectors. ``calibrate`` is the single entry point.

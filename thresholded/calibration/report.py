@@ -6,82 +6,24 @@ they are printed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from thresholded.calibration.markdown import (
+    TEXT_STEP,
+    curve_rows,
+    marks,
+    n,
+    pct,
+    suggestion_rows,
+    table,
+)
+
 if TYPE_CHECKING:
-    from thresholded.calibration.curve import CurvePoint
-    from thresholded.calibration.floor import Suggestion
     from thresholded.calibration.result import CalibrationResult
     from thresholded.calibration.simple import SimpleCalibrationResult
 
 __all__ = ["format_result", "format_simple"]
-
-TEXT_STEP = 0.05
-
-
-def _n(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1%}"
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
-def _suggestion_rows(suggestions: dict[str, Suggestion], chosen: str) -> list[list[str]]:
-    rows = []
-    for mode, s in suggestions.items():
-        label = mode if mode != "loss-budget" else f"loss-budget {_pct(s.max_loss)}"
-        if mode == chosen:
-            label = f"**{label}** (this run)"
-        per_pair = ", ".join(f"{p} {_n(v, 2)}" for p, v in s.per_pair.items())
-        rows.append([label, _n(s.threshold, 2), per_pair, s.note])
-    return rows
-
-
-def _curve_rows(
-    curves: dict[str, tuple[CurvePoint, ...]], marks: dict[float, str]
-) -> tuple[list[str], list[list[str]]]:
-    pairs = list(curves)
-    split = {pair: len(curves[pair][0].emptied_by_origin) > 1 for pair in pairs}
-    header = ["threshold"]
-    for pair in pairs:
-        header += [f"{pair} lost", "emptied"]
-        if split[pair]:
-            header.append("emptied " + " / ".join(curves[pair][0].emptied_by_origin))
-        header += ["candidates dropped"]
-    rows = []
-    first = curves[pairs[0]]
-    for i, point in enumerate(first):
-        t = point.threshold
-        on_step = abs(t / TEXT_STEP - round(t / TEXT_STEP)) < 1e-6
-        if not on_step and t not in marks:
-            continue
-        label = f"{t:.2f}" + (f" ({marks[t]})" if t in marks else "")
-        row = [label]
-        for pair in pairs:
-            p = curves[pair][i]
-            row += [f"{p.lost} ({_pct(p.lost_share)})", f"{p.emptied} ({_pct(p.emptied_share)})"]
-            if split[pair]:
-                row.append(" / ".join(_pct(v) for v in p.emptied_by_origin.values()))
-            row.append(_pct(p.dropped_share))
-        rows.append(row)
-    return header, rows
-
-
-def _marks(suggestions: dict[str, Suggestion]) -> dict[float, str]:
-    marks: dict[float, str] = {}
-    for mode, s in suggestions.items():
-        if s.threshold is not None:
-            key = round(s.threshold, 6)
-            marks[key] = f"{marks[key]}, {mode}" if key in marks else mode
-    return marks
 
 
 def _headline(result: CalibrationResult | SimpleCalibrationResult) -> list[str]:
@@ -100,7 +42,7 @@ def _headline(result: CalibrationResult | SimpleCalibrationResult) -> list[str]:
 
 def _pair_table(result: CalibrationResult) -> list[str]:
     k = result.top_k
-    out = _table(
+    out = table(
         [
             "pair",
             "answerable",
@@ -119,16 +61,16 @@ def _pair_table(result: CalibrationResult) -> list[str]:
             [
                 t.pair,
                 str(t.n_answerable),
-                f"{_n(t.answer_min)} – {_n(t.answer_max)}",
-                _n(t.answer_p1),
-                _n(t.answer_p5),
-                _n(t.answer_median),
-                _pct(t.in_top_k),
-                _n(t.top_min),
-                _n(t.top_p1),
+                f"{n(t.answer_min)} – {n(t.answer_max)}",
+                n(t.answer_p1),
+                n(t.answer_p5),
+                n(t.answer_median),
+                pct(t.in_top_k),
+                n(t.top_min),
+                n(t.top_p1),
                 str(t.n_unrelated),
-                f"{_n(t.unrelated_min)} – {_n(t.unrelated_max)}",
-                _n(t.overlap),
+                f"{n(t.unrelated_min)} – {n(t.unrelated_max)}",
+                n(t.overlap),
             ]
             for t in result.tables
         ),
@@ -140,7 +82,7 @@ def _pair_table(result: CalibrationResult) -> list[str]:
     ]
     if origin_rows:
         out += ["", "Unrelated questions by set:", ""]
-        out += _table(["pair", "set", "questions", "best score range"], origin_rows)
+        out += table(["pair", "set", "questions", "best score range"], origin_rows)
     for t in result.tables:
         if t.no_allowed_gold:
             out.append(f"\n{t.pair}: {t.no_allowed_gold} answerable questions had no allowed gold.")
@@ -160,7 +102,7 @@ def _curves(result: CalibrationResult) -> list[str]:
         f"dropped = share of the top {result.candidates} results of every question below it)",
         "",
     ]
-    out += _table(*_curve_rows(result.curves, _marks(result.suggestions)))
+    out += table(*curve_rows(result.curves, marks(result.suggestions)))
     if result.gate_curves:
         out += [
             "",
@@ -169,9 +111,9 @@ def _curves(result: CalibrationResult) -> list[str]:
             "below it)",
             "",
         ]
-        header, rows = _curve_rows(result.gate_curves, _marks(result.gate_suggestions))
+        header, rows = curve_rows(result.gate_curves, marks(result.gate_suggestions))
         drop = [i for i, h in enumerate(header) if h == "candidates dropped"]
-        out += _table(
+        out += table(
             [h for i, h in enumerate(header) if i not in drop],
             ([c for i, c in enumerate(r) if i not in drop] for r in rows),
         )
@@ -180,14 +122,14 @@ def _curves(result: CalibrationResult) -> list[str]:
 
 def _suggestion_tables(result: CalibrationResult | SimpleCalibrationResult) -> list[str]:
     out = ["## Suggested floors", ""]
-    out += _table(
-        ["mode", "floor", "per pair", "note"], _suggestion_rows(result.suggestions, result.mode)
+    out += table(
+        ["mode", "floor", "per pair", "note"], suggestion_rows(result.suggestions, result.mode)
     )
     if result.gate_suggestions:
         out += ["", "## Suggested gates", ""]
-        out += _table(
+        out += table(
             ["mode", "gate", "per pair", "note"],
-            _suggestion_rows(result.gate_suggestions, result.mode),
+            suggestion_rows(result.gate_suggestions, result.mode),
         )
     return out
 
@@ -235,7 +177,7 @@ def _cross_validation(result: CalibrationResult) -> list[str]:
         "article: each fold's floor and gate are chosen without its articles)",
         "",
     ]
-    out += _table(
+    out += table(
         [
             "mode",
             "pair",
@@ -283,7 +225,7 @@ def format_result(result: CalibrationResult) -> str:
         out += ["", *cv]
     notes = [f"{cv.mode}: {cv.note}" for cv in result.cross_validation.values() if cv.note]
     if notes:
-        out += ["", *(f"- {n}" for n in notes)]
+        out += ["", *(f"- {note}" for note in notes)]
     return "\n".join(out) + "\n"
 
 
@@ -296,7 +238,7 @@ def format_simple(result: SimpleCalibrationResult) -> str:
         "",
     ]
     rows = sorted(result.rows, key=lambda r: (not r.should_match, -r.top))
-    out += _table(
+    out += table(
         ["should", "best score", "best passage", "gold score", "question"],
         (
             [
@@ -313,7 +255,7 @@ def format_simple(result: SimpleCalibrationResult) -> str:
     out += [
         "",
         f"Lowest should-match best score: {result.lowest_good:.3f}; highest should-not-match "
-        f"best score: {_n(hj)}.",
+        f"best score: {n(hj)}.",
     ]
     sep = result.gate_suggestions["separate"]
     if sep.threshold is not None:

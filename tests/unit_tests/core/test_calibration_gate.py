@@ -300,3 +300,116 @@ def test_floor_and_gate_rules_agree_with_suggest_on_tops() -> None:
     junk = {"p": np.array([0.1])}
     for mode in ("never-lose", "separate"):
         assert suggest_gate(mode, top, junk).threshold == suggest(mode, top, junk).threshold
+
+
+# The command -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """Three passages and four questions on disk; the command's model is the Unit world."""
+    from thresholded.commands import calibrate as calibrate_command
+
+    passages = [Passage(p, "en", f"text {p}", title=p) for p in ("a", "b", "c")]
+    cosines = {
+        "qa": {"a": 0.5, "b": 0.2},
+        "qb": {"b": 0.6},
+        "qc": {"c": 0.3, "a": 0.45},
+        "junk": {"a": 0.1},
+    }
+    unit = Unit(passages, cosines)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"pid": p.pid, "text": p.text, "title": p.title}) + "\n" for p in passages
+        )
+    )
+    gold = {"qa": "a", "qb": "b", "qc": "c"}
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "qid": q,
+                    "lang": "en",
+                    "question": q,
+                    "gold_pids": [gold[q]] if q in gold else [],
+                    "title": gold.get(q),
+                }
+            )
+            + "\n"
+            for q in cosines
+        )
+    )
+    monkeypatch.setattr(calibrate_command, "llama_index_embedder", lambda *a, **k: unit)
+    return corpus, queries
+
+
+def test_cli_gate_margin_and_the_report(
+    small_files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from thresholded.cli import main
+
+    corpus, queries = small_files
+    out = tmp_path / "p.json"
+    argv = ["calibrate", "--corpus", str(corpus), "--queries", str(queries), "--model", "x"]
+    argv += ["--out", str(out), "--folds", "3", "--gate-margin", "0.05", "--no-progress"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    profile = CalibrationProfile.load(out)
+    # answers 0.5, 0.6, 0.3: floor 0.28; tops 0.5, 0.6, 0.45: gate 0.45 - 0.05
+    assert (profile.min_similarity, profile.min_top_similarity) == (0.28, 0.4)
+    assert (profile.margin, profile.gate_margin) == (0.02, 0.05)
+    assert "Suggested gate (never-lose): **0.40**" in printed
+    assert "## Suggested gates" in printed and "## Trade-off of the gate" in printed
+    assert "min_top_similarity 0.40" in printed
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--uri", "kb.db"], "not allowed with argument"),
+        (["--filter", "a == 1"], "--milvus-collection, --id-field and --filter go with --uri"),
+        (["--id-field", "pid"], "--milvus-collection, --id-field and --filter go with --uri"),
+    ],
+)
+def test_cli_source_options_are_checked(
+    small_files: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    from thresholded.cli import main
+
+    corpus, queries = small_files
+    argv = ["calibrate", "--corpus", str(corpus), "--queries", str(queries), "--model", "x"]
+    argv += ["--out", str(tmp_path / "p.json"), *extra]
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse refuses exclusive options itself
+        code = stop.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_cli_collection_options_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from thresholded.cli import main
+
+    base = ["calibrate", "--queries", "q.jsonl", "--model", "x", "--out", str(tmp_path / "p")]
+    assert main([*base, "--uri", "kb.db"]) == 2
+    assert "--uri needs --milvus-collection" in capsys.readouterr().err
+    assert main([*base, "--uri", "kb.db", "--milvus-collection", "c", "--as", "langchain"]) == 2
+    assert "--as goes with --corpus" in capsys.readouterr().err
+
+
+def test_simple_form_plot_is_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    passages = [Passage("a", "en", "a"), Passage("b", "en", "b"), Passage("c", "en", "c")]
+    unit = Unit(passages, {"q1": {"a": 0.5}, "q2": {"b": 0.7}, "junk": {"c": 0.1}})
+    result = calibrate_simple(unit, passages, SimpleForm(("q1", "q2"), ("junk",), ("a", None)))
+    png = result.plot(tmp_path / "simple.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -413,3 +413,47 @@ def test_simple_form_plot_is_a_png(tmp_path: Path) -> None:
     result = calibrate_simple(unit, passages, SimpleForm(("q1", "q2"), ("junk",), ("a", None)))
     png = result.plot(tmp_path / "simple.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# Collections -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "layout"),
+    [
+        (["id", "doc_id", "text", "embedding"], "llama-index"),
+        (["text", "pk", "vector", "source"], "langchain"),
+    ],
+)
+def test_both_adapters_layouts_are_recognised(fields: list[str], layout: str) -> None:
+    from thresholded.calibration.collection import detect_layout
+
+    assert detect_layout({"fields": [{"name": f} for f in fields]}).name == layout
+
+
+def test_an_unknown_layout_names_its_fields() -> None:
+    from thresholded.calibration.collection import detect_layout
+
+    with pytest.raises(ValueError, match=r"\['key', 'vec'\] match neither"):
+        detect_layout({"fields": [{"name": "key"}, {"name": "vec"}]})
+
+
+def test_gold_ids_resolve_to_every_section_with_that_key() -> None:
+    from dataclasses import replace as with_gold
+
+    from thresholded.calibration import Question
+    from thresholded.calibration.collection import LAYOUTS, StoredCorpus, resolve_gold
+
+    stored = StoredCorpus(
+        passages=(),
+        vectors=np.empty((0, 3)),
+        layout=LAYOUTS[0],
+        dimension=3,
+        keys={"row-1": "refund-policy", "row-2": "refund-policy", "row-3": "billing-faq"},
+    )
+    asked = Question("q1", "en", "money back?", ("refund-policy",))
+    missing = with_gold(asked, qid="q2", gold_pids=("nowhere",))
+    unrelated = Question("q3", "en", "weather?")
+    resolved = resolve_gold([asked, missing, unrelated], stored)
+    assert [q.qid for q in resolved] == ["q1", "q3"]
+    assert resolved[0].gold_pids == ("row-1", "row-2")

@@ -13,7 +13,7 @@ passage that answers it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,65 @@ def _gold_rows(allowed: Sequence[Passage], gold: str) -> list[int]:
     return [i for i, p in enumerate(allowed) if gold in (p.pid, p.source)]
 
 
+def _rows(
+    form: SimpleForm, scores: np.ndarray, allowed: Sequence[Passage]
+) -> tuple[SimpleRow, ...]:
+    """Each question's top score and passage, and its gold score where the form names one."""
+    texts = [*form.should_match, *form.should_not_match]
+    golds = [*form.gold, *[None] * len(form.should_not_match)]
+    best = scores.argmax(axis=1)
+    rows = []
+    for i, (text, gold) in enumerate(zip(texts, golds, strict=True)):
+        gold_score = None
+        if gold:
+            named = _gold_rows(allowed, gold)
+            if not named:
+                raise ValueError(f"gold {gold!r} of {text!r} names no allowed passage")
+            gold_score = float(scores[i, named].max())
+        top = allowed[best[i]]
+        rows.append(
+            SimpleRow(
+                text,
+                i < len(form.should_match),
+                float(scores[i, best[i]]),
+                top.pid,
+                top.title,
+                gold,
+                gold_score,
+            )
+        )
+    return tuple(rows)
+
+
+def _thresholds(
+    rows: Sequence[SimpleRow], margin: float | None, gate_margin: float | None, **options: Any
+) -> tuple[dict[str, Suggestion], dict[str, Suggestion]]:
+    """Every mode's floor (from gold scores, else top scores) and gate (from top scores)."""
+    matching = [r for r in rows if r.should_match]
+    gold = [r.gold_score for r in matching if r.gold_score is not None]
+    top = {"form": np.array([r.top for r in matching])}
+    good = {"form": np.array(gold)} if gold else top
+    junk = {"form": np.array([r.top for r in rows if not r.should_match])}
+    # in the shared budget, a question without gold stands in with its top score
+    aligned = {
+        "form": np.array([r.top if r.gold_score is None else r.gold_score for r in matching])
+    }
+    floors = {m: suggest(m, good, junk, margin=margin, **options) for m in MODES}
+    gates = {
+        m: suggest_gate(
+            m,
+            top,
+            junk,
+            good=aligned if gold else None,
+            floor=floors[m].threshold,
+            margin=gate_margin,
+            **options,
+        )
+        for m in MODES
+    }
+    return floors, gates
+
+
 def calibrate_simple(
     embedder: Embedder,
     corpus: Sequence[Passage],
@@ -184,7 +243,11 @@ def calibrate_simple(
     grid: Sequence[float] | None = None,
     resolution: float = 0.01,
 ) -> SimpleCalibrationResult:
-    """Calibrate on two plain lists: each question's best score, a floor and a gate."""
+    """Calibrate on two plain lists: each question's best score, a floor and a gate.
+
+    Passages are embedded as ``index_as`` indexes them, unless their stored
+    ``passage_vectors`` (one row per corpus passage) are given.
+    """
     check_params(mode, margin, max_loss, gate_margin)
     allowed = allowed_passages(corpus, passages)
     if passage_vectors is None:
@@ -192,69 +255,23 @@ def calibrate_simple(
     else:
         row = {p.pid: i for i, p in enumerate(corpus)}
         pv = np.asarray(passage_vectors, dtype=np.float64)[[row[p.pid] for p in allowed]]
-    texts = list(form.should_match) + list(form.should_not_match)
-    scores = embed(embedder, texts, queries=True) @ pv.T
-    best = scores.argmax(axis=1)
-    golds = list(form.gold) + [None] * len(form.should_not_match)
-    rows = []
-    for i, text in enumerate(texts):
-        gold_score = None
-        if golds[i]:
-            named = _gold_rows(allowed, golds[i])
-            if not named:
-                raise ValueError(f"gold {golds[i]!r} of {text!r} names no allowed passage")
-            gold_score = float(scores[i, named].max())
-        rows.append(
-            SimpleRow(
-                text,
-                i < len(form.should_match),
-                float(scores[i, best[i]]),
-                allowed[best[i]].pid,
-                allowed[best[i]].title,
-                golds[i],
-                gold_score,
-            )
-        )
-    probe = SimpleCalibrationResult(
+    texts = [*form.should_match, *form.should_not_match]
+    rows = _rows(form, embed(embedder, texts, queries=True) @ pv.T, allowed)
+    floors, gates = _thresholds(rows, margin, gate_margin, max_loss=max_loss, resolution=resolution)
+    result = SimpleCalibrationResult(
         model_id_of(embedder, pv.shape[1]),
         passages,
         mode,
         margin,
         max_loss,
-        tuple(rows),
-        {},
-        (),
-        {},
-        (),
-    )
-    good, top, junk = {"form": probe.good}, {"form": probe.good_top}, {"form": probe.junk}
-    # for the shared budget, a question without gold stands in with its top score
-    aligned = np.array(
-        [r.top if r.gold_score is None else r.gold_score for r in rows[: len(form.should_match)]]
-    )
-    options = {"max_loss": max_loss, "resolution": resolution}
-    floors = {m: suggest(m, good, junk, margin=margin, **options) for m in MODES}
-    gates = {
-        m: suggest_gate(
-            m,
-            top,
-            junk,
-            good={"form": aligned} if probe.has_gold else None,
-            floor=floors[m].threshold,
-            margin=gate_margin,
-            **options,
-        )
-        for m in MODES
-    }
-    return SimpleCalibrationResult(
-        probe.model_id,
-        passages,
-        mode,
-        margin,
-        max_loss,
-        tuple(rows),
+        rows,
         floors,
-        trade_off(good["form"], junk["form"], None, grid),
+        (),
         gates,
-        trade_off(top["form"], junk["form"], None, grid),
+        (),
+    )
+    return replace(
+        result,
+        curve=trade_off(result.good, result.junk, None, grid),
+        gate_curve=trade_off(result.good_top, result.junk, None, grid),
     )

@@ -8,7 +8,9 @@ On the XQuAD + CLINC dev data, each question goes through:
 * **floor only**: ``ThresholdedRetriever`` fetching the same 12 with no cap, budget or
   ``top_k`` cut, so that only the floor removes pairs;
 * **thresholded + neighbours**: the default policy with one neighbour on each side of
-  every kept section, all of which the reranker then scores.
+  every kept section, all of which the reranker then scores;
+* **floor + gate**: the floor-only pipeline with the profile's answer gate: a question whose
+  best cosine is below the gate sends nothing to the reranker (``thresholded.gate``).
 
 Two runs: English questions over the English passages with MiniLM, and every language
 (English and German questions over English and German passages) with the multilingual
@@ -55,7 +57,9 @@ from tqdm import tqdm
 from llama_index_thresholded import ThresholdedRetriever
 from llama_index_thresholded.embeddings import load_embed_model, minilm_path, model_id_of
 from llama_index_thresholded.milvus import milvus_store
+from thresholded.gate import gate_passes
 from thresholded.policy import RetrievalPolicy
+from thresholded.profile import CalibrationProfile
 
 DATA = ROOT / "data"
 BASELINE_TOP_K = 12
@@ -181,14 +185,27 @@ def pipelines(index: VectorStoreIndex, embed_model: Any, run: Run) -> dict[str, 
 
         return retrieve
 
+    def gated(inner: Pipeline, retriever_gate: float | None) -> Pipeline:
+        def retrieve(bundle: QueryBundle) -> tuple[list[NodeWithScore], dict[str, str]]:
+            nodes, dropped = inner(bundle)
+            best = max((n.score for n in nodes if n.score is not None), default=None)
+            if gate_passes(best, retriever_gate):
+                return nodes, dropped
+            return [], {**dropped, **dict.fromkeys((n.node.node_id for n in nodes), "below_gate")}
+
+        return retrieve
+
     def baseline(bundle: QueryBundle) -> tuple[list[NodeWithScore], dict[str, str]]:
         return plain.retrieve(bundle), {}
+
+    gate = CalibrationProfile.load(run.profile).min_top_similarity
 
     return {
         f"baseline (top {BASELINE_TOP_K})": baseline,
         "thresholded (default policy)": thresholded(RetrievalPolicy(), 0),
         "floor only (same 12 candidates)": thresholded(floor_only, 0),
         "thresholded + 1 neighbour": thresholded(RetrievalPolicy(), 1),
+        "floor + gate (same 12)": gated(thresholded(floor_only, 0), gate),
     }
 
 
@@ -231,7 +248,9 @@ def measure(
     return tally
 
 
-def run_one(run: Run, limit: int | None, rerank_every: int) -> dict[str, Any]:
+def run_one(
+    run: Run, limit: int | None, rerank_every: int, only: list[str] | None = None
+) -> dict[str, Any]:
     embed_model = load_embed_model(run.model)
     model = str(model_id_of(embed_model, run.dim))
     answerable, unrelated = questions_of(run, limit)
@@ -256,6 +275,8 @@ def run_one(run: Run, limit: int | None, rerank_every: int) -> dict[str, Any]:
             embed_model=embed_model,
         )
         for name, retrieve in pipelines(index, embed_model, run).items():
+            if only and not any(name.startswith(prefix) for prefix in only):
+                continue
             retrieve(QueryBundle("warm-up", embedding=qvec[questions[0]["qid"]].tolist()))
             results[name] = {
                 group: measure(
@@ -264,12 +285,13 @@ def run_one(run: Run, limit: int | None, rerank_every: int) -> dict[str, Any]:
                 for group, asked in (("answerable", answerable), ("unrelated", unrelated))
             }
         store.client.close()
-    floor = RetrievalPolicy.from_profile(run.profile).min_similarity
+    profile = CalibrationProfile.load(run.profile)
     return {
         "run": run.name,
         "embedding_model": model,
         "profile": str(run.profile.relative_to(ROOT)),
-        "min_similarity": floor,
+        "min_similarity": profile.min_similarity,
+        "min_top_similarity": profile.min_top_similarity,
         "passages": len(nodes),
         "answerable": len(answerable),
         "unrelated": len(unrelated),
@@ -283,8 +305,8 @@ def run_one(run: Run, limit: int | None, rerank_every: int) -> dict[str, Any]:
 def report(result: dict[str, Any]) -> str:
     base_name = next(iter(result["pipelines"]))
     lines = [
-        f"### {result['run']}: {result['embedding_model']}, floor {result['min_similarity']} "
-        f"({result['profile']})",
+        f"### {result['run']}: {result['embedding_model']}, floor {result['min_similarity']}, "
+        f"gate {result.get('min_top_similarity')} ({result['profile']})",
         "",
         f"{result['passages']} passages; {result['answerable']} answerable and "
         f"{result['unrelated']} unrelated questions. Reranker: {result['reranker']}; "
@@ -340,9 +362,14 @@ def main() -> None:
         "--rerank-every", type=int, default=8, help="rerank (and time) every n-th question"
     )
     parser.add_argument("--out", default="rerank_pipeline", help="results/<out>.json")
+    parser.add_argument(
+        "--pipelines", nargs="+", help="only the pipelines whose names start with these words"
+    )
     args = parser.parse_args()
     chosen = list(RUNS) if args.model == "all" else [args.model]
-    results = [run_one(RUNS[name], args.limit, args.rerank_every) for name in chosen]
+    results = [
+        run_one(RUNS[name], args.limit, args.rerank_every, args.pipelines) for name in chosen
+    ]
     for result in results:
         print(report(result))
         print()

@@ -23,6 +23,7 @@ from _bench_common import ROOT, lite_322_environment
 # (script, its arguments, engine: "venv" = Milvus Lite 2.5.1, "3.2.2" = Milvus Lite 3.2.2)
 RUNS: list[tuple[str, list[str], str]] = [
     ("rerank_pipeline", [], "venv"),
+    ("gate_features", [], "venv"),
     ("end_to_end", [], "venv"),  # all three engines, 3.2.2 in a child process
     ("wrapper_overhead", [], "venv"),
     ("attachment_lookups", [], "venv"),

@@ -4,6 +4,12 @@ The threshold's effect is told apart from the source cap's and the budget's:
 ``candidates_dropped`` counts only ``below_threshold`` drops, and the other
 reasons are reported beside it. Context sizes with and without the threshold
 come from one search per question: the same candidates, selected twice.
+
+The answer gate (``min_top_similarity``) is judged on the same candidates with
+:mod:`thresholded.gate`: a question whose best cosine is below it is emptied.
+``gold_lost`` counts answering passages lost to the floor or the gate,
+``answerable_emptied`` and ``unrelated_emptied`` the questions left with nothing
+by either.
 """
 
 from __future__ import annotations
@@ -19,12 +25,18 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.schema import QueryBundle, TextNode
 from tqdm.auto import tqdm
 
-from llama_index_thresholded.embeddings import load_embed_model, model_id_of
+from llama_index_thresholded.calibration import embedder_of
+from llama_index_thresholded.embeddings import load_embed_model
 from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.retriever import ThresholdedRetriever
-from thresholded.calibration import BatchedEmbedder, allowed_passages
-from thresholded.calibration_data import Question, load_corpus, load_questions
+from thresholded.calibration import (
+    Question,
+    allowed_passages,
+    load_corpus,
+    load_questions,
+)
 from thresholded.files import atomic_write_text
+from thresholded.gate import best_similarity, gate_passes
 from thresholded.policy import RetrievalPolicy
 from thresholded.selection import DropReason, select
 
@@ -34,6 +46,7 @@ COUNTS = (
     "answerable",
     "gold_in_candidates",
     "gold_lost",
+    "answerable_emptied",
     "unrelated",
     "unrelated_emptied",
     "candidates",
@@ -51,6 +64,7 @@ def run_bench(
     passages: str = "all",
     profile: str | Path | None = None,
     threshold: float | None = None,
+    gate: float | None = None,
     json_out: str | Path | None = None,
     top_k: int = 4,
     over_fetch: int = 3,
@@ -60,13 +74,10 @@ def run_bench(
 ) -> dict[str, Any]:
     if (profile is None) == (threshold is None):
         raise ValueError("give exactly one of a profile or a threshold")
+    if profile is not None and gate is not None:
+        raise ValueError("a profile brings its own gate: give a gate with a threshold only")
     embed_model = load_embed_model(model)
-    embedder = BatchedEmbedder(
-        model_id_of(embed_model),
-        embed_model.get_text_embedding_batch,
-        lambda texts: [embed_model.get_query_embedding(t) for t in texts],
-        progress=progress,
-    )
+    embedder = embedder_of(embed_model, progress=progress)
     allowed = allowed_passages(load_corpus(corpus), passages)
     questions = [q for path in queries for q in load_questions(path)]
     passage_vectors = embedder.embed_documents([p.text for p in allowed])
@@ -97,7 +108,7 @@ def run_bench(
         policy = (
             RetrievalPolicy.from_profile(profile, **fields)
             if profile is not None
-            else RetrievalPolicy(min_similarity=threshold, **fields)
+            else RetrievalPolicy(min_similarity=threshold, min_top_similarity=gate, **fields)
         )
         # no pushdown: the threshold's drops must be seen to be counted
         retriever = ThresholdedRetriever(
@@ -107,6 +118,7 @@ def run_bench(
     result = {
         "model": str(embedder.model_id),
         "threshold": retriever.min_similarity,
+        "gate": retriever.policy.min_top_similarity,
         "passages": passages,
         "policy": retriever.policy.to_dict(),
         "pairs": pairs,
@@ -137,23 +149,26 @@ def _measure(
         selection = report.selection
         candidates = [*selection.kept, *(d.candidate for d in selection.dropped)]
         baseline = select(candidates, retriever.policy, 0.0)
+        gated = not gate_passes(best_similarity(candidates), retriever.policy.min_top_similarity)
+        emptied = gated or report.nothing_matched
         counts["candidates"] += len(candidates)
         counts["candidates_dropped"] += len(selection.dropped_for(DropReason.BELOW_THRESHOLD))
-        counts["context_chars_with"] += sum(c.chars for c in selection.kept)
+        counts["context_chars_with"] += 0 if gated else sum(c.chars for c in selection.kept)
         counts["context_chars_without"] += sum(c.chars for c in baseline.kept)
         reasons.setdefault(pair, Counter()).update(selection.drop_counts())
         if question.answerable:
             gold = set(question.gold_pids)
             counts["answerable"] += 1
+            counts["answerable_emptied"] += int(emptied)
             gold_candidates = [c for c in candidates if c.id in gold]
             if gold_candidates:
                 counts["gold_in_candidates"] += 1
                 lost = {c.id for c in selection.dropped_for(DropReason.BELOW_THRESHOLD)}
-                if all(c.id in lost for c in gold_candidates):
+                if gated or all(c.id in lost for c in gold_candidates):
                     counts["gold_lost"] += 1
         else:
             counts["unrelated"] += 1
-            counts["unrelated_emptied"] += int(report.nothing_matched)
+            counts["unrelated_emptied"] += int(emptied)
     return (
         {pair: {key: int(c[key]) for key in COUNTS} for pair, c in sorted(pairs.items())},
         {pair: dict(sorted(c.items())) for pair, c in sorted(reasons.items())},
@@ -163,14 +178,17 @@ def _measure(
 def format_bench(result: dict[str, Any]) -> str:
     """The figures as a table: one row per pair."""
     header = (
-        f"{'pair':<10}{'answerable':>11}{'gold in cand':>13}{'gold lost':>10}{'unrelated':>10}"
-        f"{'emptied':>9}{'candidates':>11}{'dropped':>9}{'chars with':>12}{'chars w/o':>11}"
+        f"{'pair':<10}{'answerable':>11}{'gold in cand':>13}{'gold lost':>10}{'ans emptied':>12}"
+        f"{'unrelated':>10}{'emptied':>9}{'candidates':>11}{'dropped':>9}{'chars with':>12}"
+        f"{'chars w/o':>11}"
     )
-    lines = [f"model {result['model']}, threshold {result['threshold']:g}", header]
+    gate = "off" if result.get("gate") is None else f"{result['gate']:g}"
+    lines = [f"model {result['model']}, threshold {result['threshold']:g}, gate {gate}", header]
     for pair, c in result["pairs"].items():
         lines.append(
             f"{pair:<10}{c['answerable']:>11}{c['gold_in_candidates']:>13}{c['gold_lost']:>10}"
-            f"{c['unrelated']:>10}{c['unrelated_emptied']:>9}{c['candidates']:>11}"
+            f"{c['answerable_emptied']:>12}{c['unrelated']:>10}{c['unrelated_emptied']:>9}"
+            f"{c['candidates']:>11}"
             f"{c['candidates_dropped']:>9}{c['context_chars_with']:>12}"
             f"{c['context_chars_without']:>11}"
         )

@@ -22,16 +22,10 @@ def load_embedder(name: str, *, batch_size: int = 32, progress: bool = True) -> 
     from thresholded.calibration import BatchedEmbedder
 
     if is_installed("llama-index"):
-        from llama_index_thresholded.embeddings import load_embed_model, model_id_of
+        from llama_index_thresholded.calibration import embedder_of
+        from llama_index_thresholded.embeddings import load_embed_model
 
-        model = load_embed_model(name)
-        return BatchedEmbedder(
-            model_id_of(model),
-            model.get_text_embedding_batch,
-            lambda texts: [model.get_query_embedding(text) for text in texts],
-            batch_size=batch_size,
-            progress=progress,
-        )
+        return embedder_of(load_embed_model(name), batch_size=batch_size, progress=progress)
     if is_installed("langchain"):
         from langchain_thresholded.embeddings import load_embeddings
 

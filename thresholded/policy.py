@@ -21,8 +21,9 @@ class RetrievalPolicy(BaseModel):
     """Which retrieved sections may reach the reranker and the prompt.
 
     The search fetches ``top_k * over_fetch`` candidates, at most 16,384 (the most
-    one Milvus search returns). Then, in this order:
-    candidates whose cosine is below ``min_similarity`` are dropped, each source
+    one Milvus search returns). Then, in this order: when even the best cosine is
+    below ``min_top_similarity`` (the answer gate), nothing is kept; candidates
+    whose cosine is below ``min_similarity`` are dropped, each source
     keeps at most ``max_per_source`` sections, sections that would overflow
     ``max_chars`` are skipped, and the first ``top_k`` are kept. Neighbours and
     parent summaries are attached afterwards, for kept sections only; they do
@@ -42,6 +43,15 @@ class RetrievalPolicy(BaseModel):
         description=(
             "Cosine floor. 0 keeps every result; None means the calibrated default of "
             "embedding_model (0.35 for BAAI/bge-m3; other models must be calibrated)."
+        ),
+    )
+    min_top_similarity: float | None = Field(
+        default=None,
+        description=(
+            "Answer gate: when the best cosine among the candidates that passed the filters "
+            "is below it, nothing is kept. None or 0 turns it off; no model has a default "
+            "gate, it must be calibrated (thresholded calibrate). Cosines only: hybrid "
+            "results without a re-scored cosine do not count towards the best."
         ),
     )
     top_k: int = Field(default=4, ge=1, strict=True, description="Sections returned at most.")
@@ -87,9 +97,9 @@ class RetrievalPolicy(BaseModel):
         ),
     )
 
-    @field_validator("min_similarity", mode="before")
+    @field_validator("min_similarity", "min_top_similarity", mode="before")
     @classmethod
-    def _floor_is_a_number(cls, value: Any) -> Any:
+    def _cosine_or_none(cls, value: Any) -> Any:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -193,7 +203,7 @@ class RetrievalPolicy(BaseModel):
         collection: str | None = None,
         **fields: Any,
     ) -> RetrievalPolicy:
-        """A policy whose floor and model come from a calibration profile.
+        """A policy whose floor, gate and model come from a calibration profile.
 
         ``collection`` must match the profile's collection when both are named:
         a floor measured on one collection is not the floor of another.
@@ -211,6 +221,7 @@ class RetrievalPolicy(BaseModel):
             {
                 **fields,
                 "min_similarity": profile.min_similarity,
+                "min_top_similarity": profile.min_top_similarity,
                 "embedding_model": profile.embedding_model,
             }
         )

@@ -1,7 +1,7 @@
-"""Calibration profiles: a measured floor, with what it was measured on.
+"""Calibration profiles: a measured floor and answer gate, with what they were measured on.
 
 A profile is its own record, distinct from ``RetrievalPolicy``: it says which
-threshold was chosen for which collection, embedding model and metric, how
+thresholds were chosen for which collection, embedding model and metric, how
 (mode and margin), when, and what the measurement showed. Profiles are written
 atomically, so a crash never leaves a half-written one behind, and read
 strictly: a JSON boolean is not a number, the version is an integer, the metric
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from thresholded.errors import ProfileError
 from thresholded.files import DuplicateKeyError, atomic_write_text, loads_strict
@@ -26,25 +26,45 @@ from thresholded.scores import Metric
 
 __all__ = ["PROFILE_VERSION", "CalibrationProfile", "atomic_write_text"]
 
-PROFILE_VERSION = 1
-SUPPORTED_VERSIONS = frozenset({PROFILE_VERSION})
+PROFILE_VERSION = 2
+"""Version 2 stores the floor and the answer gate; version 1 stored the floor only."""
+SUPPORTED_VERSIONS = frozenset({1, PROFILE_VERSION})
 
 CalibrationMode = Literal["never-lose", "loss-budget", "separate", "manual"]
 
 
 class CalibrationProfile(BaseModel):
-    """A threshold measured for one collection and one embedding model."""
+    """A floor and a gate measured for one collection and one embedding model.
+
+    A stored profile that lacks a field loads with that field's default: a
+    version 1 profile loads with the gate off.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: int = Field(strict=True, description="Profile format version; required.")
-    min_similarity: float = Field(ge=-1.0, le=1.0, allow_inf_nan=False, strict=True)
+    min_similarity: float = Field(
+        ge=-1.0,
+        le=1.0,
+        allow_inf_nan=False,
+        strict=True,
+        description="The cosine floor of each candidate.",
+    )
+    min_top_similarity: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        allow_inf_nan=False,
+        strict=True,
+        description="The answer gate on a question's best cosine; None: off (version 1).",
+    )
     embedding_model: str = Field(description="Canonical model id, name@dimension.")
     metric: str = Field(default="IP", description="Index metric: IP, COSINE or L2.")
     collection: str | None = None
     corpus: str | None = None
     mode: CalibrationMode = "never-lose"
     margin: float | None = Field(default=None, strict=True)
+    gate_margin: float | None = Field(default=None, strict=True)
     max_loss: float | None = Field(default=None, strict=True)
     created: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     provenance: str | None = None
@@ -59,6 +79,12 @@ class CalibrationProfile(BaseModel):
                 f"(supported: {sorted(SUPPORTED_VERSIONS)})"
             )
         return value
+
+    @model_validator(mode="after")
+    def _gate_needs_version_2(self) -> CalibrationProfile:
+        if self.version < 2 and (self.min_top_similarity is not None or self.gate_margin):
+            raise ValueError("a version 1 profile has no gate: write version 2 to store one")
+        return self
 
     @field_validator("embedding_model")
     @classmethod

@@ -63,3 +63,33 @@ def test_bench_with_a_profile_of_another_model_is_refused(tmp_path: Path, capsys
     assert main(argv) == 2
     assert "bge-m3" in capsys.readouterr().err
     assert not (tmp_path / "o.json").exists()
+
+
+def test_bench_counts_what_the_gate_empties(tmp_path: Path) -> None:
+    """With the floor off, the gate empties exactly the questions whose top score is below it."""
+    from thresholded.calibration import calibrate, load_corpus, load_questions
+    from thresholded.commands.calibrate import llama_index_embedder
+
+    corpus, queries = _slice(tmp_path)
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--corpus", str(corpus), "--queries", str(queries), "--model", "minilm"]
+    argv += ["--passages", "en", "--threshold", "0", "--gate", "0.3", "--json", str(out)]
+    assert main(argv) == 0
+    result = json.loads(out.read_text())
+    assert result["gate"] == 0.3
+    english = result["pairs"]["en->en"]
+
+    measured = calibrate(
+        llama_index_embedder("minilm", progress=False),
+        load_corpus(corpus),
+        load_questions(queries),
+        passages="en",
+        question_langs=["en"],
+    )
+    (scores,) = measured.pairs
+    assert english["unrelated_emptied"] == int((scores.junk < 0.3).sum()) > 0
+    assert english["answerable_emptied"] == int((scores.good_top < 0.3).sum())
+    assert english["gold_lost"] == int(
+        ((scores.good_top < 0.3) & (scores.gold_rank[scores.answerable] <= 12)).sum()
+    )
+    assert english["candidates_dropped"] == 0  # the floor is off: every drop is the gate's

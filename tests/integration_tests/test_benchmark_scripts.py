@@ -47,7 +47,7 @@ def test_rerank_pipeline_reports_every_pipeline_for_both_groups(tmp_path):
     assert "reranker head untrained" in out
     result = json.loads((tmp_path / "rerank_pipeline.json").read_text())["runs"][0]
     pipelines = result["pipelines"]
-    assert len(pipelines) == 4
+    assert len(pipelines) == 5
     baseline = pipelines["baseline (top 12)"]["answerable"]
     floor_only = pipelines["floor only (same 12 candidates)"]["answerable"]
     assert baseline["questions"] == 6 and baseline["pairs_reranked"] == 6 * 12
@@ -55,6 +55,13 @@ def test_rerank_pipeline_reports_every_pipeline_for_both_groups(tmp_path):
     assert floor_only["gold_present_before_rerank"] == baseline["gold_present_before_rerank"]
     default = pipelines["thresholded (default policy)"]["unrelated"]
     assert default["pairs_reranked"] <= 6 * 4
+    # the gate only ever empties a question: it hands on a subset of the floor's pairs
+    for group in ("answerable", "unrelated"):
+        gated = pipelines["floor + gate (same 12)"][group]
+        alone = pipelines["floor only (same 12 candidates)"][group]
+        assert gated["pairs_reranked"] <= alone["pairs_reranked"]
+        assert gated["emptied"] >= alone["emptied"]
+    assert result["min_top_similarity"] == 0.17
 
 
 def test_end_to_end_hands_the_reranker_what_the_numpy_floor_does(tmp_path):

@@ -103,11 +103,14 @@ def test_calibrate_minilm_writes_profile_and_plot(
     assert table["n_answerable"] == 30 and table["n_unrelated"] == 30
     assert set(table["unrelated_by_origin"]) == {"clinc-oos", "xquad-bench"}
     assert profile.min_similarity <= table["answer_min"] - 0.02 + 1e-9
+    assert profile.version == 2
+    assert profile.min_similarity <= profile.min_top_similarity <= table["top_min"] - 0.02 + 1e-9
     assert profile.measurements["cross_validation"]["never-lose"]["folds"] == 3
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     policy = RetrievalPolicy.from_profile(out, collection="xquad-subset")
     assert policy.min_similarity == profile.min_similarity
+    assert policy.min_top_similarity == profile.min_top_similarity
 
     assert main(argv) == 2  # an existing profile needs --force
     assert "--force" in capsys.readouterr().err

@@ -28,6 +28,9 @@ def register(subparsers: Any) -> None:
     floor = parser.add_mutually_exclusive_group(required=True)
     floor.add_argument("--profile", help="calibration profile JSON")
     floor.add_argument("--threshold", type=float, help="a cosine floor")
+    parser.add_argument(
+        "--gate", type=float, help="with --threshold: an answer gate on each question's best cosine"
+    )
     parser.add_argument("--json", required=True, dest="json_out", help="write the figures here")
     parser.add_argument("--top-k", type=int, default=4)
     parser.add_argument("--over-fetch", type=int, default=3)
@@ -47,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         passages=args.passages,
         profile=args.profile,
         threshold=args.threshold,
+        gate=args.gate,
         json_out=args.json_out,
         top_k=args.top_k,
         over_fetch=args.over_fetch,

@@ -455,7 +455,7 @@ def test_simple_form(tmp_path: Path) -> None:
     assert result.threshold == pytest.approx(0.4)
     assert {r.question: round(r.top, 3) for r in result.rows}["refund?"] == 0.5
     text = result.to_text()
-    assert "They separate: suggested threshold 0.400" in text
+    assert "They separate: a gate at 0.400" in text
     assert result.suggestions["never-lose"].threshold == 0.48
     near = world.ask("a near miss", {"A:0:en": 0.55})
     overlap = calibrate_simple(
@@ -547,8 +547,9 @@ def test_cli_writes_a_profile(
     printed = capsys.readouterr().out
     assert "leaves a margin of 0.020 under the lowest answering passage" in printed
     profile = CalibrationProfile.load(out)
-    assert profile.version == 1
+    assert profile.version == 2
     assert profile.min_similarity == 0.03
+    assert (profile.min_top_similarity, profile.gate_margin) == (0.03, 0.02)
     assert profile.embedding_model == "fake-model@5"
     assert (profile.metric, profile.mode, profile.margin, profile.max_loss) == (
         "IP",
@@ -561,6 +562,7 @@ def test_cli_writes_a_profile(
     assert profile.measurements["queries"] == [str(queries)]
     policy = RetrievalPolicy.from_profile(out, collection="kb")
     assert policy.min_similarity == 0.03
+    assert policy.min_top_similarity == profile.min_top_similarity
     assert [p.name for p in out.parent.iterdir()] == ["kb.json"]  # no temporary file left
 
 
@@ -641,7 +643,7 @@ def test_plot_is_a_png(cli_files: tuple[Path, Path, FakeEmbedder], tmp_path: Pat
 
 def test_core_imports_no_framework() -> None:
     code = (
-        "import sys, thresholded.calibration, thresholded.calibration_report, "
+        "import sys, thresholded.calibration, thresholded.calibration.report, "
         "thresholded.commands.calibrate\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('llama_index', 'langchain', "
         "'langchain_core', 'matplotlib')]\n"

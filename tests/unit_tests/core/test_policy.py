@@ -83,6 +83,27 @@ def test_invalid_floors_are_rejected_naming_the_field(value: object) -> None:
     assert "min_similarity" in str(info.value)
 
 
+@pytest.mark.parametrize("value", [-0.5, 0, 0.17, 1])
+def test_valid_gates_are_accepted_as_floats(value: float) -> None:
+    policy = RetrievalPolicy(min_top_similarity=value)
+    assert policy.min_top_similarity == float(value)
+    assert isinstance(policy.min_top_similarity, float)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, 1.5, -2, "0.2", True, False, [0.2]])
+def test_invalid_gates_are_rejected_naming_the_field(value: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(min_top_similarity=value)
+    assert "min_top_similarity" in str(info.value)
+
+
+def test_gate_is_off_by_default_and_in_stored_policies_without_it() -> None:
+    assert RetrievalPolicy().min_top_similarity is None
+    assert RetrievalPolicy.from_json('{"min_similarity": 0.1}').min_top_similarity is None
+    assert "min_top_similarity" in RetrievalPolicy.model_fields
+    assert RetrievalPolicy.model_fields["min_top_similarity"].description
+
+
 def test_invalid_floor_in_json_is_rejected() -> None:
     with pytest.raises(ValidationError) as info:
         RetrievalPolicy.from_json('{"min_similarity": 1.5}')
@@ -430,6 +451,13 @@ def test_from_profile_takes_floor_and_model(tmp_path: Path) -> None:
     assert policy.embedding_model == "BAAI/bge-m3@1024"
     assert policy.top_k == 6
     assert policy.resolve_min_similarity("bge-m3") == 0.41
+    assert policy.min_top_similarity is None  # a version 1 profile has no gate
+
+
+def test_from_profile_takes_the_gate_of_a_version_2_profile(tmp_path: Path) -> None:
+    path = _profile(tmp_path, version=2, min_top_similarity=0.17)
+    policy = RetrievalPolicy.from_profile(path, top_k=6)
+    assert (policy.min_similarity, policy.min_top_similarity) == (0.41, 0.17)
 
 
 def test_from_profile_without_collection_is_accepted(tmp_path: Path) -> None:

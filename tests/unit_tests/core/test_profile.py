@@ -48,7 +48,7 @@ def test_version_is_required() -> None:
     assert "version" in str(info.value)
 
 
-@pytest.mark.parametrize("version", [0, 2, 99, -1])
+@pytest.mark.parametrize("version", [0, 3, 99, -1])
 def test_unknown_version_is_rejected(version: int) -> None:
     with pytest.raises(ValidationError) as info:
         CalibrationProfile(**_data(version=version))
@@ -61,6 +61,37 @@ def test_invalid_floor_is_rejected(value: float) -> None:
     with pytest.raises(ValidationError) as info:
         CalibrationProfile(**_data(min_similarity=value))
     assert "min_similarity" in str(info.value)
+
+
+def test_version_2_stores_floor_and_gate() -> None:
+    profile = CalibrationProfile(**_data(version=2, min_top_similarity=0.17, gate_margin=0.02))
+    assert (profile.min_similarity, profile.min_top_similarity) == (0.41, 0.17)
+    assert profile.gate_margin == 0.02
+
+
+def test_version_1_loads_with_the_gate_off(tmp_path: Path) -> None:
+    profile = CalibrationProfile.load(_write(tmp_path / "p.json", _data()))
+    assert profile.version == 1
+    assert profile.min_top_similarity is None
+
+
+def test_version_1_with_a_gate_is_refused() -> None:
+    with pytest.raises(ValidationError) as info:
+        CalibrationProfile(**_data(min_top_similarity=0.2))
+    assert "version 1 profile has no gate" in str(info.value)
+
+
+def test_version_2_lacking_the_gate_loads_with_it_off(tmp_path: Path) -> None:
+    profile = CalibrationProfile.load(_write(tmp_path / "p.json", _data(version=2)))
+    assert profile.min_top_similarity is None
+    assert profile.gate_margin is None
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, 1.5, -1.5])
+def test_invalid_gate_is_rejected(value: float) -> None:
+    with pytest.raises(ValidationError) as info:
+        CalibrationProfile(**_data(version=2, min_top_similarity=value))
+    assert "min_top_similarity" in str(info.value)
 
 
 def test_unknown_field_and_mode_are_rejected() -> None:
@@ -126,7 +157,7 @@ def test_json_that_is_not_a_profile_is_refused(tmp_path: Path, data: object) -> 
 
 
 def test_unknown_version_on_disk_is_a_profile_error(tmp_path: Path) -> None:
-    path = _write(tmp_path / "future.json", _data(version=2))
+    path = _write(tmp_path / "future.json", _data(version=3))
     with pytest.raises(ProfileError) as info:
         CalibrationProfile.load(path)
     assert str(path) in str(info.value)

@@ -1,0 +1,71 @@
+"""Calibrate the floor and the gate on what a LangChain Milvus vector store holds.
+
+The store's stored vectors are read back from its collection; only the questions
+are embedded, with the store's embedding function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from thresholded.calibration import (
+    BatchedEmbedder,
+    CalibrationResult,
+    Question,
+    SimpleCalibrationResult,
+    SimpleForm,
+    calibrate_collection,
+)
+
+__all__ = ["calibrate_vectorstore", "embedder_of"]
+
+
+def embedder_of(embeddings: Embeddings, model_id: str, *, progress: bool = True) -> BatchedEmbedder:
+    """LangChain embeddings as a calibration ``Embedder``; ``model_id`` names the model."""
+    return BatchedEmbedder(
+        model_id,
+        embeddings.embed_documents,
+        lambda texts: [embeddings.embed_query(text) for text in texts],
+        progress=progress,
+    )
+
+
+def calibrate_vectorstore(
+    vectorstore: Any,
+    questions: Sequence[Question] | SimpleForm,
+    *,
+    model_id: str | None = None,
+    id_field: str | None = None,
+    filter: str = "",
+    progress: bool = True,
+    **options: Any,
+) -> CalibrationResult | SimpleCalibrationResult:
+    """Calibrate on a ``langchain_milvus.Milvus`` store's collection and stored vectors.
+
+    ``model_id`` names the embedding model (default: the embeddings' own
+    ``model_id``, as the packaged ones have). ``filter`` is a Milvus expression.
+    Other ``options`` are those of ``thresholded.calibration.calibrate``.
+    """
+    embeddings = vectorstore.embeddings
+    name = model_id or getattr(embeddings, "model_id", None)
+    if not name:
+        raise ValueError("name the embedding model: calibrate_vectorstore(..., model_id=...)")
+    connection = dict(getattr(vectorstore, "_connection_args", {}) or {})
+    uri = connection.pop("uri", None)
+    if not uri:
+        raise ValueError("the vector store's connection_args name no uri")
+    options_of_client = {k: v for k, v in connection.items() if k in ("token", "db_name") and v}
+    return calibrate_collection(
+        embedder_of(embeddings, str(name), progress=progress),
+        uri,
+        vectorstore.collection_name,
+        questions,
+        id_field=id_field,
+        filter=filter,
+        progress=progress,
+        client_options=options_of_client or None,
+        **options,
+    )

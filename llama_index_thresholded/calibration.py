@@ -1,0 +1,71 @@
+"""Calibrate the floor and the gate on what a LlamaIndex Milvus index holds.
+
+The index's stored vectors are read back from its collection; only the questions
+are embedded, with the index's embedding model. LlamaIndex filters are turned into
+the Milvus expression the retriever would send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.vector_stores.types import MetadataFilters
+
+from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.filters import milvus_expression
+from thresholded.calibration import (
+    BatchedEmbedder,
+    CalibrationResult,
+    Question,
+    SimpleCalibrationResult,
+    SimpleForm,
+    calibrate_collection,
+)
+
+__all__ = ["calibrate_index", "embedder_of"]
+
+
+def embedder_of(
+    embed_model: BaseEmbedding, *, batch_size: int = 32, progress: bool = True
+) -> BatchedEmbedder:
+    """A LlamaIndex embedding model as a calibration ``Embedder`` (queries on the query path)."""
+    return BatchedEmbedder(
+        model_id_of(embed_model),
+        embed_model.get_text_embedding_batch,
+        lambda texts: [embed_model.get_query_embedding(text) for text in texts],
+        batch_size=batch_size,
+        progress=progress,
+    )
+
+
+def calibrate_index(
+    vector_store: Any,
+    embed_model: BaseEmbedding,
+    questions: Sequence[Question] | SimpleForm,
+    *,
+    id_field: str | None = None,
+    filters: MetadataFilters | str | None = None,
+    progress: bool = True,
+    **options: Any,
+) -> CalibrationResult | SimpleCalibrationResult:
+    """Calibrate on a ``MilvusVectorStore``'s collection: its sections and stored vectors.
+
+    ``filters`` (LlamaIndex filters or a Milvus expression) calibrates under them:
+    a filter can only lower a question's best score. Other ``options`` are those of
+    ``thresholded.calibration.calibrate`` (``passages``, ``mode``, ``gate_margin``...).
+    """
+    expression = filters if isinstance(filters, str) else milvus_expression(filters)
+    token = getattr(vector_store, "token", "") or ""
+    return calibrate_collection(
+        embedder_of(embed_model, progress=progress),
+        vector_store.uri,
+        vector_store.collection_name,
+        questions,
+        id_field=id_field,
+        filter=expression,
+        progress=progress,
+        client_options={"token": token} if token else None,
+        **options,
+    )

@@ -1,0 +1,218 @@
+"""Calibrate on what an existing Milvus collection holds: its sections and stored vectors.
+
+The vectors a collection holds are what a search compares questions with, whatever
+text, metadata header or model version produced them. Reading them back measures
+the index itself; only the questions are embedded, with the model the collection
+was built with (its dimension is checked against the vector field).
+
+Both adapters' layouts are recognised:
+
+- LlamaIndex: primary key ``id``, vectors ``embedding``, text ``text``, metadata as
+  dynamic fields (``$meta``);
+- LangChain: primary key ``pk``, vectors ``vector``, text ``text``, metadata as
+  fields or dynamic fields.
+
+A gold id in the questions is matched with the primary key, or with the metadata
+key ``id_field`` names (e.g. ``pid``, ``source``). A metadata ``filter`` calibrates
+under it: a filter removes candidates, so it can only lower a question's best score,
+and a gate calibrated without the filter can empty answerable questions under it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from thresholded.calibration.data import UNDETERMINED, Passage, Question
+from thresholded.errors import DimensionMismatchError, UnsupportedMetricError
+
+__all__ = ["LAYOUTS", "Layout", "StoredCorpus", "detect_layout", "read_collection", "resolve_gold"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one adapter writes a section's id, vector and text."""
+
+    name: str
+    id_field: str
+    vector_field: str
+    text_field: str = "text"
+
+
+LAYOUTS = (Layout("llama-index", "id", "embedding"), Layout("langchain", "pk", "vector"))
+
+
+@dataclass(frozen=True)
+class StoredCorpus:
+    """A collection's sections as passages, their stored vectors (one row each), and keys.
+
+    ``keys`` maps each passage's id to the value of the metadata key that gold ids
+    name (the primary key itself when no ``id_field`` is given).
+    """
+
+    passages: tuple[Passage, ...]
+    vectors: np.ndarray
+    layout: Layout
+    dimension: int
+    keys: dict[str, str]
+
+
+def detect_layout(description: dict[str, Any]) -> Layout:
+    """The adapter layout of a described collection; an error naming its fields otherwise."""
+    names = {f.get("name") for f in description.get("fields", [])}
+    for layout in LAYOUTS:
+        if {layout.id_field, layout.vector_field, layout.text_field} <= names:
+            return layout
+    raise ValueError(
+        f"collection fields {sorted(n for n in names if n)} match neither the LlamaIndex "
+        "layout (id, embedding, text) nor the LangChain one (pk, vector, text)"
+    )
+
+
+def _dimension(description: dict[str, Any], field: str) -> int:
+    spec = next(f for f in description["fields"] if f.get("name") == field)
+    return int(spec.get("params", {})["dim"])
+
+
+def _check_metric(client: Any, collection: str, field: str) -> None:
+    for index in client.list_indexes(collection, field_name=field):
+        metric = str(client.describe_index(collection, index).get("metric_type", "")).upper()
+        if metric and metric not in ("IP", "COSINE"):
+            raise UnsupportedMetricError(
+                f"{collection}.{field} is indexed with {metric}: calibration measures cosines "
+                "(IP on unit vectors, or COSINE)"
+            )
+
+
+def _rows(client: Any, collection: str, filter: str, batch_size: int) -> Iterator[dict]:
+    iterator = client.query_iterator(
+        collection, batch_size=batch_size, filter=filter, output_fields=["*"]
+    )
+    try:
+        while batch := iterator.next():
+            yield from batch
+    finally:
+        iterator.close()
+
+
+def _passage(row: dict[str, Any], layout: Layout) -> Passage:
+    def text_of(key: str) -> str | None:
+        value = row.get(key)
+        return None if value in (None, "", "None") else str(value)
+
+    return Passage(
+        pid=str(row[layout.id_field]),
+        lang=text_of("lang") or UNDETERMINED,
+        text=str(row.get(layout.text_field) or ""),
+        group=text_of("group"),
+        title=text_of("title"),
+        source=text_of("source"),
+    )
+
+
+def read_collection(
+    uri: str,
+    collection: str,
+    *,
+    id_field: str | None = None,
+    filter: str = "",
+    dimension: int | None = None,
+    batch_size: int = 512,
+    progress: bool = True,
+    **client_options: Any,
+) -> StoredCorpus:
+    """Read every section (under ``filter``) and its stored vector, in batches.
+
+    ``dimension``, when given, must be the vector field's: the model that embeds the
+    questions has to be the one the collection was built with.
+    """
+    from pymilvus import MilvusClient
+
+    from thresholded.milvus_lite import wait_for_milvus_lite
+
+    wait_for_milvus_lite(uri)
+    # a connection of its own, closed after the read: a shared one left idle by another
+    # client may have been hung up on by the server
+    client = MilvusClient(uri=uri, dedicated=True, **client_options)
+    try:
+        return _read(client, collection, id_field, filter, dimension, batch_size, progress)
+    finally:
+        client.close()
+
+
+def _read(
+    client: Any,
+    collection: str,
+    id_field: str | None,
+    filter: str,
+    dimension: int | None,
+    batch_size: int,
+    progress: bool,
+) -> StoredCorpus:
+    from tqdm import tqdm
+
+    if not client.has_collection(collection):
+        raise ValueError(f"no collection {collection!r} at this uri")
+    description = client.describe_collection(collection)
+    layout = detect_layout(description)
+    dim = _dimension(description, layout.vector_field)
+    if dimension is not None and dimension != dim:
+        raise DimensionMismatchError(
+            f"{collection}.{layout.vector_field} holds {dim}-dimensional vectors, the model "
+            f"gives {dimension}: embed the questions with the model the collection was built with"
+        )
+    _check_metric(client, collection, layout.vector_field)
+    passages, vectors, keys = [], [], {}
+    rows = tqdm(
+        _rows(client, collection, filter, batch_size),
+        desc=f"reading {collection}",
+        unit="section",
+        disable=not progress,
+    )
+    for row in rows:
+        passage = _passage(row, layout)
+        if id_field is not None and row.get(id_field) in (None, ""):
+            raise ValueError(f"section {passage.pid!r} has no metadata key {id_field!r}")
+        passages.append(passage)
+        vectors.append(row[layout.vector_field])
+        keys[passage.pid] = str(row[id_field]) if id_field else passage.pid
+    if not passages:
+        where = f" under the filter {filter!r}" if filter else ""
+        raise ValueError(f"collection {collection!r} holds no sections{where}")
+    logger.info("read %d sections of %s (%s layout)", len(passages), collection, layout.name)
+    return StoredCorpus(tuple(passages), np.asarray(vectors, dtype=np.float64), layout, dim, keys)
+
+
+def resolve_gold(questions: Sequence[Question], stored: StoredCorpus) -> list[Question]:
+    """Questions whose gold ids name the collection's sections by primary key.
+
+    A gold id matches every section whose key equals it; an answerable question
+    none of whose gold ids is in the collection (or under the filter) is left out,
+    with a warning, since nothing there could answer it.
+    """
+    by_key: dict[str, list[str]] = {}
+    for pid, key in stored.keys.items():
+        by_key.setdefault(key, []).append(pid)
+    resolved, missing = [], 0
+    for q in questions:
+        if not q.answerable:
+            resolved.append(q)
+            continue
+        pids = tuple(p for gold in q.gold_pids for p in by_key.get(gold, ()))
+        if pids:
+            resolved.append(replace(q, gold_pids=pids))
+        else:
+            missing += 1
+    if missing:
+        logger.warning(
+            "%d answerable questions name no section of the collection (or none under the "
+            "filter) and are left out",
+            missing,
+        )
+    return resolved

@@ -1,0 +1,41 @@
+"""The three ways to choose a threshold, and their defaults.
+
+- ``never-lose``: under the lowest answering score, by a margin (default 0.02).
+- ``loss-budget``: the highest threshold that loses at most ``max_loss`` of each
+  pair's answers (margin 0 by default: the budget is the safety).
+- ``separate``: the midpoint of the gap between answers and unrelated questions,
+  only where there is one.
+
+The floor and the gate use the same modes; each has its own margin.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_LOSS", "MODES", "Mode", "check_params", "margin_of"]
+
+Mode = Literal["never-lose", "loss-budget", "separate"]
+MODES: tuple[Mode, ...] = ("never-lose", "loss-budget", "separate")
+DEFAULT_MARGIN: dict[str, float] = {"never-lose": 0.02, "loss-budget": 0.0, "separate": 0.0}
+"""Margin under a threshold when none is given: never-lose keeps 0.02 below the lowest
+answer; loss-budget's safety is the budget itself, cross-validated."""
+DEFAULT_MAX_LOSS = 0.005
+
+
+def margin_of(mode: Mode, margin: float | None) -> float:
+    """The margin a mode uses: the one given, else the mode's default."""
+    return DEFAULT_MARGIN[mode] if margin is None else margin
+
+
+def check_params(
+    mode: str, margin: float | None, max_loss: float, gate_margin: float | None = None
+) -> None:
+    """Refuse an unknown mode, or a margin or budget outside [0, 1), before any work."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    for name, value in (("margin", margin), ("gate_margin", gate_margin)):
+        if value is not None and not 0.0 <= value < 1.0:
+            raise ValueError(f"{name} must lie in [0, 1), got {value}")
+    if not 0.0 <= max_loss < 1.0:
+        raise ValueError(f"max_loss must lie in [0, 1), got {max_loss}")

@@ -1,0 +1,254 @@
+"""The whole run: check the inputs, embed, score, and summarise into floor and gate.
+
+``calibrate`` is the single entry point. Passages are embedded as an adapter would
+index them (``index_as``), or their stored vectors are given (``passage_vectors``),
+in which case only the questions are embedded; ``calibrate_collection`` reads those
+vectors from an existing Milvus collection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+
+from thresholded.calibration.collection import read_collection, resolve_gold
+from thresholded.calibration.crossval import CrossValidation, cross_validate
+from thresholded.calibration.curve import trade_off
+from thresholded.calibration.data import Passage, Question, SimpleForm
+from thresholded.calibration.embedder import Embedder, check_unit, embed, model_id_of
+from thresholded.calibration.floor import Suggestion, suggest
+from thresholded.calibration.gate import suggest_gate
+from thresholded.calibration.indexing import IndexAs, passage_texts
+from thresholded.calibration.modes import DEFAULT_MAX_LOSS, MODES, Mode, check_params
+from thresholded.calibration.result import CalibrationResult
+from thresholded.calibration.scores import PairScores, allowed_passages, score_pairs
+from thresholded.calibration.simple import SimpleCalibrationResult, calibrate_simple
+from thresholded.calibration.table import pair_table
+from thresholded.errors import DimensionMismatchError
+from thresholded.models import ModelId
+
+__all__ = ["calibrate", "calibrate_collection", "summarise"]
+
+logger = logging.getLogger(__name__)
+
+
+def _check_questions(
+    corpus: Sequence[Passage], questions: Sequence[Question], langs: Collection[str] | None
+) -> list[Question]:
+    known = {p.pid for p in corpus}
+    for q in questions:
+        missing = [p for p in q.gold_pids if p not in known]
+        if missing:
+            raise ValueError(f"question {q.qid}: gold passages {missing} are not in the corpus")
+    kept = [q for q in questions if not langs or q.lang in set(langs)]
+    if not kept:
+        raise ValueError("no questions left to calibrate on (check --question-lang)")
+    seen: set[str] = set()
+    for q in kept:
+        if q.qid in seen:
+            raise ValueError(f"duplicate question id {q.qid!r}")
+        seen.add(q.qid)
+    return kept
+
+
+def _passage_vectors(
+    embedder: Embedder,
+    corpus: Sequence[Passage],
+    allowed: Sequence[Passage],
+    stored: np.ndarray | None,
+    index_as: IndexAs,
+) -> np.ndarray:
+    if stored is None:
+        return embed(embedder, passage_texts(allowed, index_as), queries=False)
+    if stored.shape[0] != len(corpus):
+        raise ValueError(f"{stored.shape[0]} stored vectors for {len(corpus)} passages")
+    row = {p.pid: i for i, p in enumerate(corpus)}
+    vectors = np.asarray(stored, dtype=np.float64)[[row[p.pid] for p in allowed]]
+    check_unit(vectors, "stored passage")
+    return vectors
+
+
+def calibrate(
+    embedder: Embedder,
+    corpus: Sequence[Passage],
+    questions: Sequence[Question],
+    *,
+    passages: str = "all",
+    mode: Mode = "never-lose",
+    margin: float | None = None,
+    gate_margin: float | None = None,
+    max_loss: float = DEFAULT_MAX_LOSS,
+    question_langs: Collection[str] | None = None,
+    index_as: IndexAs = "text",
+    passage_vectors: np.ndarray | None = None,
+    top_k: int = 4,
+    candidates: int = 12,
+    folds: int = 8,
+    grid: Sequence[float] | None = None,
+    resolution: float = 0.01,
+    seed: int = 0,
+) -> CalibrationResult:
+    """Measure where answering passages and unrelated questions score; suggest floor and gate.
+
+    ``passages`` restricts what a search may return: ``en``, ``de`` (any language
+    code) or ``all``; each question language makes one pair with it. Only the
+    allowed passages are embedded (as ``index_as`` indexes them), unless their
+    stored ``passage_vectors`` (one row per corpus passage) are given; all scores
+    come from one matrix product.
+    """
+    check_params(mode, margin, max_loss, gate_margin)
+    questions = _check_questions(corpus, questions, question_langs)
+    allowed = allowed_passages(corpus, passages)
+    logger.info("calibrating on %d passages and %d questions", len(allowed), len(questions))
+    pv = _passage_vectors(embedder, corpus, allowed, passage_vectors, index_as)
+    qv = embed(embedder, [q.question for q in questions], queries=True)
+    if pv.shape[1] != qv.shape[1]:
+        raise DimensionMismatchError(
+            f"passages have {pv.shape[1]} dimensions, questions {qv.shape[1]}"
+        )
+    pairs = score_pairs(
+        qv, pv, questions, allowed, passages=passages, top_k=top_k, candidates=candidates
+    )
+    return summarise(
+        pairs,
+        model_id=model_id_of(embedder, pv.shape[1]),
+        passages=passages,
+        mode=mode,
+        margin=margin,
+        gate_margin=gate_margin,
+        max_loss=max_loss,
+        top_k=top_k,
+        candidates=candidates,
+        folds=folds,
+        grid=grid,
+        resolution=resolution,
+        seed=seed,
+        extra={
+            "n_passages": len(allowed),
+            "question_langs": sorted({q.lang for q in questions}),
+            "index_as": "stored vectors" if passage_vectors is not None else index_as,
+        },
+    )
+
+
+def _suggestions(
+    pairs: Sequence[PairScores], **options: Any
+) -> tuple[dict[str, Suggestion], dict[str, Suggestion]]:
+    """Every mode's floor, and every mode's gate (loss-budget shares its budget)."""
+    gate_margin = options.pop("gate_margin")
+    good = {s.pair: s.good for s in pairs}
+    junk = {s.pair: s.junk for s in pairs}
+    top = {s.pair: s.good_top for s in pairs}
+    floors = {m: suggest(m, good, junk, **options) for m in MODES}
+    gates = {
+        m: suggest_gate(
+            m,
+            top,
+            junk,
+            good=good,
+            floor=floors[m].threshold,
+            margin=gate_margin,
+            max_loss=options["max_loss"],
+            resolution=options["resolution"],
+        )
+        for m in MODES
+    }
+    return floors, gates
+
+
+def summarise(
+    pairs: Sequence[PairScores],
+    *,
+    model_id: ModelId,
+    passages: str,
+    mode: Mode = "never-lose",
+    margin: float | None = None,
+    gate_margin: float | None = None,
+    max_loss: float = DEFAULT_MAX_LOSS,
+    top_k: int = 4,
+    candidates: int = 12,
+    folds: int = 8,
+    grid: Sequence[float] | None = None,
+    resolution: float = 0.01,
+    seed: int = 0,
+    extra: dict[str, Any] | None = None,
+) -> CalibrationResult:
+    """Tables, curves, all three modes' floors and gates and their cross-validation."""
+    check_params(mode, margin, max_loss, gate_margin)
+    options = {"margin": margin, "max_loss": max_loss, "resolution": resolution}
+    floors, gates = _suggestions(pairs, gate_margin=gate_margin, **options)
+    cv: dict[str, CrossValidation] = {
+        m: cross_validate(pairs, m, folds=folds, seed=seed, gate_margin=gate_margin, **options)
+        for m in MODES
+    }
+    return CalibrationResult(
+        model_id=model_id,
+        passages=passages,
+        mode=mode,
+        margin=margin,
+        max_loss=max_loss,
+        pairs=tuple(pairs),
+        tables=tuple(pair_table(s, top_k=top_k) for s in pairs),
+        curves={
+            s.pair: trade_off(s.good, s.junk, s.candidates, grid, s.junk_origins) for s in pairs
+        },
+        suggestions=floors,
+        cross_validation=cv,
+        top_k=top_k,
+        candidates=candidates,
+        extra=dict(extra or {}),
+        gate_margin=gate_margin,
+        gate_curves={
+            s.pair: trade_off(s.good_top, s.junk, None, grid, s.junk_origins) for s in pairs
+        },
+        gate_suggestions=gates,
+    )
+
+
+def calibrate_collection(
+    embedder: Embedder,
+    uri: str,
+    collection: str,
+    questions: Sequence[Question] | SimpleForm,
+    *,
+    id_field: str | None = None,
+    filter: str = "",
+    progress: bool = True,
+    client_options: dict[str, Any] | None = None,
+    **options: Any,
+) -> CalibrationResult | SimpleCalibrationResult:
+    """Calibrate on an existing Milvus collection: its sections and stored vectors.
+
+    Only the questions are embedded. ``questions`` are JSON Lines questions (gold
+    ids matched with the primary key, or the metadata key ``id_field``) or a simple
+    form. ``filter`` (a Milvus expression) calibrates under a metadata filter.
+    Other ``options`` are those of :func:`calibrate` or :func:`calibrate_simple`.
+    """
+    raw = embedder.model_id
+    model = ModelId.parse(raw) if isinstance(raw, str) else raw
+    stored = read_collection(
+        uri,
+        collection,
+        id_field=id_field,
+        filter=filter,
+        dimension=model.dimension,
+        progress=progress,
+        **(client_options or {}),
+    )
+    corpus = list(stored.passages)
+    if isinstance(questions, SimpleForm):
+        return calibrate_simple(
+            embedder, corpus, questions, passage_vectors=stored.vectors, **options
+        )
+    result = calibrate(
+        embedder,
+        corpus,
+        resolve_gold(questions, stored),
+        passage_vectors=stored.vectors,
+        **options,
+    )
+    result.extra.update(collection=collection, layout=stored.layout.name, filter=filter or None)
+    return result

@@ -42,6 +42,9 @@ class SimilarityThresholdCompressor(BaseDocumentCompressor):
 
     min_similarity: float = Field(ge=-1.0, le=1.0)
     """The cosine floor; 0 keeps every document."""
+    min_top_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
+    """The answer gate: when even the best document's cosine is below it, none is kept.
+    None or 0: off."""
     similarity_key: str = metadata_keys.SIMILARITY
     score_kind_key: str = metadata_keys.SCORE_KIND
     attached_to_key: str = metadata_keys.ATTACHED_TO
@@ -63,6 +66,7 @@ class SimilarityThresholdCompressor(BaseDocumentCompressor):
         docs = list(documents)
         policy = RetrievalPolicy(
             min_similarity=self.min_similarity,
+            min_top_similarity=self.min_top_similarity,
             top_k=max(1, len(docs)),
             over_fetch=1,
             max_per_source=None,

@@ -54,7 +54,7 @@ __all__ = [
     "MultiCollectionRetriever",
 ]
 
-_CALL_OPTIONS = frozenset({"k", "min_similarity", *STORE_OPTIONS})
+_CALL_OPTIONS = frozenset({"k", "min_similarity", "min_top_similarity", *STORE_OPTIONS})
 """Per call: ``k`` is the merge's; the rest applies in every collection."""
 
 
@@ -141,7 +141,8 @@ class MultiCollectionRetriever(EngineRetriever):
     for different models, or embeddings whose ``model_id`` differ, are refused with
     ``ModelMismatchError``. Dense search only: the merge compares cosines.
 
-    Per call: ``k``, ``min_similarity`` (every collection's floor), and ``filter``,
+    Per call: ``k``, ``min_similarity`` (every collection's floor), ``min_top_similarity``
+    (every gate, the global one included), and ``filter``,
     ``expr`` or ``search_kwargs`` (given to every store).
     """
 
@@ -198,7 +199,7 @@ class MultiCollectionRetriever(EngineRetriever):
             )
         return replace(
             sub.as_collection(),
-            policy=sub.policy.with_overrides(min_similarity=sub.min_similarity),
+            policy=sub.as_policy(),
             name=spec.name or _default_name(store, position),
             timeout=spec.timeout if spec.timeout is not None else self.timeout,
             retrieve_k=spec.retrieve_k,
@@ -245,6 +246,7 @@ class MultiCollectionRetriever(EngineRetriever):
             self._collections,
             self.policy.with_overrides(top_k=k if k is not None else self.k),
             min_similarity=options.get("min_similarity"),
+            min_top_similarity=options.get("min_top_similarity"),
             filters=store_options,
             fan=Fan(self._executor(), self.fail_fast, inline=False),
             embedder=None if self.embeddings is None else QuestionEmbedder(self.embeddings),

@@ -104,6 +104,16 @@ class ThresholdedReport:
         return [*self.kept, *self.attached]
 
     @property
+    def best_similarity(self) -> float | None:
+        """The best cosine among the candidates that passed the filters."""
+        return self.selection.best_similarity
+
+    @property
+    def gate(self) -> float | None:
+        """The answer gate in force; None: off."""
+        return self.selection.gate
+
+    @property
     def nothing_matched(self) -> bool:
         """No section cleared the policy: the caller should say "I don't know"."""
         return not self.kept
@@ -121,7 +131,8 @@ class ThresholdedReport:
         """One line for logs and ``on_text`` handlers."""
         counts = ", ".join(f"{k}={v}" for k, v in sorted(self.drop_counts().items())) or "none"
         return (
-            f"thresholded selection (floor {self.min_similarity:g}): kept {len(self.kept)}, "
+            f"thresholded selection (floor {self.min_similarity:g}"
+            f"{'' if self.gate is None else f', gate {self.gate:g}'}): kept {len(self.kept)}, "
             f"attached {len(self.attached)}, dropped {len(self.dropped)} ({counts})"
         )
 
@@ -131,6 +142,8 @@ class ThresholdedReport:
             "stage": stage,
             "query": self.query,
             "min_similarity": self.min_similarity,
+            "best_similarity": self.best_similarity,
+            "gate": self.gate,
             "nothing_matched": self.nothing_matched,
             "kept": [
                 {"id": c.id, "similarity": _similarity(c), "score_kind": c.score_kind.value}

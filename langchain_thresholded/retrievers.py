@@ -28,7 +28,13 @@ from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 
 REPORT_SINK = "_thresholded_report_sink"
-_POLICY_OVERRIDES = ("min_similarity", "max_per_source", "max_chars", "over_fetch")
+_POLICY_OVERRIDES = (
+    "min_similarity",
+    "min_top_similarity",
+    "max_per_source",
+    "max_chars",
+    "over_fetch",
+)
 STORE_OPTIONS = ("filter", "expr", "search_kwargs")
 _CALL_OPTIONS = frozenset({"k", *_POLICY_OVERRIDES, *STORE_OPTIONS})
 IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and passes it on
@@ -110,6 +116,7 @@ class ThresholdedRetriever(EngineRetriever):
     ``thresholded_selection``.
 
     Per call: ``retriever.invoke(q, k=2, min_similarity=0.5, filter=...)``; also
+    ``min_top_similarity`` (the answer gate; 0 turns it off),
     ``max_per_source``, ``max_chars``, ``over_fetch``, ``expr`` and
     ``search_kwargs`` (merged over the field). ``filter`` and ``expr`` go to the
     store untouched (for langchain-milvus, whose filter argument is ``expr``, a
@@ -124,6 +131,9 @@ class ThresholdedRetriever(EngineRetriever):
     """LangChain's name for ``policy.top_k``: when set, it replaces ``policy.top_k``."""
     min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
     """When set, it replaces ``policy.min_similarity``: handy for ``configurable_fields``."""
+    min_top_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
+    """When set, it replaces ``policy.min_top_similarity``, the answer gate (0 turns it off):
+    when even the best candidate's cosine is below it, nothing is kept."""
     embeddings: Embeddings | None = None
     """Embeds the query (and the candidates when re-scoring); default: the store's."""
     metric: Metric | None = None
@@ -166,7 +176,7 @@ class ThresholdedRetriever(EngineRetriever):
         super().__init__(**data)
         self._check_scoring()  # raise the metric error itself, not wrapped by pydantic
         self._collection = self._build_collection()
-        self._collection.floor(self._policy())  # a bad floor is refused now
+        self._collection.floor(self.as_policy())  # a bad floor is refused now
 
     @field_validator("metric", mode="before")
     @classmethod
@@ -224,14 +234,19 @@ class ThresholdedRetriever(EngineRetriever):
         ``MultiCollectionRetriever`` searches its collections through it."""
         return self._collection
 
-    def _policy(self) -> RetrievalPolicy:
-        """The retriever's policy, with its ``k`` and ``min_similarity`` fields applied."""
-        return self.policy.with_overrides(top_k=self.k, min_similarity=self.min_similarity)
+    def as_policy(self) -> RetrievalPolicy:
+        """The retriever's policy, with its ``k``, ``min_similarity`` and ``min_top_similarity``
+        fields applied."""
+        return self.policy.with_overrides(
+            top_k=self.k,
+            min_similarity=self.min_similarity,
+            min_top_similarity=self.min_top_similarity,
+        )
 
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         """One call: its policy with the call's overrides, and its store arguments."""
         options = check_options(self, kwargs, _CALL_OPTIONS)
-        policy = self._policy().with_overrides(
+        policy = self.as_policy().with_overrides(
             top_k=options.get("k"), **{name: options.get(name) for name in _POLICY_OVERRIDES}
         )
         store_options = {name: options[name] for name in STORE_OPTIONS if name in options}

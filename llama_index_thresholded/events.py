@@ -31,6 +31,10 @@ class ThresholdSelectionEvent(BaseEvent):
 
     query_str: str
     min_similarity: float
+    best_similarity: float | None = None
+    """The best cosine among the candidates that passed the filters."""
+    gate: float | None = None
+    """The answer gate in force; None: off."""
     score_kind: str
     kept_ids: list[str]
     attached_ids: list[str]
@@ -72,6 +76,8 @@ def retrieval_events(
         ThresholdSelectionEvent(
             query_str=report.query_str,
             min_similarity=report.min_similarity,
+            best_similarity=report.best_similarity,
+            gate=report.gate,
             score_kind=report.score_kind.value,
             kept_ids=[n.node.node_id for n in report.kept],
             attached_ids=[n.node.node_id for n in report.attached],

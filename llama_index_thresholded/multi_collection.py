@@ -276,12 +276,14 @@ class MultiCollectionRetriever(EngineRetriever):
         top_k: int | None = None,
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
+        min_top_similarity: float | None = None,
     ) -> Call[Any]:
         return plan(
             question,
             self._collections,
             (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k),
             min_similarity=min_similarity,
+            min_top_similarity=min_top_similarity,
             filters=filters if filters is not None else self._filters,
             fan=Fan(getattr(self, "_pool", None), self._fail_fast, inline=False),
         )

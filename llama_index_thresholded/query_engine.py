@@ -32,17 +32,29 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
 NOTHING_MATCHED = "nothing_matched"
 """Key in ``Response.metadata``: True when the message was returned without the LLM."""
+ABSTAINED_BY = "abstained_by"
+"""Key in ``Response.metadata`` of an abstaining answer: what emptied the result. ``gate``
+(even the best candidate was below the answer gate), ``floor`` (every candidate was below
+the cosine floor), ``filters`` (nothing was found under the filters), ``policy`` (the cap or
+the budget), or ``postprocessors`` (the node postprocessors, a reranker say, removed it all)."""
 
 
 def no_match_response(
-    message: str, *, streaming: bool = False, asynchronous: bool = False
+    message: str,
+    *,
+    streaming: bool = False,
+    asynchronous: bool = False,
+    abstained_by: str | None = None,
 ) -> RESPONSE_TYPE:
     """``message`` as a synthesizer's response, flagged ``nothing_matched``.
 
     A ``Response``; when ``streaming``, a ``StreamingResponse`` (an
     ``AsyncStreamingResponse`` when ``asynchronous``) that yields it as one token.
+    ``abstained_by`` (see :data:`ABSTAINED_BY`) says what emptied the result.
     """
-    metadata = {NOTHING_MATCHED: True}
+    metadata: dict[str, Any] = {NOTHING_MATCHED: True}
+    if abstained_by is not None:
+        metadata[ABSTAINED_BY] = abstained_by
     if not streaming:
         return Response(response=message, source_nodes=[], metadata=metadata)
     if asynchronous:
@@ -77,11 +89,16 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         engine.no_match_message = no_match_message  # type: ignore[attr-defined]
         return engine  # type: ignore[return-value]
 
-    def _no_match(self, *, asynchronous: bool = False) -> RESPONSE_TYPE:
+    def _no_match(
+        self, *, asynchronous: bool = False, abstained_by: str | None = None
+    ) -> RESPONSE_TYPE:
         """The configured message, in the shape the synthesizer would have answered in."""
         streaming = getattr(self._response_synthesizer, "_streaming", False)
         return no_match_response(
-            self.no_match_message, streaming=streaming, asynchronous=asynchronous
+            self.no_match_message,
+            streaming=streaming,
+            asynchronous=asynchronous,
+            abstained_by=abstained_by,
         )
 
     def synthesize(
@@ -108,7 +125,17 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         with self.callback_manager.event(
             CBEventType.QUERY, payload={EventPayload.QUERY_STR: query_bundle.query_str}
         ) as event:
-            response = self.synthesize(query_bundle, self.retrieve(query_bundle))
+            with_report = getattr(self._retriever, "retrieve_with_report", None)
+            if with_report is None:
+                nodes, why = self.retrieve(query_bundle), None
+            else:
+                report = with_report(query_bundle)
+                nodes = self._apply_node_postprocessors(report.nodes, query_bundle=query_bundle)
+                why = _abstained_by(report)
+            if nodes:
+                response = self.synthesize(query_bundle, nodes)
+            else:
+                response = self._no_match(abstained_by=why)
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
 
@@ -116,6 +143,23 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         with self.callback_manager.event(
             CBEventType.QUERY, payload={EventPayload.QUERY_STR: query_bundle.query_str}
         ) as event:
-            response = await self.asynthesize(query_bundle, await self.aretrieve(query_bundle))
+            with_report = getattr(self._retriever, "aretrieve_with_report", None)
+            if with_report is None:
+                nodes, why = await self.aretrieve(query_bundle), None
+            else:
+                report = await with_report(query_bundle)
+                nodes = await self._async_apply_node_postprocessors(
+                    report.nodes, query_bundle=query_bundle
+                )
+                why = _abstained_by(report)
+            if nodes:
+                response = await self.asynthesize(query_bundle, nodes)
+            else:
+                response = self._no_match(asynchronous=True, abstained_by=why)
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
+
+
+def _abstained_by(report: Any) -> str:
+    """What emptied a result: the selection's reason, else the postprocessors."""
+    return report.selection.emptied_by or "postprocessors"

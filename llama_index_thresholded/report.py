@@ -59,6 +59,16 @@ class RetrievalReport:
         return self.selection.min_similarity
 
     @property
+    def best_similarity(self) -> float | None:
+        """The best cosine among the candidates that passed the filters."""
+        return self.selection.best_similarity
+
+    @property
+    def gate(self) -> float | None:
+        """The answer gate in force; None: off."""
+        return self.selection.gate
+
+    @property
     def dropped(self) -> list[tuple[NodeWithScore, DropReason]]:
         """Each dropped candidate as it came from the store, with its score, and why."""
         return [
@@ -75,7 +85,10 @@ class RetrievalReport:
 
     def explain(self, width: int = 70) -> str:
         """A readable account of the call, for logs and demos."""
-        lines = [f"query: {self.query_str!r}  (floor {self.min_similarity:g}, {self.score_kind})"]
+        gate = "" if self.gate is None else f", gate {self.gate:g}"
+        lines = [
+            f"query: {self.query_str!r}  (floor {self.min_similarity:g}{gate}, {self.score_kind})"
+        ]
         for n in self.kept:
             lines.append(f"  kept      {_score(n.score)}  {_source(n)}  {_snippet(n, width)}")
         for n in self.attached:

@@ -50,14 +50,16 @@ class EngineRetriever(BaseRetriever):
         top_k: int | None = None,
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
+        min_top_similarity: float | None = None,
     ) -> RetrievalReport:
         """Retrieve, and report what was kept, attached and dropped, for this call only.
 
         For this call, ``min_similarity`` replaces the floor (every collection's),
-        ``top_k`` the number of sections, ``policy`` the whole (global) policy, and
-        ``filters`` the retriever's filters; the retriever is not changed.
+        ``min_top_similarity`` the answer gate (0 turns it off), ``top_k`` the number of
+        sections, ``policy`` the whole (global) policy, and ``filters`` the retriever's
+        filters; the retriever is not changed.
         """
-        overrides = _overrides(min_similarity, top_k, filters, policy)
+        overrides = _overrides(min_similarity, top_k, filters, policy, min_top_similarity)
         return self._report(str_or_query_bundle, **overrides)
 
     @dispatcher.span
@@ -69,9 +71,10 @@ class EngineRetriever(BaseRetriever):
         top_k: int | None = None,
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
+        min_top_similarity: float | None = None,
     ) -> RetrievalReport:
         """Async ``retrieve_with_report``: the embedding, search and lookups are awaited."""
-        overrides = _overrides(min_similarity, top_k, filters, policy)
+        overrides = _overrides(min_similarity, top_k, filters, policy, min_top_similarity)
         return await self._areport(str_or_query_bundle, **overrides)
 
     def _report(self, query: QueryType, **overrides: Any) -> RetrievalReport:
@@ -260,6 +263,7 @@ class ThresholdedRetriever(EngineRetriever):
         top_k: int | None = None,
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
+        min_top_similarity: float | None = None,
     ) -> Any:
         call_policy = (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k)
         filters = filters if filters is not None else self._filters
@@ -268,6 +272,7 @@ class ThresholdedRetriever(EngineRetriever):
             [self._collection],
             call_policy,
             min_similarity=min_similarity,
+            min_top_similarity=min_top_similarity,
             filters=filters,
         )
 
@@ -291,5 +296,12 @@ def _overrides(
     top_k: int | None,
     filters: MetadataFilters | None,
     policy: RetrievalPolicy | None,
+    min_top_similarity: float | None = None,
 ) -> dict[str, Any]:
-    return {"min_similarity": min_similarity, "top_k": top_k, "filters": filters, "policy": policy}
+    return {
+        "min_similarity": min_similarity,
+        "top_k": top_k,
+        "filters": filters,
+        "policy": policy,
+        "min_top_similarity": min_top_similarity,
+    }

@@ -224,20 +224,25 @@ def plan(
     policy: RetrievalPolicy,
     *,
     min_similarity: float | None = None,
+    min_top_similarity: float | None = None,
     filters: Any = None,
     fan: Fan | None = None,
     embedder: Any = None,
 ) -> Call[T]:
     """One call: each collection's stage under its own floor, the global ``policy`` after.
 
-    ``min_similarity`` replaces every collection's floor; ``filters`` (in the adapter's
+    ``min_similarity`` replaces every collection's floor and ``min_top_similarity`` every
+    gate, the global one included; ``filters`` (in the adapter's
     form) apply in every collection, each prepared by its backend before any request is
     sent, so a bad filter is an error of the call. A stage only applies the floor: the
     cap, the budget and ``top_k`` apply once, to what every collection kept.
     """
+    policy = policy.with_overrides(min_top_similarity=min_top_similarity)
     stages = []
     for collection in collections:
-        own = (collection.policy or policy).with_overrides(min_similarity=min_similarity)
+        own = (collection.policy or policy).with_overrides(
+            min_similarity=min_similarity, min_top_similarity=min_top_similarity
+        )
         k = collection.retrieve_k or policy.fetch_k
         stage_policy = own.model_copy(
             update={

@@ -265,8 +265,9 @@ def fail_fast_error(outcome: Outcome[Any]) -> CollectionSearchError:
 def merge(outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> Selection[T]:
     """Every collection's survivors under the global policy: the cap, the budget, ``top_k``.
 
-    The floors were applied per collection, so the merge has none of its own; its
-    ``min_similarity`` is the lowest floor among the collections that answered.
+    The floors (and each collection's gate) were applied per collection, so the merge
+    has no floor of its own; its ``min_similarity`` is the lowest floor among the
+    collections that answered. The global gate judges the best cosine of them all.
     Candidates are told apart by their collection, so ids need not be unique.
     """
     answered = [o for o in outcomes if o.found is not None]
@@ -280,7 +281,8 @@ def merge(outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> Selection[
         )
     own = [o.found.selection for o in answered if o.found is not None]
     survivors = [c for selection in own for c in selection.kept]
-    merged = select(survivors, policy, 0.0)
+    bests = [s.best_similarity for s in own if s.best_similarity is not None]
+    merged = select(survivors, policy, 0.0, best=max(bests) if bests else None)
     return replace(
         merged,
         dropped=(*(d for selection in own for d in selection.dropped), *merged.dropped),

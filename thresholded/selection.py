@@ -1,7 +1,8 @@
 """Selection: the framework-free heart of the package.
 
 Given the candidates of one search and a policy, decide which sections are
-kept, in exactly this order: the cosine floor, the per-source cap, the character
+kept, in exactly this order: the answer gate (when even the best cosine is below
+it, nothing is kept), the cosine floor, the per-source cap, the character
 budget, top_k. Only a cosine meets the floor: a candidate's ``score`` when it
 is one, or the ``cosine`` a hybrid or sparse candidate was re-scored with; any
 other score passes the floor untouched. Every dropped candidate keeps its
@@ -20,6 +21,7 @@ from enum import StrEnum
 from typing import Generic, TypeVar
 
 from thresholded.errors import NonCosineScoreError
+from thresholded.gate import best_similarity, gate_is_on, gate_passes
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import ScoreKind, is_valid_score
 
@@ -31,6 +33,8 @@ T = TypeVar("T")
 class DropReason(StrEnum):
     """Why a candidate did not reach the result."""
 
+    BELOW_GATE = "below_gate"
+    """Even the question's best cosine is below the answer gate: nothing is kept."""
     BELOW_THRESHOLD = "below_threshold"
     SOURCE_CAP = "source_cap"
     BUDGET = "budget"
@@ -115,6 +119,10 @@ class Selection(Generic[T]):
     min_similarity: float
     passed_through: tuple[ScoreKind, ...] = field(default=())
     """Non-cosine score kinds that met an active floor and were not compared with it."""
+    best_similarity: float | None = None
+    """The best cosine among the candidates (all of them passed the filters); None: none."""
+    gate: float | None = None
+    """The answer gate in force; None: off."""
 
     @property
     def nothing_matched(self) -> bool:
@@ -129,6 +137,20 @@ class Selection(Generic[T]):
         """How many candidates each reason dropped."""
         return dict(Counter(d.reason.value for d in self.dropped))
 
+    @property
+    def emptied_by(self) -> str | None:
+        """Why nothing was kept: ``gate``, ``floor``, or ``filters`` (nothing was found at
+        all, under the filters); ``policy`` when the cap or budget dropped the rest; None
+        when something was kept."""
+        if self.kept:
+            return None
+        reasons = {d.reason for d in self.dropped if not d.candidate.is_attachment}
+        if DropReason.BELOW_GATE in reasons:
+            return "gate"
+        if reasons & {DropReason.BELOW_THRESHOLD, DropReason.INVALID_SCORE}:
+            return "floor"
+        return "policy" if reasons else "filters"
+
     def dropped_for(self, reason: DropReason | str) -> tuple[Candidate[T], ...]:
         """The candidates one reason dropped; the reason may be given by name."""
         wanted = DropReason(reason)
@@ -139,12 +161,16 @@ def select(
     candidates: Iterable[Candidate[T]],
     policy: RetrievalPolicy,
     min_similarity: float,
+    *,
+    best: float | None = None,
 ) -> Selection[T]:
     """Apply ``policy`` to the candidates of one search.
 
     ``min_similarity`` is the resolved floor (see ``RetrievalPolicy.resolve_min_similarity``);
-    0 turns the filter off. Sections are returned in score order; attachments
-    follow, in the order of their sections.
+    0 turns the filter off. The answer gate (``policy.min_top_similarity``) judges
+    ``best``, the best cosine of the whole search, when these candidates are only a
+    part of it (a merge of collections); else their own best. Sections are returned
+    in score order; attachments follow, in the order of their sections.
     """
     pool = list(candidates)
     primaries = [c for c in pool if not c.is_attachment]
@@ -153,6 +179,8 @@ def select(
 
     primaries = _drop_duplicates(primaries, dropped, seen=set())
     primaries = _score_order(primaries)
+    best = best_similarity(primaries) if best is None else best
+    primaries = _apply_gate(primaries, best, policy.min_top_similarity, dropped)
 
     survivors, passed_through = _apply_floor(primaries, min_similarity, policy, dropped)
     survivors = _apply_source_cap(survivors, policy.max_per_source, dropped)
@@ -167,6 +195,8 @@ def select(
         dropped=tuple(dropped),
         min_similarity=min_similarity,
         passed_through=passed_through,
+        best_similarity=best,
+        gate=policy.min_top_similarity if gate_is_on(policy.min_top_similarity) else None,
     )
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug(
@@ -228,6 +258,16 @@ def _score_order(items: Sequence[Candidate[T]]) -> list[Candidate[T]]:
         items,
         key=lambda c: (0, -c.score) if is_valid_score(c.score) else (1, 0.0),  # type: ignore[operator]
     )
+
+
+def _apply_gate(
+    items: list[Candidate[T]], best: float | None, gate: float | None, dropped: list[Dropped[T]]
+) -> list[Candidate[T]]:
+    """If even the best cosine is below the gate, nothing is kept (see ``thresholded.gate``)."""
+    if gate_passes(best, gate):
+        return items
+    dropped.extend(Dropped(c, DropReason.BELOW_GATE) for c in items)
+    return []
 
 
 def _apply_floor(

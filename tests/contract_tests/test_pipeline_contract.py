@@ -340,3 +340,25 @@ def test_a_collection_spec_names_its_collection_one_way():
         lc.CollectionSpec(name="x")
     with pytest.raises(ValueError, match="both uri and collection_name"):
         lc.CollectionSpec(uri="kb.db")
+
+
+# The answer gate ------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_below_the_gate_every_variant_keeps_nothing(fixture, variant):
+    framework, shape, mode = variant
+    retriever = build(fixture, framework, shape)
+    report = report_of(retriever, mode, min_top_similarity=0.9)  # the best is 0.875
+    result = outcome(framework, report)
+    assert (result.kept, result.attached) == ([], [])
+    assert set(result.dropped.values()) == {"below_gate"}
+    assert (report.best_similarity, report.gate) == (0.875, 0.9)
+    assert report.nothing_matched
+    assert report.selection.emptied_by == "gate"
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_at_the_gate_every_variant_keeps_what_the_floor_keeps(fixture, variant):
+    framework, shape, mode = variant
+    report = report_of(build(fixture, framework, shape), mode, min_top_similarity=0.875)
+    result = outcome(framework, report)
+    assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)

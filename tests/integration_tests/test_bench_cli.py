@@ -68,7 +68,7 @@ def test_bench_with_a_profile_of_another_model_is_refused(tmp_path: Path, capsys
 def test_bench_counts_what_the_gate_empties(tmp_path: Path) -> None:
     """With the floor off, the gate empties exactly the questions whose top score is below it."""
     from thresholded.calibration import calibrate, load_corpus, load_questions
-    from thresholded.commands.calibrate import llama_index_embedder
+    from thresholded.embedders import load_embedder
 
     corpus, queries = _slice(tmp_path)
     out = tmp_path / "bench.json"
@@ -80,7 +80,7 @@ def test_bench_counts_what_the_gate_empties(tmp_path: Path) -> None:
     english = result["pairs"]["en->en"]
 
     measured = calibrate(
-        llama_index_embedder("minilm", progress=False),
+        load_embedder("minilm", progress=False),
         load_corpus(corpus),
         load_questions(queries),
         passages="en",

@@ -32,30 +32,23 @@ filters, environ = list(warnings.filters), dict(os.environ)
 root = (logging.getLogger().level, list(logging.getLogger().handlers))
 
 import langchain_thresholded, llama_index_thresholded
-from langchain_thresholded.milvus import connection_args, ensure_orm_connection
+from langchain_thresholded import milvus as lc_milvus
 from llama_index_thresholded.milvus import existing_milvus_store, milvus_store
-from thresholded.milvus_lite import wait_for_milvus_lite
 
 folder = sys.argv[1]
 store = milvus_store(f"{folder}/li.db", "kb", dim=4, overwrite=True)
 existing_milvus_store(f"{folder}/li.db", "kb")
 
+from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_milvus import Milvus
 from langchain_thresholded import RetrievalPolicy, ThresholdedRetriever, store_metric
-from langchain_thresholded.milvus import orm_calls
 
-wait_for_milvus_lite(f"{folder}/lc.db")
-lc = Milvus(
-    embedding_function=DeterministicFakeEmbedding(size=4),
-    connection_args=connection_args(f"{folder}/lc.db"),
-    index_params={"metric_type": "L2", "index_type": "FLAT", "params": {}},
-    drop_old=True,
-    auto_id=True,
-)
-ensure_orm_connection(lc)
-with orm_calls():
-    lc.add_texts(["one", "two"])
+embeddings = DeterministicFakeEmbedding(size=4)
+docs = [Document(page_content=t) for t in ("one", "two")]
+lc = lc_milvus.milvus_from_documents(docs, embeddings, uri=f"{folder}/lc.db", collection_name="kb")
+lc = lc_milvus.existing_milvus_store(f"{folder}/lc.db", "kb", embeddings=embeddings)
+with lc_milvus.orm_calls():
+    lc.add_documents([Document(page_content="three")])
 print(store_metric(lc))
 
 assert list(warnings.filters) == filters, "warning filters changed"

@@ -182,7 +182,7 @@ def test_the_langchain_install_has_no_llama_index_and_no_milvus(langchain_env: V
 def test_the_langchain_readme_block_runs_on_the_langchain_install(
     langchain_env: Venv, readme: list, tmp_path: Path
 ) -> None:
-    (block,) = [b for b in readme if b.section == "LangChain"]
+    block = next(b for b in readme if b.section == "LangChain" and "InMemoryVectorStore" in b.code)
     result = _check(langchain_env.run(langchain_env.python, "-", cwd=tmp_path, stdin=block.code))
     _quiet(result.stderr)
 

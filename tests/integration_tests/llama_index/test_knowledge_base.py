@@ -199,7 +199,10 @@ def test_abstaining_engine_answers_the_weather_without_the_llm(
     engine = AbstainingQueryEngine.from_args(retriever, llm=llm, node_postprocessors=[reranker])
     response = engine.query(WEATHER)
     assert str(response) == DEFAULT_NO_MATCH_MESSAGE
-    assert response.metadata == {NOTHING_MATCHED: True}
+    assert response.metadata == {
+        NOTHING_MATCHED: True,
+        "abstained_by": "gate",
+    }  # the profile's gate
     assert reranker.received == [[]]
     assert llm._calls == 0
 

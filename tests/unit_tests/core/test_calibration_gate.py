@@ -341,7 +341,7 @@ def small_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, 
             for q in cosines
         )
     )
-    monkeypatch.setattr(calibrate_command, "llama_index_embedder", lambda *a, **k: unit)
+    monkeypatch.setattr(calibrate_command, "load_embedder", lambda *a, **k: unit)
     return corpus, queries
 
 

@@ -778,6 +778,7 @@ def test_selection_items_are_the_framework_objects() -> None:
 
 def test_drop_reason_values() -> None:
     assert {r.value for r in DropReason} == {
+        "below_gate",
         "below_threshold",
         "source_cap",
         "budget",

@@ -54,7 +54,7 @@ def test_nothing_matched_returns_the_message_without_calling_the_llm(kit, retrie
     engine = AbstainingQueryEngine.from_args(retriever, llm=llm)
     response = engine.query(kit.ORTHOGONAL)
     assert response.response == DEFAULT_NO_MATCH_MESSAGE == "No relevant information found."
-    assert response.metadata == {NOTHING_MATCHED: True}
+    assert response.metadata == {NOTHING_MATCHED: True, "abstained_by": "floor"}
     assert response.source_nodes == []
     assert llm.calls == 0
 
@@ -93,7 +93,7 @@ async def test_async_query_abstains_and_answers_like_sync(kit, retriever):
     engine = AbstainingQueryEngine.from_args(retriever, llm=llm)
     nothing = await engine.aquery(kit.ORTHOGONAL)
     assert nothing.response == DEFAULT_NO_MATCH_MESSAGE
-    assert nothing.metadata == {NOTHING_MATCHED: True}
+    assert nothing.metadata == {NOTHING_MATCHED: True, "abstained_by": "floor"}
     assert llm.calls == 0
     answered = await engine.aquery(kit.QUESTION)
     assert llm.calls >= 1
@@ -105,7 +105,7 @@ def test_the_check_runs_after_the_node_postprocessors(kit, retriever):
     strict = SimilarityThresholdPostprocessor(policy=RetrievalPolicy(min_similarity=0.95))
     engine = AbstainingQueryEngine.from_args(retriever, llm=llm, node_postprocessors=[strict])
     response = engine.query(kit.QUESTION)  # retrieved at 0.8, removed by the postprocessor
-    assert response.metadata == {NOTHING_MATCHED: True}
+    assert response.metadata == {NOTHING_MATCHED: True, "abstained_by": "postprocessors"}
     assert llm.calls == 0
 
 
@@ -122,7 +122,7 @@ def test_streaming_engines_stream_the_message(kit, retriever):
     engine = AbstainingQueryEngine.from_args(retriever, llm=llm, streaming=True)
     response = engine.query(kit.ORTHOGONAL)
     assert "".join(response.response_gen) == DEFAULT_NO_MATCH_MESSAGE
-    assert response.metadata == {NOTHING_MATCHED: True}
+    assert response.metadata == {NOTHING_MATCHED: True, "abstained_by": "floor"}
     assert llm.calls == 0
 
 

@@ -205,19 +205,8 @@ class QuestionEmbedder:
 def output(candidate: Candidate[Document], *, collection_key: str | None = None) -> Document:
     """The returned copy of a kept section or an attachment, marked; the store's is left as it
     was. Marks the store itself holds are removed first: only this package writes them."""
-    marks: dict[str, Any]
-    if candidate.is_attachment:
-        marks = {
-            metadata_keys.ATTACHED_ROLE: str(candidate.attached_role),
-            metadata_keys.ATTACHED_TO: candidate.attached_to,
-        }
-    else:
-        marks = {metadata_keys.SCORE_KIND: candidate.score_kind.value}
-        if candidate.floor_score is not None:
-            marks[metadata_keys.SIMILARITY] = candidate.floor_score
-    if collection_key is not None:
-        marks[collection_key] = candidate.collection
-    return marked_copy(candidate.item, marks, remove=_MARKS, doc_id=candidate.id)
+    written = metadata_keys.marks(candidate, collection_key=collection_key)
+    return marked_copy(candidate.item, written, remove=_MARKS, doc_id=candidate.id)
 
 
 def _found(ids: list[str], documents: Sequence[Document | None]) -> dict[str, Document]:

@@ -63,24 +63,7 @@ def _hidden(keys: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def output(candidate: Candidate[BaseNode], *, collection_key: str | None = None) -> NodeWithScore:
-    """The output node of a kept section or an attachment: a marked copy.
-
-    A section carries its score, ``score_kind`` and, whenever one is known, its
-    cosine in ``similarity`` (the score itself, or the dense cosine of a re-scored
-    hybrid or sparse result, whose score stays the hybrid score). An attachment
-    carries no score, and says what it is and which section it belongs to. With
-    ``collection_key``, the copy also names the collection it came from.
-    """
-    marks: dict[str, object]
-    if candidate.is_attachment:
-        marks = {
-            metadata_keys.ATTACHED_ROLE: str(candidate.attached_role),
-            metadata_keys.ATTACHED_TO: candidate.attached_to,
-        }
-    else:
-        marks = {metadata_keys.SCORE_KIND: candidate.score_kind.value}
-        if candidate.floor_score is not None:
-            marks[metadata_keys.SIMILARITY] = candidate.floor_score
-    if collection_key is not None:
-        marks[collection_key] = candidate.collection
-    return NodeWithScore(node=marked_copy(candidate.item, marks), score=candidate.score)
+    """The output node of a kept section or an attachment: a copy carrying its score (None
+    for an attachment) and the package's marks (:func:`thresholded.metadata_keys.marks`)."""
+    written = metadata_keys.marks(candidate, collection_key=collection_key)
+    return NodeWithScore(node=marked_copy(candidate.item, written), score=candidate.score)

@@ -6,6 +6,11 @@ section was retrieved, not what it says.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from thresholded.selection import Candidate
+
 SIMILARITY = "similarity"
 """The cosine similarity between the question and the section."""
 
@@ -22,3 +27,20 @@ COLLECTION = "source_collection"
 """Set by multi-collection retrievers: the collection a result came from."""
 
 ALL_KEYS: tuple[str, ...] = (SIMILARITY, SCORE_KIND, ATTACHED_ROLE, ATTACHED_TO, COLLECTION)
+
+
+def marks(candidate: Candidate[Any], *, collection_key: str | None = None) -> dict[str, Any]:
+    """What a returned result carries: a section its score kind and, whenever one is known,
+    its cosine (its score, or the dense cosine of a re-scored hybrid or sparse result); an
+    attachment its role and the section it belongs to. With ``collection_key``, also the
+    collection it came from."""
+    written: dict[str, Any]
+    if candidate.is_attachment:
+        written = {ATTACHED_ROLE: str(candidate.attached_role), ATTACHED_TO: candidate.attached_to}
+    else:
+        written = {SCORE_KIND: candidate.score_kind.value}
+        if candidate.floor_score is not None:
+            written[SIMILARITY] = candidate.floor_score
+    if collection_key is not None:
+        written[collection_key] = candidate.collection
+    return written

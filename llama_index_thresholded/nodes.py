@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
 from thresholded import metadata_keys
 from thresholded.scores import ScoreKind
@@ -26,6 +26,9 @@ def source_of(node: BaseNode, source_key: str) -> str | None:
 
 
 def text_length(node: BaseNode) -> int:
+    """The length of a node's text, without its metadata."""
+    if type(node) is TextNode:  # its content without metadata is its text
+        return len(node.text)
     return len(node.get_content(metadata_mode=MetadataMode.NONE))
 
 

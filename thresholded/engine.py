@@ -273,7 +273,8 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
     found = yield AttachEach(call.fan, _attachment_walks(call, selection))
     errors = {name: f for name, f in found.items() if isinstance(f, BaseException)}
     attachments = [c for name, f in found.items() if name not in errors for c in f]
-    selection = attach(selection, attachments, call.policy)
+    if attachments:
+        selection = attach(selection, attachments, call.policy)
     result = Result(call.question, selection, statuses(outcomes, selection, errors))
     log_result(result)
     return result

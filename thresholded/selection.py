@@ -240,6 +240,10 @@ def _drop_duplicates(
     items: Sequence[Candidate[T]], dropped: list[Dropped[T]], seen: set[tuple[str, str]]
 ) -> list[Candidate[T]]:
     """Keep the best-scored copy of each section; later copies are dropped as duplicates."""
+    keys = {c.key for c in items}
+    if len(keys) == len(items) and not keys & seen:  # no copies: nothing to choose between
+        seen |= keys
+        return list(items)
     unique: list[Candidate[T]] = []
     for cand in _score_order(items):
         if cand.key in seen:

@@ -162,4 +162,4 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
 
 def _abstained_by(report: Any) -> str:
     """What emptied a result: the selection's reason, else the postprocessors."""
-    return report.selection.emptied_by or "postprocessors"
+    return report.result.emptied_by or "postprocessors"

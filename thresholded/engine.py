@@ -449,6 +449,15 @@ class Result(Generic[T]):
     selection: Selection[T]
     collections: tuple[CollectionStatus, ...] = ()
 
+    @property
+    def emptied_by(self) -> str | None:
+        """Why nothing was kept (see ``Selection.emptied_by``); a floor pushed down into the
+        engine drops below-floor results before they come back, so it counts as the floor."""
+        why = self.selection.emptied_by
+        if why == "filters" and any(s.pushdown for s in self.collections):
+            return "floor"
+        return why
+
     def dropped_data(self) -> list[dict[str, Any]]:
         """One JSON-ready entry per drop: id, collection (if several), reason, similarity."""
         several = len(self.collections) > 1

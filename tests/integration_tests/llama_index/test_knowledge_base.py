@@ -86,12 +86,13 @@ def test_weather_question_returns_nothing(retriever: ThresholdedRetriever, kb_in
     assert report.nothing_matched is True
     assert report.nodes == []
     assert retriever.retrieve(WEATHER) == []
-    # Without the range-search pushdown, Milvus returns fetch_k candidates and every one
-    # of them is dropped below the floor on the client.
+    # Without the range-search pushdown, Milvus returns fetch_k candidates; even the best is
+    # below the profile's answer gate, so every one of them is dropped by it on the client.
     unpushed = ThresholdedRetriever(kb_index, profile=PROFILE, pushdown=False)
     report = unpushed.retrieve_with_report(WEATHER)
     assert report.nothing_matched is True
-    assert report.drop_counts() == {"below_threshold": unpushed.policy.fetch_k}
+    assert report.drop_counts() == {"below_gate": unpushed.policy.fetch_k}
+    assert report.best_similarity < report.gate == 0.33
     assert max(d.candidate.score for d in report.selection.dropped) < 0.33
 
 
@@ -201,7 +202,7 @@ def test_abstaining_engine_answers_the_weather_without_the_llm(
     assert str(response) == DEFAULT_NO_MATCH_MESSAGE
     assert response.metadata == {
         NOTHING_MATCHED: True,
-        "abstained_by": "gate",
+        "abstained_by": "floor",  # pushed down into Milvus: nothing came back to gate
     }  # the profile's gate
     assert reranker.received == [[]]
     assert llm._calls == 0

@@ -18,7 +18,6 @@ from thresholded import CalibrationProfile
 from thresholded.calibration import load_corpus, load_questions
 from thresholded.calibration.indexing import llama_index_node, passage_metadata
 from thresholded.cli import main
-from thresholded.milvus_lite import wait_for_milvus_lite
 
 pytestmark = pytest.mark.integration
 
@@ -38,11 +37,11 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory, minilm_embed_model: Any) -> dict[str, Any]:
     """The slice on disk, and indexed by LlamaIndex and by LangChain into one Lite file."""
-    from langchain_milvus import Milvus
+    from langchain_core.documents import Document
     from llama_index.core import StorageContext, VectorStoreIndex
 
-    from langchain_thresholded import ensure_orm_connection
     from langchain_thresholded.embeddings import minilm_embeddings
+    from langchain_thresholded.milvus import milvus_from_documents
     from llama_index_thresholded.milvus import milvus_store
 
     root = tmp_path_factory.mktemp("collection")
@@ -70,21 +69,18 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, minilm_embed_model: Any) -
         embed_model=minilm_embed_model,
     )
     lc_uri = str(root / "lc.db")
-    wait_for_milvus_lite(lc_uri)
-    lc = Milvus(
-        embedding_function=minilm_embeddings(),
-        collection_name="lc",
-        connection_args={"uri": lc_uri},
-        index_params={"metric_type": "IP", "index_type": "FLAT", "params": {}},
-        drop_old=True,
-        auto_id=False,
-    )
-    ensure_orm_connection(lc)
     # primary keys of the store's own, the passage ids as metadata: found with --id-field
-    lc.add_texts(
-        [p.text for p in passages],
-        metadatas=[{**passage_metadata(p), "pid": p.pid} for p in passages],
+    documents = [
+        Document(page_content=p.text, metadata={**passage_metadata(p), "pid": p.pid})
+        for p in passages
+    ]
+    lc = milvus_from_documents(
+        documents,
+        minilm_embeddings(),
+        uri=lc_uri,
+        collection_name="lc",
         ids=[f"row-{i}" for i in range(len(passages))],
+        overwrite=True,
     )
     return {
         **files,

@@ -66,7 +66,7 @@ def test_the_adapters_and_their_milvus_helpers_print_nothing(tmp_path: Path) -> 
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "L2"
+    assert result.stdout.strip() == "IP"  # milvus_from_documents indexes with IP
     noisy = [line for line in result.stderr.splitlines() if any(w in line for w in NOISE)]
     assert not noisy, "\n".join(noisy)
 

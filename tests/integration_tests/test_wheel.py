@@ -204,7 +204,8 @@ def _calibrate(env: Venv, folder: Path) -> dict[str, Any]:
         "from thresholded.knowledge_base import load_knowledge_base\n"
         "for doc in load_knowledge_base():\n"
         "    for s in doc.sections:\n"
-        "        print(json.dumps({'pid': s.id, 'lang': 'en', 'text': s.text}))\n"
+        "        row = {'pid': s.id, 'lang': 'en', 'text': s.text, 'source': doc.source}\n"
+        "        print(json.dumps(row))\n"
     )
     (folder / "corpus.jsonl").write_text(
         _check(env.run(env.python, "-", cwd=folder, stdin=corpus)).stdout

@@ -203,7 +203,7 @@ def test_abstaining_engine_answers_the_weather_without_the_llm(
     assert response.metadata == {
         NOTHING_MATCHED: True,
         "abstained_by": "floor",  # pushed down into Milvus: nothing came back to gate
-    }  # the profile's gate
+    }
     assert reranker.received == [[]]
     assert llm._calls == 0
 

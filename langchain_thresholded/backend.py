@@ -8,7 +8,7 @@ candidates and back. The pipeline itself is the engine's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
 from langchain_thresholded.milvus import _ensure_orm_connection
@@ -24,6 +24,7 @@ from langchain_thresholded.scoring import is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.engine import Question, SearchArgs
+from thresholded.filters import Dialect, Filter, dialect_of, matches, to_milvus
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
@@ -78,19 +79,32 @@ class LangChainBackend:
         self.threaded = _needs_thread(store)
 
     # Filters -------------------------------------------------------------------------------
-    def prepare(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The store arguments of a call: the retriever's ``search_kwargs``, then the call's
-        ``search_kwargs``, ``filter`` and ``expr`` (langchain-milvus's filter is ``expr``)."""
-        options = options or {}
-        kwargs = {**self._search_kwargs, **(options.get("search_kwargs") or {})}
-        for name in ("filter", "expr"):
-            if name in options:
-                kwargs[name] = options[name]
+    def prepare(self, where: Filter | None, options: Mapping[str, Any] | None = None) -> dict:
+        """The store arguments of a call: the retriever's ``search_kwargs`` with the call's
+        (which hold no filter), and every filter in force. On Milvus that is one ``expr``:
+        the retriever's raw expression, verbatim, AND the filters written by the core. An
+        ``InMemoryVectorStore`` gets them as its ``filter`` function. Other stores get the
+        retriever's own arguments; the engine checks every document against ``where``."""
+        extra = dict((options or {}).get("search_kwargs") or {})
+        kwargs = {**self._search_kwargs, **extra}
         if "k" in kwargs:
             raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
-        if self._milvus and "filter" in kwargs and "expr" not in kwargs:
-            kwargs["expr"] = kwargs.pop("filter")
+        if self._milvus:
+            raw = kwargs.pop("expr", None) or kwargs.pop("filter", None)
+            kwargs.pop("filter", None)
+            written = to_milvus(where, self._dialect())
+            parts = [f"({p})" for p in (raw, written.expr) if p]
+            if parts:
+                kwargs["expr"] = " and ".join(parts)
+            return kwargs
+        if where is not None and isinstance(self._store, InMemoryVectorStore):
+            kwargs["filter"] = _both(kwargs.get("filter"), _matcher(where))
         return kwargs
+
+    def _dialect(self) -> Dialect:
+        client = getattr(self._store, "client", None)
+        uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
+        return dialect_of(client, uri)
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: Mapping[str, Any]) -> Metric | None:
@@ -185,6 +199,9 @@ class LangChainBackend:
         item_id = stored_id(item, self._id_key) or key or document_id(item)
         return item_id, source_of(item, source_key, item_id), len(item.page_content)
 
+    def metadata(self, item: Document) -> Mapping[str, Any]:
+        return item.metadata
+
 
 class QuestionEmbedder:
     """Embeds a question with a given model, for the engine (``plan(embedder=...)``)."""
@@ -215,6 +232,18 @@ def output(candidate: Candidate[Document], *, collection_key: str | None = None)
     if collection_key is not None:
         marks[collection_key] = candidate.collection
     return marked_copy(candidate.item, marks, remove=_MARKS, doc_id=candidate.id)
+
+
+def _matcher(where: Filter) -> Callable[[Document], bool]:
+    return lambda doc: matches(where, doc.metadata)
+
+
+def _both(
+    first: Callable[[Document], bool] | None, second: Callable[[Document], bool]
+) -> Callable[[Document], bool]:
+    if first is None:
+        return second
+    return lambda doc: bool(first(doc)) and second(doc)
 
 
 def _found(ids: list[str], documents: Sequence[Document | None]) -> dict[str, Document]:

@@ -32,6 +32,7 @@ from langchain_thresholded.retrievers import (
     STORE_OPTIONS,
     EngineRetriever,
     ThresholdedRetriever,
+    call_filters,
     check_options,
 )
 from thresholded.engine import Call, Collection, Fan, Question, plan
@@ -141,8 +142,10 @@ class MultiCollectionRetriever(EngineRetriever):
     for different models, or embeddings whose ``model_id`` differ, are refused with
     ``ModelMismatchError``. Dense search only: the merge compares cosines.
 
-    Per call: ``k``, ``min_similarity`` (every collection's floor), and ``filter``,
-    ``expr`` or ``search_kwargs`` (given to every store).
+    Per call: ``k``, ``min_similarity`` (every collection's floor), ``filters`` (a
+    structured filter, combined with each collection's own) and ``search_kwargs``
+    (given to every store, without filters). Every document returned, attachments
+    included, satisfies the filters in force in its collection.
     """
 
     _stage: ClassVar[str] = "multi_collection"
@@ -239,13 +242,14 @@ class MultiCollectionRetriever(EngineRetriever):
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         options = check_options(self, kwargs, _CALL_OPTIONS)
         k = options.get("k")
-        store_options = {n: options[n] for n in STORE_OPTIONS if options.get(n) is not None}
+        where, store_options = call_filters(options)
         return plan(
             Question(query),
             self._collections,
             self.policy.with_overrides(top_k=k if k is not None else self.k),
             min_similarity=options.get("min_similarity"),
-            filters=store_options,
+            filters=where,
+            options=store_options,
             fan=Fan(self._executor(), self.fail_fast, inline=False),
             embedder=None if self.embeddings is None else QuestionEmbedder(self.embeddings),
         )

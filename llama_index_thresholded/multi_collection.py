@@ -39,6 +39,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import EngineRetriever, question_of
 from thresholded.attachments import AttachmentSpec
@@ -192,6 +193,7 @@ class MultiCollectionRetriever(EngineRetriever):
                 profile=spec.profile,
                 metric=spec.metric,
                 allow_model_mismatch=allow_model_mismatch,
+                where=to_filter(filters),
                 allowed_filter_keys=allowed_filter_keys,
                 pushdown=pushdown,
                 retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
@@ -209,7 +211,6 @@ class MultiCollectionRetriever(EngineRetriever):
                 raise ValueError("MultiCollectionRetriever merges dense (cosine) results only")
         check_unique_names([c.name for c in self._collections])
         check_one_model(self._collections, self._policy)
-        self._filters = filters
         self._fail_fast = fail_fast
         self._model = model_id_of(embed_model)
         self._plan(QueryBundle("", embedding=[0.0]))  # refuse bad floors and filters now
@@ -282,7 +283,7 @@ class MultiCollectionRetriever(EngineRetriever):
             self._collections,
             (policy or self._policy).with_overrides(top_k=top_k),
             min_similarity=min_similarity,
-            filters=filters if filters is not None else self._filters,
+            filters=to_filter(filters),
             fan=Fan(getattr(self, "_pool", None), self._fail_fast, inline=False),
         )
 

@@ -49,3 +49,8 @@ class SearchUnavailableError(ThresholdedError, ConnectionError):
     def __init__(self, message: str, *, attempts: int = 1) -> None:
         super().__init__(message)
         self.attempts = attempts
+
+
+class UnsafeFilterError(ThresholdedError, ValueError):
+    """A filter that could change the meaning of a query, or that means nothing: refused
+    before any request is sent."""

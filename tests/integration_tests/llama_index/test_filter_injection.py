@@ -154,11 +154,19 @@ def test_allowed_keys_are_enforced(index: VectorStoreIndex) -> None:
     assert _ids(retriever, MetadataFilter(key="doc_type", value="internal"))
 
 
-def test_text_match_wildcards_are_refused(retriever: ThresholdedRetriever) -> None:
-    assert _ids(
-        retriever, MetadataFilter(key="doc_type", value="inter", operator=FilterOperator.TEXT_MATCH)
-    ) == {"internal-0", "internal-1", "internal-2"}
-    with pytest.raises(UnsafeFilterError, match="wildcard"):
-        _ids(
-            retriever, MetadataFilter(key="doc_type", value="%", operator=FilterOperator.TEXT_MATCH)
+def test_text_match_is_a_substring_and_wildcards_are_literal(
+    retriever: ThresholdedRetriever,
+) -> None:
+    internal = {"internal-0", "internal-1", "internal-2"}
+    for value in ("inter", "ternal", "nal"):
+        found = _ids(
+            retriever,
+            MetadataFilter(key="doc_type", value=value, operator=FilterOperator.TEXT_MATCH),
         )
+        assert found == internal
+    for value in ("%", "_", "in%nal", "inte_nal"):
+        found = _ids(
+            retriever,
+            MetadataFilter(key="doc_type", value=value, operator=FilterOperator.TEXT_MATCH),
+        )
+        assert found == set()

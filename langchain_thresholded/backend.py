@@ -25,6 +25,7 @@ from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.engine import Question, SearchArgs
 from thresholded.filters import Dialect, Filter, dialect_of, matches, to_milvus
+from thresholded.milvus_collection import ids_matching
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
@@ -73,6 +74,9 @@ class LangChainBackend:
         self._id_key = id_key
         self._milvus = is_milvus(store)
         self._rescore_dense = rescore_dense
+        self._raw_expr = _raw_expr(self._search_kwargs) if self._milvus else None
+        raw = self._search_kwargs.get("filter")
+        self._raw_filter = raw if callable(raw) else None
         self.dimension: int | None = None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
         self.name = _store_name(store)
@@ -172,12 +176,25 @@ class LangChainBackend:
     def fetch(self, ids: list[str]) -> dict[str, Document]:
         if self._docstore is None:
             return {}
-        return _found(ids, self._docstore.mget(ids))
+        return self._admitted(_found(ids, self._docstore.mget(ids)))
 
     async def afetch(self, ids: list[str]) -> dict[str, Document]:
         if self._docstore is None:
             return {}
-        return _found(ids, await self._docstore.amget(ids))
+        return self._admitted(_found(ids, await self._docstore.amget(ids)))
+
+    def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
+        """What the docstore returned, held to the retriever's raw store filter: its filter
+        function, or its Milvus ``expr``, which the collection itself checks by id."""
+        if self._raw_filter is not None:
+            found = {i: d for i, d in found.items() if self._raw_filter(d)}
+        if self._raw_expr:
+            _ensure_orm_connection(self._store)
+            pk = str(getattr(self._store, "_primary_field", "pk"))
+            name = self._store.collection_name
+            allowed = ids_matching(self._store.client, name, pk, list(found), self._raw_expr)
+            found = {i: d for i, d in found.items() if i in allowed}
+        return found
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         return {}
@@ -232,6 +249,11 @@ def output(candidate: Candidate[Document], *, collection_key: str | None = None)
     if collection_key is not None:
         marks[collection_key] = candidate.collection
     return marked_copy(candidate.item, marks, remove=_MARKS, doc_id=candidate.id)
+
+
+def _raw_expr(search_kwargs: Mapping[str, Any]) -> str | None:
+    raw = search_kwargs.get("expr") or search_kwargs.get("filter")
+    return raw if isinstance(raw, str) and raw.strip() else None
 
 
 def _matcher(where: Filter) -> Callable[[Document], bool]:

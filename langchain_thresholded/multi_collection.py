@@ -27,6 +27,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from langchain_thresholded.backend import QuestionEmbedder
+from langchain_thresholded.filters import to_filter
 from langchain_thresholded.report import ThresholdedReport
 from langchain_thresholded.retrievers import (
     STORE_OPTIONS,
@@ -43,6 +44,7 @@ from thresholded.fanout import (
     check_one_model,
     check_unique_names,
 )
+from thresholded.filters import all_of
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import ScoreKind
 
@@ -160,6 +162,12 @@ class MultiCollectionRetriever(EngineRetriever):
     """Each collection's default timeout, in seconds."""
     fail_fast: bool = False
     max_workers: int | None = Field(default=None, ge=1)
+    allowed_filter_keys: list[str] | None = None
+    """The only metadata keys a call's filters may name, in every collection (each
+    collection's own ``allowed_filter_keys`` also hold)."""
+    call_filters: Any = None
+    """Filters combined (AND) with every call's: the field to expose with
+    ``configurable_fields``."""
 
     _collections: tuple[Collection[Document], ...] = PrivateAttr(default=())
     _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
@@ -199,8 +207,11 @@ class MultiCollectionRetriever(EngineRetriever):
                 f"{type(store).__name__} cannot search by vector: the question is embedded once "
                 "for every collection, so each store needs similarity_search_with_score_by_vector"
             )
+        collection = sub.as_collection()
+        keys = _narrowest(collection.allowed_filter_keys, self.allowed_filter_keys)
         return replace(
-            sub.as_collection(),
+            collection,
+            allowed_filter_keys=keys,
             policy=sub.policy.with_overrides(min_similarity=sub.min_similarity),
             name=spec.name or _default_name(store, position),
             timeout=spec.timeout if spec.timeout is not None else self.timeout,
@@ -243,6 +254,7 @@ class MultiCollectionRetriever(EngineRetriever):
         options = check_options(self, kwargs, _CALL_OPTIONS)
         k = options.get("k")
         where, store_options = call_filters(options)
+        where = all_of(to_filter(self.call_filters), where)
         return plan(
             Question(query),
             self._collections,
@@ -262,6 +274,13 @@ class MultiCollectionRetriever(EngineRetriever):
             workers = self.max_workers or min(64, 2 * len(self._collections))
             self._pool = ThreadPoolExecutor(workers, thread_name_prefix="multi-collection")
         return self._pool
+
+
+def _narrowest(own: frozenset[str] | None, given: list[str] | None) -> frozenset[str] | None:
+    """The keys both lists allow; None when neither limits them."""
+    if given is None:
+        return own
+    return frozenset(given) if own is None else own & frozenset(given)
 
 
 def _default_name(store: Any, position: int) -> str:

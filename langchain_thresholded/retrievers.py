@@ -34,6 +34,7 @@ _POLICY_OVERRIDES = ("min_similarity", "max_per_source", "max_chars", "over_fetc
 STORE_OPTIONS = ("filters", "filter", "expr", "search_kwargs")
 _CALL_OPTIONS = frozenset({"k", *_POLICY_OVERRIDES, *STORE_OPTIONS})
 _RAW_FILTERS = ("expr", "filter")
+_BASE_FILTER_FIELDS = frozenset({"filters", "expr", "search_kwargs", "allowed_filter_keys"})
 IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and passes it on
 
 
@@ -89,6 +90,18 @@ class EngineRetriever(BaseRetriever):
         if sink is not None:
             sink.append(report)
         return report.documents
+
+    def configurable_fields(self, **kwargs: Any) -> Any:
+        """LangChain's ``configurable_fields``; the retriever's own filters are not among
+        them, since a configured value would replace them. Expose ``call_filters``, which
+        narrows them like a call's ``filters``."""
+        widening = sorted(set(kwargs) & _BASE_FILTER_FIELDS)
+        if widening:
+            raise ValueError(
+                f"{widening} cannot be configurable: a configured value would replace the "
+                "retriever's filters. Expose call_filters instead: it is combined with them"
+            )
+        return super().configurable_fields(**kwargs)
 
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         raise NotImplementedError
@@ -153,6 +166,9 @@ class ThresholdedRetriever(EngineRetriever):
     stores only; you vouch for it: it is not checked)."""
     allowed_filter_keys: list[str] | None = None
     """The only metadata keys a filter may name; default: any plain field name."""
+    call_filters: Any = None
+    """Filters combined (AND) with ``filters`` in every call, like a call's own ``filters``:
+    the field to expose with ``configurable_fields`` (``filters`` cannot be)."""
     docstore: BaseStore[str, Document] | None = None
     """Where neighbours and parent summaries are fetched from, by the ids in the metadata."""
     neighbours: int = Field(default=1, ge=0)
@@ -250,6 +266,7 @@ class ThresholdedRetriever(EngineRetriever):
             top_k=options.get("k"), **{name: options.get(name) for name in _POLICY_OVERRIDES}
         )
         where, store_options = call_filters(options)
+        where = all_of(to_filter(self.call_filters), where)
         return plan(
             Question(query), [self._collection], policy, filters=where, options=store_options
         )

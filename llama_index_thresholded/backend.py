@@ -38,6 +38,7 @@ from llama_index_thresholded.scoring import collection_dimension, score_kind_for
 from thresholded.attachments import AttachmentSpec, Links
 from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Filter, dialect_of, to_milvus
+from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import membership
 from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PushdownSwitch
@@ -199,7 +200,7 @@ class LlamaIndexBackend:
         missing = [i for i in ids if i not in found]
         if missing and self._store_can_fetch:
             found.update((n.node_id, n) for n in self._store_nodes(missing))
-        return found
+        return self._admitted(found)
 
     async def afetch(self, ids: list[str]) -> dict[str, BaseNode]:
         nodes = await self._docstore.aget_nodes(ids, raise_error=False)
@@ -207,7 +208,18 @@ class LlamaIndexBackend:
         missing = [i for i in ids if i not in found]
         if missing and self._store_can_fetch:
             found.update((n.node_id, n) for n in await self._astore_nodes(missing))
-        return found
+        return self._admitted(found)
+
+    def _admitted(self, found: dict[str, BaseNode]) -> dict[str, BaseNode]:
+        """Sections fetched by id, held to the store's raw restrictions (``string_expr``,
+        ``milvus_scalar_filters``), which only Milvus can read: it checks them by id."""
+        raw = self._store_restrictions() if is_milvus_store(self._store) else []
+        if not raw or not found:
+            return found
+        expr = " and ".join(f"({c})" for c in raw)
+        name = self._store.collection_name
+        allowed = ids_matching(self._store.client, name, "id", list(found), expr)
+        return {i: n for i, n in found.items() if i in allowed}
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         if not self._store_can_fetch:

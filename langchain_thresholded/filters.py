@@ -8,7 +8,8 @@ A call's ``filters=`` (and a retriever's ``filters`` field) is a structured filt
   ``and``, ``or`` and ``not`` ("none of");
 - or a dict: ``{"doc_type": "public"}`` (equal), ``{"year": {"$gte": 2020}}``, with
   ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, ``$contains``,
-  ``$any``, ``$all``, ``$text_match`` and ``$is_empty`` (value ``True``); several keys in
+  ``$any``, ``$all``, ``$text_match``, ``$text_match_insensitive`` (not on Milvus) and
+  ``$is_empty`` (value ``True``); several keys in
   one dict must all hold; ``{"$and": [...]}``, ``{"$or": [...]}`` and ``{"$not": [...]}``
   (none of) combine dicts. An empty dict is no filter.
 
@@ -52,6 +53,7 @@ _DICT_OPS = {
     "$any": Op.ANY,
     "$all": Op.ALL,
     "$text_match": Op.TEXT_MATCH,
+    "$text_match_insensitive": Op.TEXT_MATCH_INSENSITIVE,
     "$is_empty": Op.IS_EMPTY,
 }
 _DICT_GROUPS = {"$and": Combine.AND, "$or": Combine.OR, "$not": Combine.NOT}

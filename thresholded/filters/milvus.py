@@ -7,7 +7,9 @@ The engines differ where it matters for a security filter:
   ``k == v``, as the model wants.
 - Milvus Lite 3.x (and newer servers) run ``not`` and ``exists``, but a comparison on a
   missing key is neither true nor false, so ``not (k == v)`` leaves out the rows that
-  lack ``k``: the complement of ``P`` is written ``(not (P) or not exists k)``.
+  lack ``k``: the complement of EQ and IN is written ``(not (P) or not exists k)``. An
+  ordering, a text or a list test on a value of another type is unknown too, so its
+  complement has no exact form there.
 - Milvus Lite 3.x runs no ``in [...]``: IN is written as ``==`` joined by ``or``.
 
 A filter is first put in negation normal form (NOT pushed down to conditions by De
@@ -154,7 +156,8 @@ class _Writer:
         if self.dialect is Dialect.MODERN and positive is not None:
             if c.op is Op.IS_EMPTY:  # never unknown: a missing key is empty
                 return f"not ({positive})"
-            return f"(not ({positive}) or not exists {key})"
+            if c.op in (Op.EQ, Op.IN):  # false, not unknown, on a value of another type
+                return f"(not ({positive}) or not exists {key})"
         if self.dialect is Dialect.LITE_2 and c.op is Op.EQ:
             return f"{key} != {literal(c.value)}"
         if self.dialect is Dialect.LITE_2 and c.op is Op.IN:
@@ -166,13 +169,16 @@ class _Writer:
     def text_match(self, key: str, text: str) -> str:
         """``key like "%text%"``. A value holding LIKE's own characters is matched by its
         plain fragments in order, which every engine reads the same; the reference then
-        checks the rest."""
+        checks the rest. The empty text is in every string: ``key >= ""``."""
         fragments = [text]
         for special in _LIKE_SPECIALS:
             fragments = [piece for part in fragments for piece in part.split(special)]
         if len(fragments) > 1:
             self.exact = False
-        pattern = "%".join(["", *(p for p in fragments if p), ""])
+        plain = [p for p in fragments if p]
+        if not plain:  # every string holds "": Milvus Lite 2.5 matches nothing with like "%"
+            return f'{key} >= ""'
+        pattern = "%".join(["", *plain, ""])
         return f"{key} like {literal(pattern)}"
 
 

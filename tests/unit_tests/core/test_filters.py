@@ -187,3 +187,8 @@ def test_text_match_insensitive_is_refused_on_milvus() -> None:
 def test_values_stay_literals() -> None:
     written = to_milvus(c(Op.EQ, '") or (k != "'), Dialect.LITE_2)
     assert written.expr == 'k == "\\") or (k != \\""'
+
+
+def test_modern_orderings_have_no_exact_complement() -> None:
+    written = to_milvus(Group(Combine.NOT, (c(Op.GT, 1),)), Dialect.MODERN)
+    assert written.expr is None and not written.exact  # a string is neither > 1 nor <= 1 there

@@ -153,7 +153,9 @@ class MultiCollectionRetriever(EngineRetriever):
     results. ``max_retries`` and ``retry_backoff`` retry a collection's search that
     failed for a transient reason (see ``ThresholdedRetriever``), within its timeout.
     ``pushdown`` sends each floor to Milvus as a range search (see
-    ``pushdown.py``). ``max_workers`` sizes the thread pool (default: two per
+    ``pushdown.py``). ``filters`` hold in every collection, for every section returned,
+    neighbours and summaries included; a call's ``filters`` narrow them (AND), and
+    ``allowed_filter_keys`` limits the keys either may name. ``max_workers`` sizes the thread pool (default: two per
     collection, at most 64); ``close()`` shuts it down.
     """
 

@@ -155,13 +155,13 @@ def to_dict(f: Filter) -> dict[str, Any]:
 
 # The stores ----------------------------------------------------------------------------------
 class Engines:
-    """The rows in a raw collection and in each adapter's store, on one Milvus Lite folder."""
+    """The rows in each adapter's store: Milvus Lite files, or collections on a server."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, llama_uri: str, chain_uri: str, **store_kwargs: Any) -> None:
         from langchain_thresholded.milvus import milvus_from_documents
         from llama_index_thresholded.milvus import milvus_store
 
-        store = milvus_store(str(folder / "llama.db"), "differential", dim=DIM)
+        store = milvus_store(llama_uri, "differential", dim=DIM, overwrite=True, **store_kwargs)
         nodes = [
             TextNode(id_=i, text=f"{i} text", metadata=row, embedding=list(VECTOR))
             for i, row in ROWS.items()
@@ -172,7 +172,7 @@ class Engines:
             embed_model=SameEmbedding(),
         )
         self.client = store.client
-        self.dialect = dialect_of(store.client, str(folder / "llama.db"))
+        self.dialect = dialect_of(store.client, llama_uri)
         self.llama = li.ThresholdedRetriever(
             index, POLICY, neighbours=0, parent_summaries=False, pushdown=False
         )
@@ -180,8 +180,10 @@ class Engines:
         chain_store = milvus_from_documents(
             docs,
             SameEmbeddings(),
-            uri=str(folder / "langchain.db"),
-            collection_name="differential",
+            uri=chain_uri,
+            collection_name="differential_lc",
+            overwrite=True,
+            **store_kwargs,
         )
         self.chain = lc.ThresholdedRetriever(vectorstore=chain_store, policy=POLICY)
 
@@ -192,9 +194,14 @@ class Engines:
         return {str(r["id"]) for r in rows}
 
 
-def run(max_examples: int, folder: Path | None = None) -> dict[str, Any]:
-    """Every generated tree on this process's Milvus Lite; the statistics, and any mismatch."""
-    engines = Engines(folder or Path(tempfile.mkdtemp()))
+def run(max_examples: int, folder: Path | None = None, uri: str | None = None) -> dict[str, Any]:
+    """Every generated tree on a Milvus server at ``uri``, else on this process's Milvus Lite
+    (files in ``folder``); the statistics, and any mismatch."""
+    if uri is not None:
+        engines = Engines(uri, uri, consistency_level="Strong")
+    else:
+        folder = folder or Path(tempfile.mkdtemp())
+        engines = Engines(str(folder / "llama.db"), str(folder / "langchain.db"))
     stats: dict[str, Any] = {
         "dialect": engines.dialect.value,
         "rows": len(ROWS),

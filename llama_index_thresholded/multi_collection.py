@@ -155,8 +155,8 @@ class MultiCollectionRetriever(EngineRetriever):
     ``pushdown`` sends each floor to Milvus as a range search (see
     ``pushdown.py``). ``filters`` hold in every collection, for every section returned,
     neighbours and summaries included; a call's ``filters`` narrow them (AND), and
-    ``allowed_filter_keys`` limits the keys either may name. ``max_workers`` sizes the thread pool (default: two per
-    collection, at most 64); ``close()`` shuts it down.
+    ``allowed_filter_keys`` limits the keys either may name. ``max_workers`` sizes the
+    thread pool (default: two per collection, at most 64); ``close()`` shuts it down.
     """
 
     def __init__(

@@ -163,3 +163,38 @@ def test_milvus_scalar_filters_are_kept_with_a_call_filter(leaky) -> None:
     report = retriever.retrieve_with_report(QUESTION, filters=handbook)
     assert {n.node.node_id for n in report.kept} == {"h0", "h2"}
     assert doc_types(report.nodes) == {"public"}  # the internal summary is not attached
+
+
+# A raw expression given at construction holds for attachments too ------------------------------
+def test_langchain_attachments_are_held_to_a_raw_expr(leaky) -> None:
+    report = langchain(leaky, expr='doc_type == "public"').retrieve_with_report(QUESTION)
+    assert {d.metadata["doc_type"] for d in report.documents} == {"public"}
+    assert {d.id for d in report.kept} == PUBLIC_SECTIONS
+
+
+def test_llama_index_attachments_are_held_to_a_raw_string_expr(leaky) -> None:
+    retriever = llama(leaky, vector_store_kwargs={"string_expr": 'doc_type == "public"'})
+    report = retriever.retrieve_with_report(QUESTION)
+    assert doc_types(report.nodes) == {"public"}
+    assert {n.node.node_id for n in report.kept} == PUBLIC_SECTIONS
+
+
+# Keys ------------------------------------------------------------------------------------------
+def test_allowed_filter_keys_in_every_multi_collection_retriever(leaky) -> None:
+    from thresholded import UnsafeFilterError
+
+    spec = li.CollectionSpec(leaky.llama_index, name="kb")
+    multi = li.MultiCollectionRetriever([spec], POLICY, allowed_filter_keys=["doc_type"])
+    source = MetadataFilters(filters=[MetadataFilter(key="source", value="faq")])
+    with pytest.raises(UnsafeFilterError, match="allowed"):
+        multi.retrieve_with_report(QUESTION, filters=source)
+    assert doc_types(multi.retrieve_with_report(QUESTION, filters=PUBLIC).nodes) == {"public"}
+    chains = lc.MultiCollectionRetriever(
+        collections=[lc.CollectionSpec(retriever=langchain(leaky), name="kb")],
+        policy=POLICY,
+        allowed_filter_keys=["doc_type"],
+    )
+    with pytest.raises(UnsafeFilterError, match="allowed"):
+        chains.invoke(QUESTION, filters={"source": "faq"})
+    docs = chains.invoke(QUESTION, filters={"doc_type": "public"})
+    assert {d.metadata["doc_type"] for d in docs} == {"public"}

@@ -75,6 +75,7 @@ class LangChainBackend:
         self._milvus = is_milvus(store)
         self._rescore_dense = rescore_dense
         self._raw_expr = _raw_expr(self._search_kwargs) if self._milvus else None
+        self._engine_dialect: Dialect | None = None
         raw = self._search_kwargs.get("filter")
         self._raw_filter = raw if callable(raw) else None
         self.dimension: int | None = None
@@ -106,9 +107,12 @@ class LangChainBackend:
         return kwargs
 
     def _dialect(self) -> Dialect:
-        client = getattr(self._store, "client", None)
-        uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
-        return dialect_of(client, uri)
+        """The engine's dialect, asked once (a server reports its version)."""
+        if self._engine_dialect is None:
+            client = getattr(self._store, "client", None)
+            uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
+            self._engine_dialect = dialect_of(client, uri)
+        return self._engine_dialect
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: Mapping[str, Any]) -> Metric | None:

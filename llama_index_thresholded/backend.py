@@ -37,7 +37,7 @@ from llama_index_thresholded.pushdown import PUSHED_METRICS, is_milvus_store, ra
 from llama_index_thresholded.scoring import collection_dimension, score_kind_for, store_metric
 from thresholded.attachments import AttachmentSpec, Links
 from thresholded.engine import Collection, Question, SearchArgs
-from thresholded.filters import Filter, dialect_of, to_milvus
+from thresholded.filters import Dialect, Filter, dialect_of, to_milvus
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import membership
 from thresholded.policy import RetrievalPolicy
@@ -82,6 +82,7 @@ class LlamaIndexBackend:
         self._metric = metric
         self._args = search_args
         self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
+        self._engine_dialect: Dialect | None = None
         self.dimension = collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
         self.name = _store_name(self._store)
         self.attempt_timeout = _store_timeout(self._store)
@@ -121,10 +122,13 @@ class LlamaIndexBackend:
             clauses.append(_to_milvus_filter(None, kwargs["milvus_scalar_filters"]))
         return [c for c in clauses if c.strip()]
 
-    def _dialect(self) -> Any:
-        client = getattr(self._store, "client", None)
-        uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
-        return dialect_of(client, uri)
+    def _dialect(self) -> Dialect:
+        """The engine's dialect, asked once (a server reports its version)."""
+        if self._engine_dialect is None:
+            client = getattr(self._store, "client", None)
+            uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
+            self._engine_dialect = dialect_of(client, uri)
+        return self._engine_dialect
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: CallFilters) -> Metric | None:

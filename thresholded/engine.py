@@ -364,6 +364,8 @@ def within_filters(
     """The candidates whose metadata satisfies their collection's filters, and the others,
     dropped as ``outside_filters``: whatever the store did with the filters, nothing
     outside them is returned, neither a section nor a neighbour nor a parent summary."""
+    if all(s.where is None for s in stages):
+        return list(candidates), []
     where = {s.collection.name: (s.where, s.collection.backend) for s in stages}
     inside: list[Candidate[T]] = []
     outside: list[Dropped[T]] = []

@@ -11,6 +11,9 @@ The engines differ where it matters for a security filter:
   ordering, a text or a list test on a value of another type is unknown too, so its
   complement has no exact form there.
 - Milvus Lite 3.x runs no ``in [...]``: IN is written as ``==`` joined by ``or``.
+- The Milvus 2.3 server runs ``not`` and ``exists``, and there ``not (P)`` holds wherever
+  ``P`` does not, a missing key included: every exact condition has its complement. Its
+  ``like`` takes a prefix only, so TEXT_MATCH (a substring) is left to the check.
 
 A filter is first put in negation normal form (NOT pushed down to conditions by De
 Morgan's laws, "none of" being "and not"); each condition and each complement is then
@@ -44,6 +47,8 @@ class Dialect(StrEnum):
     """No ``not``, no ``exists``; ``k != v`` holds where ``k`` is missing."""
     MODERN = "milvus-modern"
     """``not`` and ``exists``; comparisons on a missing key are unknown."""
+    SERVER_2_3 = "milvus-2.3"
+    """``not`` is the complement (missing keys included); ``like`` takes a prefix only."""
     PLAIN = "milvus-plain"
     """An engine whose negation is not known: complements are left to the reference check."""
 
@@ -60,10 +65,12 @@ class MilvusFilter:
     """No row matches: the engine need not be asked."""
 
 
-_ORDERED = {Op.EQ: "==", Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
+_COMPARISONS = {Op.EQ: "==", Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 _ARRAYS = {Op.CONTAINS: "json_contains", Op.ANY: "json_contains_any", Op.ALL: "json_contains_all"}
 _COMPLEMENTS = {Op.NE: Op.EQ, Op.NIN: Op.IN}
 _LIKE_SPECIALS = ("%", "_", "\\")
+_EXACT_ON_2_3 = frozenset({*_COMPARISONS, Op.IN, *_ARRAYS})
+"""Conditions the 2.3 server writes exactly, so that ``not`` gives their complement."""
 
 
 def to_milvus(
@@ -84,10 +91,15 @@ def to_milvus(
 
 
 def dialect_of(client: Any, uri: str) -> Dialect:
-    """The dialect of the engine behind a pymilvus client at ``uri``."""
+    """The dialect of the engine behind a pymilvus client at ``uri``: Milvus Lite (a local
+    file) by its installed version, a server by the version it reports."""
     if not uri.startswith(("http://", "https://", "tcp://", "grpc://")):
         return Dialect.MODERN if _lite_major() >= 3 else Dialect.LITE_2
-    return Dialect.PLAIN
+    try:
+        version = str(client.get_server_version())
+    except Exception:  # an engine that does not say is written for plainly
+        return Dialect.PLAIN
+    return Dialect.SERVER_2_3 if version.lstrip("v").startswith("2.3.") else Dialect.PLAIN
 
 
 def _lite_major() -> int:
@@ -136,8 +148,8 @@ class _Writer:
         return self.complement(key, c, positive)
 
     def positive(self, key: str, c: Condition) -> str | None:
-        if c.op in _ORDERED:
-            return f"{key} {_ORDERED[c.op]} {literal(c.value)}"
+        if c.op in _COMPARISONS:
+            return f"{key} {_COMPARISONS[c.op]} {literal(c.value)}"
         if c.op is Op.IN:
             assert isinstance(c.value, tuple)
             return _joined([f"{key} == {literal(v)}" for v in c.value], "or")
@@ -153,6 +165,8 @@ class _Writer:
         return f"array_length({key}) == 0"
 
     def complement(self, key: str, c: Condition, positive: str | None) -> str | None:
+        if self.dialect is Dialect.SERVER_2_3 and c.op in _EXACT_ON_2_3:
+            return f"not ({positive})"
         if self.dialect is Dialect.MODERN and positive is not None:
             if c.op is Op.IS_EMPTY:  # never unknown: a missing key is empty
                 return f"not ({positive})"
@@ -166,10 +180,14 @@ class _Writer:
         self.exact = False
         return None
 
-    def text_match(self, key: str, text: str) -> str:
+    def text_match(self, key: str, text: str) -> str | None:
         """``key like "%text%"``. A value holding LIKE's own characters is matched by its
         plain fragments in order, which every engine reads the same; the reference then
-        checks the rest. The empty text is in every string: ``key >= ""``."""
+        checks the rest. The empty text is in every string: ``key >= ""``. The 2.3 server
+        matches prefixes only: there the check does it all."""
+        if text and self.dialect is Dialect.SERVER_2_3:  # a prefix only: nothing exact
+            self.exact = False
+            return None
         fragments = [text]
         for special in _LIKE_SPECIALS:
             fragments = [piece for part in fragments for piece in part.split(special)]

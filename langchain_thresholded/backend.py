@@ -24,7 +24,7 @@ from langchain_thresholded.scoring import is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.engine import Question, SearchArgs
-from thresholded.filters import Dialect, Filter, dialect_of, matches, to_milvus
+from thresholded.filters import Dialect, Filter, client_dialect, matches, to_milvus
 from thresholded.milvus_collection import ids_matching
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -107,11 +107,8 @@ class LangChainBackend:
         return kwargs
 
     def _dialect(self) -> Dialect:
-        """The engine's dialect, asked once (a server reports its version)."""
-        if self._engine_dialect is None:
-            client = getattr(self._store, "client", None)
-            uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
-            self._engine_dialect = dialect_of(client, uri)
+        if self._engine_dialect is None:  # asked once: a server reports its version
+            self._engine_dialect = client_dialect(getattr(self._store, "client", None))
         return self._engine_dialect
 
     # Scores --------------------------------------------------------------------------------

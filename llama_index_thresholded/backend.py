@@ -37,7 +37,7 @@ from llama_index_thresholded.pushdown import PUSHED_METRICS, is_milvus_store, ra
 from llama_index_thresholded.scoring import collection_dimension, score_kind_for, store_metric
 from thresholded.attachments import AttachmentSpec, Links
 from thresholded.engine import Collection, Question, SearchArgs
-from thresholded.filters import Dialect, Filter, dialect_of, to_milvus
+from thresholded.filters import Dialect, Filter, client_dialect, to_milvus
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import membership
 from thresholded.policy import RetrievalPolicy
@@ -123,11 +123,8 @@ class LlamaIndexBackend:
         return [c for c in clauses if c.strip()]
 
     def _dialect(self) -> Dialect:
-        """The engine's dialect, asked once (a server reports its version)."""
-        if self._engine_dialect is None:
-            client = getattr(self._store, "client", None)
-            uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
-            self._engine_dialect = dialect_of(client, uri)
+        if self._engine_dialect is None:  # asked once: a server reports its version
+            self._engine_dialect = client_dialect(getattr(self._store, "client", None))
         return self._engine_dialect
 
     # Scores --------------------------------------------------------------------------------

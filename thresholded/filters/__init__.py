@@ -12,7 +12,13 @@ Adapters convert their framework's filters into this model (LlamaIndex
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters.evaluate import matches
 from thresholded.filters.keys import RESERVED_WORDS, check_key
-from thresholded.filters.milvus import Dialect, MilvusFilter, dialect_of, to_milvus
+from thresholded.filters.milvus import (
+    Dialect,
+    MilvusFilter,
+    client_dialect,
+    dialect_of,
+    to_milvus,
+)
 from thresholded.filters.model import (
     Combine,
     Condition,
@@ -35,6 +41,7 @@ __all__ = [
     "UnsafeFilterError",
     "all_of",
     "check_key",
+    "client_dialect",
     "dialect_of",
     "matches",
     "none_match",

@@ -102,6 +102,12 @@ def dialect_of(client: Any, uri: str) -> Dialect:
     return Dialect.SERVER_2_3 if version.lstrip("v").startswith("2.3.") else Dialect.PLAIN
 
 
+def client_dialect(client: Any) -> Dialect:
+    """The dialect of a pymilvus client's engine, from its URI (and a server's version)."""
+    uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
+    return dialect_of(client, uri)
+
+
 def _lite_major() -> int:
     try:
         return int(importlib.metadata.version("milvus-lite").split(".")[0])

@@ -27,14 +27,13 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from langchain_thresholded.backend import QuestionEmbedder
-from langchain_thresholded.filters import to_filter
 from langchain_thresholded.report import ThresholdedReport
 from langchain_thresholded.retrievers import (
     STORE_OPTIONS,
     EngineRetriever,
     ThresholdedRetriever,
-    call_filters,
     check_options,
+    filters_of_call,
 )
 from thresholded.engine import Call, Collection, Fan, Question, plan
 from thresholded.fanout import (
@@ -44,7 +43,6 @@ from thresholded.fanout import (
     check_one_model,
     check_unique_names,
 )
-from thresholded.filters import all_of
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import ScoreKind
 
@@ -253,8 +251,7 @@ class MultiCollectionRetriever(EngineRetriever):
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         options = check_options(self, kwargs, _CALL_OPTIONS)
         k = options.get("k")
-        where, store_options = call_filters(options)
-        where = all_of(to_filter(self.call_filters), where)
+        where, store_options = filters_of_call(options, self.call_filters)
         return plan(
             Question(query),
             self._collections,

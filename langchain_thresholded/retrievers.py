@@ -265,8 +265,7 @@ class ThresholdedRetriever(EngineRetriever):
         policy = self._policy().with_overrides(
             top_k=options.get("k"), **{name: options.get(name) for name in _POLICY_OVERRIDES}
         )
-        where, store_options = call_filters(options)
-        where = all_of(to_filter(self.call_filters), where)
+        where, store_options = filters_of_call(options, self.call_filters)
         return plan(
             Question(query), [self._collection], policy, filters=where, options=store_options
         )
@@ -344,10 +343,11 @@ class ThresholdedRetriever(EngineRetriever):
         return "id"
 
 
-def call_filters(options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """A call's filters in the core model, and its other store arguments. A raw filter
-    (``expr``, a string ``filter``, or either in ``search_kwargs``) is refused: per call,
-    filters are structured, so that they can be checked and only narrow."""
+def filters_of_call(options: dict[str, Any], configured: Any = None) -> tuple[Any, dict[str, Any]]:
+    """A call's filters in the core model (with the retriever's ``call_filters``, AND), and
+    its other store arguments. A raw filter (``expr``, a string ``filter``, or either in
+    ``search_kwargs``) is refused: per call, filters are structured, so that they can be
+    checked and only narrow."""
     extra = dict(options.get("search_kwargs") or {})
     raw = [name for name in _RAW_FILTERS if name in options and isinstance(options[name], str)]
     raw += [f"search_kwargs[{name!r}]" for name in _RAW_FILTERS if name in extra]
@@ -365,7 +365,7 @@ def call_filters(options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
             "a filter function per call cannot be checked: pass filters=... (a structured "
             "filter or a dict such as {'doc_type': 'public'})"
         )
-    where = all_of(*(to_filter(f) for f in given))
+    where = all_of(to_filter(configured), *(to_filter(f) for f in given))
     return where, {"search_kwargs": extra} if extra else {}
 
 

@@ -303,8 +303,16 @@ class ThresholdedRetriever(EngineRetriever):
         )
 
     def _search_kwargs(self) -> dict[str, Any]:
-        """The field ``search_kwargs`` with ``expr``; a raw expression is for Milvus only."""
+        """The field ``search_kwargs`` with ``expr``. A raw expression is for Milvus only: on
+        another store nothing could hold the neighbours and summaries to it."""
         kwargs = dict(self.search_kwargs)
+        raw = kwargs.get("expr") or kwargs.get("filter")
+        if isinstance(raw, str) and not is_milvus(self.vectorstore) and self.docstore is not None:
+            raise ValueError(
+                f"search_kwargs holds a raw filter expression, which "
+                f"{type(self.vectorstore).__name__} cannot check for the neighbours and "
+                "summaries fetched from the docstore: give filters=... instead"
+            )
         if self.expr:
             if not is_milvus(self.vectorstore):
                 raise ValueError(

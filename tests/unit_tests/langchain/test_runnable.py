@@ -274,3 +274,18 @@ def test_ls_params_name_the_store(retriever):
     assert params["ls_retriever_name"] == "thresholded"
     assert params["ls_vector_store_provider"] == "InMemoryVectorStore"
     assert params["ls_embedding_provider"] == "ExactEmbeddings"
+
+
+def test_a_raw_expression_on_another_store_with_a_docstore_is_refused(corpus):
+    from langchain_core.stores import InMemoryStore
+
+    c = corpus(SPECS)
+    with pytest.raises(ValueError, match="filters="):
+        ThresholdedRetriever(
+            vectorstore=c.store,
+            policy=POLICY,
+            docstore=InMemoryStore(),
+            search_kwargs={"expr": 'lang == "en"'},
+        )
+    with pytest.raises(ValueError, match="filters="):
+        ThresholdedRetriever(vectorstore=c.store, policy=POLICY, expr='lang == "en"')

@@ -5,7 +5,10 @@ calls interleaved, with the query embedding precomputed (no model is called).
 The thresholded retriever runs with floor 0 (nothing dropped, nothing pushed
 down), no cap, no budget and no attachments, so the search is identical and the
 difference is the wrapper: score conversion, selection, marked copies, events.
-A second row per k shows the default use: a floor (pushed down to Milvus).
+A second row per k shows the default use: a floor (pushed down to Milvus). A third
+compares both with a metadata filter (every section matches it, so the same sections
+come back): the bare retriever with LlamaIndex's expression, the thresholded one with
+the core's, plus its check of every returned section against the filter.
 
     .venv/bin/python benchmarks/wrapper_overhead.py
 """
@@ -29,6 +32,7 @@ from _bench_common import (
     write_json,
 )
 from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import ThresholdedRetriever
 from llama_index_thresholded.milvus import milvus_store
@@ -36,6 +40,9 @@ from thresholded import RetrievalPolicy
 
 DIM = 384
 KS = (4, 20, 100)
+FILTERS = MetadataFilters(
+    filters=[MetadataFilter(key="source", value="nowhere", operator=FilterOperator.NE)]
+)
 
 
 def main() -> None:
@@ -64,13 +71,23 @@ def main() -> None:
             floored = ThresholdedRetriever(
                 index, policy.with_overrides(min_similarity=args.floor), neighbours=0
             )
+            bare_filtered = VectorIndexRetriever(index, similarity_top_k=k, filters=FILTERS)
+            filtered = ThresholdedRetriever(index, policy, neighbours=0, filters=FILTERS)
+            retrievers = {
+                "bare": bare,
+                "wrapped": wrapped,
+                "floored": floored,
+                "bare_filtered": bare_filtered,
+                "filtered": filtered,
+            }
             for q in queries[:3]:  # warm-up
-                bare.retrieve(q), wrapped.retrieve(q), floored.retrieve(q)
-            times: dict[str, list[float]] = {"bare": [], "wrapped": [], "floored": []}
-            kept: dict[str, list[int]] = {"bare": [], "wrapped": [], "floored": []}
+                for retriever in retrievers.values():
+                    retriever.retrieve(q)
+            times: dict[str, list[float]] = {name: [] for name in retrievers}
+            kept: dict[str, list[int]] = {name: [] for name in retrievers}
             for r in range(args.rounds):
                 for i, q in enumerate(queries):
-                    order = [("bare", bare), ("wrapped", wrapped), ("floored", floored)]
+                    order = list(retrievers.items())
                     if (i + r) % 2:
                         order.reverse()
                     for name, retriever in order:
@@ -87,6 +104,9 @@ def main() -> None:
                 "floored_ms": m["floored"],
                 "floored_ratio": m["floored"] / m["bare"],
                 "floored_mean_kept": float(np.mean(kept["floored"])),
+                "bare_filtered_ms": m["bare_filtered"],
+                "filtered_ms": m["filtered"],
+                "filtered_ratio": m["filtered"] / m["bare_filtered"],
                 "calls_each": len(times["bare"]),
             }
             results.append(result)
@@ -99,6 +119,8 @@ def main() -> None:
                     f"{result['overhead_ms']:+.2f}",
                     f"{m['floored']:.2f} ({result['floored_ratio']:.2f}x, "
                     f"{result['floored_mean_kept']:.1f} kept)",
+                    f"{m['bare_filtered']:.2f} / {m['filtered']:.2f} "
+                    f"({result['filtered_ratio']:.2f}x)",
                 ]
             )
     print(
@@ -113,6 +135,7 @@ def main() -> None:
                 "ratio",
                 "overhead ms",
                 f"thresholded ms, floor {args.floor} pushed down",
+                "filtered: bare / thresholded ms (floor 0)",
             ],
             rows,
         )

@@ -8,7 +8,7 @@ candidates and back. The pipeline itself is the engine's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
 from langchain_thresholded.milvus import _ensure_orm_connection
@@ -24,6 +24,8 @@ from langchain_thresholded.scoring import is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.engine import Question, SearchArgs
+from thresholded.filters import Dialect, Filter, client_dialect, matches, to_milvus
+from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import check_expression
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -73,27 +75,44 @@ class LangChainBackend:
         self._id_key = id_key
         self._milvus = is_milvus(store)
         self._rescore_dense = rescore_dense
+        self._raw_expr = _raw_expr(self._search_kwargs) if self._milvus else None
+        self._engine_dialect: Dialect | None = None
+        raw = self._search_kwargs.get("filter")
+        self._raw_filter = raw if callable(raw) else None
         self.dimension: int | None = None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
         self.name = _store_name(store)
         self.threaded = _needs_thread(store)
 
     # Filters -------------------------------------------------------------------------------
-    def prepare(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The store arguments of a call: the retriever's ``search_kwargs``, then the call's
-        ``search_kwargs``, ``filter`` and ``expr`` (langchain-milvus's filter is ``expr``)."""
-        options = options or {}
-        kwargs = {**self._search_kwargs, **(options.get("search_kwargs") or {})}
-        for name in ("filter", "expr"):
-            if name in options:
-                kwargs[name] = options[name]
+    def prepare(self, where: Filter | None, options: Mapping[str, Any] | None = None) -> dict:
+        """The store arguments of a call: the retriever's ``search_kwargs`` with the call's
+        (which hold no filter), and every filter in force. On Milvus that is one ``expr``:
+        the retriever's raw expression, verbatim, AND the filters written by the core. An
+        ``InMemoryVectorStore`` gets them as its ``filter`` function. Other stores get the
+        retriever's own arguments; the engine checks every document against ``where``."""
+        extra = dict((options or {}).get("search_kwargs") or {})
+        kwargs = {**self._search_kwargs, **extra}
         if "k" in kwargs:
             raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
-        if self._milvus and "filter" in kwargs and "expr" not in kwargs:
-            kwargs["expr"] = kwargs.pop("filter")
-        if isinstance(kwargs.get("expr"), str):
-            check_expression(kwargs["expr"])
+        if self._milvus:
+            raw = kwargs.pop("expr", None) or kwargs.pop("filter", None)
+            kwargs.pop("filter", None)
+            if isinstance(raw, str):
+                check_expression(raw)
+            written = to_milvus(where, self._dialect())
+            parts = [f"({p})" for p in (raw, written.expr) if p]
+            if parts:
+                kwargs["expr"] = " and ".join(parts)
+            return kwargs
+        if where is not None and isinstance(self._store, InMemoryVectorStore):
+            kwargs["filter"] = _both(kwargs.get("filter"), _matcher(where))
         return kwargs
+
+    def _dialect(self) -> Dialect:
+        if self._engine_dialect is None:  # asked once: a server reports its version
+            self._engine_dialect = client_dialect(getattr(self._store, "client", None))
+        return self._engine_dialect
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: Mapping[str, Any]) -> Metric | None:
@@ -161,12 +180,25 @@ class LangChainBackend:
     def fetch(self, ids: list[str]) -> dict[str, Document]:
         if self._docstore is None:
             return {}
-        return _found(ids, self._docstore.mget(ids))
+        return self._admitted(_found(ids, self._docstore.mget(ids)))
 
     async def afetch(self, ids: list[str]) -> dict[str, Document]:
         if self._docstore is None:
             return {}
-        return _found(ids, await self._docstore.amget(ids))
+        return self._admitted(_found(ids, await self._docstore.amget(ids)))
+
+    def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
+        """What the docstore returned, held to the retriever's raw store filter: its filter
+        function, or its Milvus ``expr``, which the collection itself checks by id."""
+        if self._raw_filter is not None:
+            found = {i: d for i, d in found.items() if self._raw_filter(d)}
+        if self._raw_expr:
+            _ensure_orm_connection(self._store)
+            pk = str(getattr(self._store, "_primary_field", "pk"))
+            name = self._store.collection_name
+            allowed = ids_matching(self._store.client, name, pk, list(found), self._raw_expr)
+            found = {i: d for i, d in found.items() if i in allowed}
+        return found
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         return {}
@@ -188,6 +220,9 @@ class LangChainBackend:
         item_id = stored_id(item, self._id_key) or key or document_id(item)
         return item_id, source_of(item, source_key, item_id), len(item.page_content)
 
+    def metadata(self, item: Document) -> Mapping[str, Any]:
+        return item.metadata
+
 
 class QuestionEmbedder:
     """Embeds a question with a given model, for the engine (``plan(embedder=...)``)."""
@@ -207,6 +242,23 @@ def output(candidate: Candidate[Document], *, collection_key: str | None = None)
     was. Marks the store itself holds are removed first: only this package writes them."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
     return marked_copy(candidate.item, written, remove=_MARKS, doc_id=candidate.id)
+
+
+def _raw_expr(search_kwargs: Mapping[str, Any]) -> str | None:
+    raw = search_kwargs.get("expr") or search_kwargs.get("filter")
+    return raw if isinstance(raw, str) and raw.strip() else None
+
+
+def _matcher(where: Filter) -> Callable[[Document], bool]:
+    return lambda doc: matches(where, doc.metadata)
+
+
+def _both(
+    first: Callable[[Document], bool] | None, second: Callable[[Document], bool]
+) -> Callable[[Document], bool]:
+    if first is None:
+        return second
+    return lambda doc: bool(first(doc)) and second(doc)
 
 
 def _found(ids: list[str], documents: Sequence[Document | None]) -> dict[str, Document]:

@@ -42,8 +42,9 @@ class RetrieverSource(VectorStore):
     """A retriever seen as a store of scored candidates, for ``ThresholdedRetriever``.
 
     ``k`` (the retriever's ``top_k * over_fetch``) cuts the fused list; how many
-    documents each inner retriever returns is its own setting. Store filters do
-    not apply: filter inside the inner retrievers.
+    documents each inner retriever returns is its own setting. It takes no store
+    arguments: the ``ThresholdedRetriever`` over it checks every document against its
+    ``filters`` (neighbours and summaries included), and inner retrievers may filter too.
     """
 
     def __init__(
@@ -136,6 +137,6 @@ class RetrieverSource(VectorStore):
 def _no_store_arguments(kwargs: dict[str, Any]) -> None:
     if kwargs:
         raise TypeError(
-            f"a retriever takes no store arguments, got {sorted(kwargs)}: "
-            "set filters on the inner retrievers"
+            f"a retriever takes no store arguments, got {sorted(kwargs)}: give "
+            "ThresholdedRetriever filters=..., or set filters on the inner retrievers"
         )

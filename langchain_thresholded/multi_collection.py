@@ -33,6 +33,7 @@ from langchain_thresholded.retrievers import (
     EngineRetriever,
     ThresholdedRetriever,
     check_options,
+    filters_of_call,
 )
 from thresholded.engine import Call, Collection, Fan, Question, plan
 from thresholded.fanout import (
@@ -142,8 +143,10 @@ class MultiCollectionRetriever(EngineRetriever):
     ``ModelMismatchError``. Dense search only: the merge compares cosines.
 
     Per call: ``k``, ``min_similarity`` (every collection's floor), ``min_top_similarity``
-    (every gate, the global one included), and ``filter``,
-    ``expr`` or ``search_kwargs`` (given to every store).
+    (every gate, the global one included), ``filters`` (a structured filter, combined
+    with each collection's own) and ``search_kwargs`` (given to every store, without
+    filters). Every document returned, attachments included, satisfies the filters in
+    force in its collection.
     """
 
     _stage: ClassVar[str] = "multi_collection"
@@ -158,6 +161,12 @@ class MultiCollectionRetriever(EngineRetriever):
     """Each collection's default timeout, in seconds."""
     fail_fast: bool = False
     max_workers: int | None = Field(default=None, ge=1)
+    allowed_filter_keys: list[str] | None = None
+    """The only metadata keys a call's filters may name, in every collection (each
+    collection's own ``allowed_filter_keys`` also hold)."""
+    call_filters: Any = None
+    """Filters combined (AND) with every call's: the field to expose with
+    ``configurable_fields``."""
 
     _collections: tuple[Collection[Document], ...] = PrivateAttr(default=())
     _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
@@ -197,8 +206,11 @@ class MultiCollectionRetriever(EngineRetriever):
                 f"{type(store).__name__} cannot search by vector: the question is embedded once "
                 "for every collection, so each store needs similarity_search_with_score_by_vector"
             )
+        collection = sub.as_collection()
+        keys = _narrowest(collection.allowed_filter_keys, self.allowed_filter_keys)
         return replace(
-            sub.as_collection(),
+            collection,
+            allowed_filter_keys=keys,
             policy=sub.as_policy(),
             name=spec.name or _default_name(store, position),
             timeout=spec.timeout if spec.timeout is not None else self.timeout,
@@ -240,14 +252,15 @@ class MultiCollectionRetriever(EngineRetriever):
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         options = check_options(self, kwargs, _CALL_OPTIONS)
         k = options.get("k")
-        store_options = {n: options[n] for n in STORE_OPTIONS if options.get(n) is not None}
+        where, store_options = filters_of_call(options, self.call_filters)
         return plan(
             Question(query),
             self._collections,
             self.policy.with_overrides(top_k=k if k is not None else self.k),
             min_similarity=options.get("min_similarity"),
             min_top_similarity=options.get("min_top_similarity"),
-            filters=store_options,
+            filters=where,
+            options=store_options,
             fan=Fan(self._executor(), self.fail_fast, inline=False),
             embedder=None if self.embeddings is None else QuestionEmbedder(self.embeddings),
         )
@@ -260,6 +273,13 @@ class MultiCollectionRetriever(EngineRetriever):
             workers = self.max_workers or min(64, 2 * len(self._collections))
             self._pool = ThreadPoolExecutor(workers, thread_name_prefix="multi-collection")
         return self._pool
+
+
+def _narrowest(own: frozenset[str] | None, given: list[str] | None) -> frozenset[str] | None:
+    """The keys both lists allow; None when neither limits them."""
+    if given is None:
+        return own
+    return frozenset(given) if own is None else own & frozenset(given)
 
 
 def _default_name(store: Any, position: int) -> str:

@@ -19,10 +19,12 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, field_validator
 
 from langchain_thresholded.backend import LangChainBackend, LinkKeys
+from langchain_thresholded.filters import to_filter
 from langchain_thresholded.report import EVENT_NAME, ThresholdedReport
 from langchain_thresholded.scoring import is_milvus, supports_metric_detection, unknown_store_error
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Call, Collection, Question, adrive, drive, plan, retrieve
+from thresholded.filters import all_of
 from thresholded.policy import RetrievalPolicy
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
@@ -35,8 +37,10 @@ _POLICY_OVERRIDES = (
     "max_chars",
     "over_fetch",
 )
-STORE_OPTIONS = ("filter", "expr", "search_kwargs")
+STORE_OPTIONS = ("filters", "filter", "expr", "search_kwargs")
 _CALL_OPTIONS = frozenset({"k", *_POLICY_OVERRIDES, *STORE_OPTIONS})
+_RAW_FILTERS = ("expr", "filter")
+_BASE_FILTER_FIELDS = frozenset({"filters", "expr", "search_kwargs", "allowed_filter_keys"})
 IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and passes it on
 
 
@@ -93,6 +97,18 @@ class EngineRetriever(BaseRetriever):
             sink.append(report)
         return report.documents
 
+    def configurable_fields(self, **kwargs: Any) -> Any:
+        """LangChain's ``configurable_fields``; the retriever's own filters are not among
+        them, since a configured value would replace them. Expose ``call_filters``, which
+        narrows them like a call's ``filters``."""
+        widening = sorted(set(kwargs) & _BASE_FILTER_FIELDS)
+        if widening:
+            raise ValueError(
+                f"{widening} cannot be configurable: a configured value would replace the "
+                "retriever's filters. Expose call_filters instead: it is combined with them"
+            )
+        return super().configurable_fields(**kwargs)
+
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         raise NotImplementedError
 
@@ -115,12 +131,15 @@ class ThresholdedRetriever(EngineRetriever):
     and why; every call sends the same report to its callbacks as the custom event
     ``thresholded_selection``.
 
-    Per call: ``retriever.invoke(q, k=2, min_similarity=0.5, filter=...)``; also
-    ``min_top_similarity`` (the answer gate; 0 turns it off),
-    ``max_per_source``, ``max_chars``, ``over_fetch``, ``expr`` and
-    ``search_kwargs`` (merged over the field). ``filter`` and ``expr`` go to the
-    store untouched (for langchain-milvus, whose filter argument is ``expr``, a
-    ``filter`` is passed as ``expr``).
+    Per call: ``retriever.invoke(q, k=2, min_similarity=0.5, filters=...)``; also
+    ``min_top_similarity`` (the answer gate; 0 turns it off), ``max_per_source``,
+    ``max_chars``, ``over_fetch`` and ``search_kwargs`` (merged over the field; no
+    filter in them). ``filters`` is a structured filter (see
+    :mod:`langchain_thresholded.filters`) and only narrows: it is combined (AND) with
+    the retriever's ``filters``, ``expr`` and ``search_kwargs`` filter. Every document
+    returned satisfies every filter in force, attachments included (those outside
+    are dropped as ``outside_filters``). A raw Milvus ``expr`` is given when the
+    retriever is built, never per call.
     """
 
     vectorstore: VectorStore
@@ -147,7 +166,19 @@ class ThresholdedRetriever(EngineRetriever):
     ``policy.hybrid_policy="rescore"``): then the floor reads their dense cosine, and their
     own score and order stay."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Passed to every search, e.g. ``{"expr": ...}`` or Milvus's ``{"param": ...}``."""
+    """Passed to every search, e.g. Milvus's ``{"param": ...}``; a raw ``{"expr": ...}`` (or
+    ``filter``) here is ANDed with every call's filters."""
+    filters: Any = None
+    """The retriever's own filter, structured (see :mod:`langchain_thresholded.filters`):
+    it holds in every call, and a call's ``filters`` narrow it."""
+    expr: str | None = None
+    """A raw Milvus boolean expression, ANDed verbatim with every call's filters (Milvus
+    stores only; you vouch for it: it is not checked)."""
+    allowed_filter_keys: list[str] | None = None
+    """The only metadata keys a filter may name; default: any plain field name."""
+    call_filters: Any = None
+    """Filters combined (AND) with ``filters`` in every call, like a call's own ``filters``:
+    the field to expose with ``configurable_fields`` (``filters`` cannot be)."""
     docstore: BaseStore[str, Document] | None = None
     """Where neighbours and parent summaries are fetched from, by the ids in the metadata."""
     neighbours: int = Field(default=1, ge=0)
@@ -244,13 +275,15 @@ class ThresholdedRetriever(EngineRetriever):
         )
 
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
-        """One call: its policy with the call's overrides, and its store arguments."""
+        """One call: its policy with the call's overrides, its filters and store arguments."""
         options = check_options(self, kwargs, _CALL_OPTIONS)
         policy = self.as_policy().with_overrides(
             top_k=options.get("k"), **{name: options.get(name) for name in _POLICY_OVERRIDES}
         )
-        store_options = {name: options[name] for name in STORE_OPTIONS if name in options}
-        return plan(Question(query), [self._collection], policy, filters=store_options)
+        where, store_options = filters_of_call(options, self.call_filters)
+        return plan(
+            Question(query), [self._collection], policy, filters=where, options=store_options
+        )
 
     def _build_collection(self) -> Collection[Document]:
         rescore = self.score_mode == "rescore"
@@ -259,7 +292,7 @@ class ThresholdedRetriever(EngineRetriever):
             embeddings=self._store_embeddings(),
             metric=self.metric,
             score_kind=self.score_kind,
-            search_kwargs=self.search_kwargs,
+            search_kwargs=self._search_kwargs(),
             docstore=self.docstore,
             link_keys=LinkKeys(self.prev_id_key, self.next_id_key, self.parent_id_key),
             id_key=self._id_key(),
@@ -267,6 +300,7 @@ class ThresholdedRetriever(EngineRetriever):
         )
         model = getattr(self._store_embeddings(), "model_id", None)
         attach = self.docstore is not None
+        keys = self.allowed_filter_keys
         return Collection(
             backend=backend,
             score_kind=self.score_kind,
@@ -279,7 +313,30 @@ class ThresholdedRetriever(EngineRetriever):
             ),
             embeds=self.score_kind is ScoreKind.COSINE,
             rescore=rescore,
+            where=to_filter(self.filters),
+            allowed_filter_keys=None if keys is None else frozenset(keys),
         )
+
+    def _search_kwargs(self) -> dict[str, Any]:
+        """The field ``search_kwargs`` with ``expr``. A raw expression is for Milvus only: on
+        another store nothing could hold the neighbours and summaries to it."""
+        kwargs = dict(self.search_kwargs)
+        raw = kwargs.get("expr") or kwargs.get("filter")
+        if isinstance(raw, str) and not is_milvus(self.vectorstore) and self.docstore is not None:
+            raise ValueError(
+                f"search_kwargs holds a raw filter expression, which "
+                f"{type(self.vectorstore).__name__} cannot check for the neighbours and "
+                "summaries fetched from the docstore: give filters=... instead"
+            )
+        if self.expr:
+            if not is_milvus(self.vectorstore):
+                raise ValueError(
+                    f"expr is a Milvus boolean expression, but the store is "
+                    f"{type(self.vectorstore).__name__}: give filters=... instead"
+                )
+            base = kwargs.pop("expr", None) or kwargs.pop("filter", None)
+            kwargs["expr"] = " and ".join(f"({e})" for e in (base, self.expr) if e)
+        return kwargs
 
     def _check_scoring(self) -> None:
         """Fail at construction on a store whose scores cannot be read as cosines."""
@@ -307,6 +364,32 @@ class ThresholdedRetriever(EngineRetriever):
         if is_milvus(self.vectorstore):
             return str(getattr(self.vectorstore, "_primary_field", "pk"))
         return "id"
+
+
+def filters_of_call(options: dict[str, Any], configured: Any = None) -> tuple[Any, dict[str, Any]]:
+    """A call's filters in the core model (with the retriever's ``call_filters``, AND), and
+    its other store arguments. A raw filter (``expr``, a string ``filter``, or either in
+    ``search_kwargs``) is refused: per call, filters are structured, so that they can be
+    checked and only narrow."""
+    extra = dict(options.get("search_kwargs") or {})
+    raw = [name for name in _RAW_FILTERS if name in options and isinstance(options[name], str)]
+    raw += [f"search_kwargs[{name!r}]" for name in _RAW_FILTERS if name in extra]
+    raw += ["expr"] if "expr" in options and "expr" not in raw else []
+    if raw:
+        raise TypeError(
+            f"a raw store filter per call ({', '.join(raw)}) is not accepted: pass "
+            "filters=... (a structured filter or a dict such as {'doc_type': 'public'}), which "
+            "is combined with the retriever's filters; a raw Milvus expr belongs in the "
+            "retriever (expr=... or search_kwargs={'expr': ...})"
+        )
+    given = [options.get("filters"), options.get("filter")]
+    if any(callable(f) for f in given):
+        raise TypeError(
+            "a filter function per call cannot be checked: pass filters=... (a structured "
+            "filter or a dict such as {'doc_type': 'public'})"
+        )
+    where = all_of(to_filter(configured), *(to_filter(f) for f in given))
+    return where, {"search_kwargs": extra} if extra else {}
 
 
 def check_options(

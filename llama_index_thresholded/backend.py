@@ -9,7 +9,7 @@ pipeline itself is the engine's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from llama_index_thresholded.embeddings import model_id_of
-from llama_index_thresholded.filters import milvus_expression
+from llama_index_thresholded.filters import to_metadata_filters
 from llama_index_thresholded.nodes import source_of, text_length
 from llama_index_thresholded.pushdown import PUSHED_METRICS, is_milvus_store, range_search_kwargs
 from llama_index_thresholded.scoring import (
@@ -42,6 +42,9 @@ from llama_index_thresholded.scoring import (
 )
 from thresholded.attachments import AttachmentSpec, Links
 from thresholded.engine import Collection, Question, SearchArgs
+from thresholded.filters import Dialect, Filter, client_dialect, to_milvus
+from thresholded.milvus_collection import ids_matching
+from thresholded.milvus_expr import membership
 from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PushdownSwitch
 from thresholded.rescore import Vector
@@ -56,8 +59,9 @@ _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 
 @dataclass(frozen=True)
 class CallFilters:
-    """A call's filters, validated before any request: LlamaIndex's own, or, on Milvus,
-    a safe expression (see ``filters.py``) that also holds the id restrictions."""
+    """A call's filters as its store takes them: LlamaIndex's own, or, on Milvus, one
+    expression with every restriction in force (the filters, the retriever's ``doc_ids``
+    and ``node_ids``, and the store's own ``string_expr`` and ``milvus_scalar_filters``)."""
 
     filters: MetadataFilters | None
     milvus_expr: str | None = None
@@ -74,7 +78,6 @@ class LlamaIndexBackend:
         mode: VectorStoreQueryMode,
         metric: Metric | None,
         search_args: dict[str, Any],
-        allowed_filter_keys: Iterable[str] | None,
     ) -> None:
         self._index = index
         self._store = index.vector_store
@@ -83,8 +86,8 @@ class LlamaIndexBackend:
         self.mode = mode
         self._metric = metric
         self._args = search_args
-        self._allowed_keys = set(allowed_filter_keys) if allowed_filter_keys else None
         self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
+        self._engine_dialect: Dialect | None = None
         self.dimension = collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
         self.name = _store_name(self._store)
         self.attempt_timeout = _store_timeout(self._store)
@@ -95,23 +98,39 @@ class LlamaIndexBackend:
         return self._store
 
     # Filters -------------------------------------------------------------------------------
-    def prepare(self, filters: MetadataFilters | None) -> CallFilters:
-        """Validate and translate a call's filters before any query is sent."""
+    def prepare(self, where: Filter | None, options: Any = None) -> CallFilters:
+        """The call's filters for the store, before any query is sent: on Milvus, one
+        expression ANDing every restriction in force; elsewhere LlamaIndex's filters."""
         if not is_milvus_store(self._store):
-            if filters is not None and self._allowed_keys is not None:
-                milvus_expression(filters, allowed_keys=self._allowed_keys)  # checks the keys
-            return CallFilters(filters)
-        doc_ids, node_ids = self._args["doc_ids"], self._args["node_ids"]
-        if not (filters and filters.filters) and not doc_ids and not node_ids:
-            return CallFilters(None)
-        expr = milvus_expression(
-            filters,
-            allowed_keys=self._allowed_keys,
-            doc_ids=doc_ids,
-            node_ids=node_ids,
-            doc_id_field=getattr(self._store, "doc_id_field", "doc_id"),
-        )
-        return CallFilters(None, expr)
+            return CallFilters(to_metadata_filters(where))
+        written = to_milvus(where, self._dialect())
+        clauses = [written.expr, *self._store_restrictions()]
+        if self._args["doc_ids"]:
+            doc_id_field = getattr(self._store, "doc_id_field", "doc_id")
+            clauses.append(membership(doc_id_field, self._args["doc_ids"]))
+        if self._args["node_ids"]:
+            clauses.append(membership("id", self._args["node_ids"]))
+        parts = [f"({c})" for c in clauses if c]
+        return CallFilters(None, " and ".join(parts) if parts else None)
+
+    def _store_restrictions(self) -> list[str]:
+        """What the retriever's ``vector_store_kwargs`` restrict, verbatim: a raw
+        ``string_expr`` and ``milvus_scalar_filters``, which the store would otherwise
+        drop as soon as another filter is given."""
+        kwargs = self._args["vector_store_kwargs"]
+        clauses = []
+        if kwargs.get("string_expr"):
+            clauses.append(str(kwargs["string_expr"]))
+        if kwargs.get("milvus_scalar_filters") is not None:
+            from llama_index.vector_stores.milvus.base import _to_milvus_filter
+
+            clauses.append(_to_milvus_filter(None, kwargs["milvus_scalar_filters"]))
+        return [c for c in clauses if c.strip()]
+
+    def _dialect(self) -> Dialect:
+        if self._engine_dialect is None:  # asked once: a server reports its version
+            self._engine_dialect = client_dialect(getattr(self._store, "client", None))
+        return self._engine_dialect
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: CallFilters) -> Metric | None:
@@ -158,8 +177,12 @@ class LlamaIndexBackend:
         search = self._args
         kwargs = search["vector_store_kwargs"]
         doc_ids, node_ids = search["doc_ids"], search["node_ids"]
-        if call.milvus_expr is not None:
-            kwargs = {**kwargs, "string_expr": call.milvus_expr}
+        if is_milvus_store(self._store):  # every restriction is in the one expression
+            kwargs = {
+                k: v for k, v in kwargs.items() if k not in ("string_expr", "milvus_scalar_filters")
+            }
+            if call.milvus_expr is not None:
+                kwargs["string_expr"] = call.milvus_expr
             doc_ids = node_ids = None
         if args.radius is not None:
             kwargs = range_search_kwargs(kwargs, self._store, args.radius)
@@ -183,7 +206,7 @@ class LlamaIndexBackend:
         missing = [i for i in ids if i not in found]
         if missing and self._store_can_fetch:
             found.update((n.node_id, n) for n in self._store_nodes(missing))
-        return found
+        return self._admitted(found)
 
     async def afetch(self, ids: list[str]) -> dict[str, BaseNode]:
         nodes = await self._docstore.aget_nodes(ids, raise_error=False)
@@ -191,7 +214,18 @@ class LlamaIndexBackend:
         missing = [i for i in ids if i not in found]
         if missing and self._store_can_fetch:
             found.update((n.node_id, n) for n in await self._astore_nodes(missing))
-        return found
+        return self._admitted(found)
+
+    def _admitted(self, found: dict[str, BaseNode]) -> dict[str, BaseNode]:
+        """Sections fetched by id, held to the store's raw restrictions (``string_expr``,
+        ``milvus_scalar_filters``), which only Milvus can read: it checks them by id."""
+        raw = self._store_restrictions() if is_milvus_store(self._store) else []
+        if not raw or not found:
+            return found
+        expr = " and ".join(f"({c})" for c in raw)
+        name = self._store.collection_name
+        allowed = ids_matching(self._store.client, name, "id", list(found), expr)
+        return {i: n for i, n in found.items() if i in allowed}
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         if not self._store_can_fetch:
@@ -233,6 +267,9 @@ class LlamaIndexBackend:
     ) -> tuple[str, str | None, int]:
         return item.node_id, source_of(item, source_key), text_length(item)
 
+    def metadata(self, item: BaseNode) -> Mapping[str, Any]:
+        return item.metadata
+
 
 def index_collection(
     index: VectorStoreIndex,
@@ -246,6 +283,7 @@ def index_collection(
     score_kind: ScoreKind | str | None = None,
     allow_model_mismatch: bool = False,
     search_args: dict[str, Any] | None = None,
+    where: Filter | None = None,
     allowed_filter_keys: Iterable[str] | None = None,
     pushdown: bool = True,
     retry: RetryPolicy | None = None,
@@ -279,7 +317,6 @@ def index_collection(
         mode=mode,
         metric=dense_metric,
         search_args=args,
-        allowed_filter_keys=allowed_filter_keys,
     )
     if profile is not None:
         fields = (policy or RetrievalPolicy()).model_dump(
@@ -300,6 +337,8 @@ def index_collection(
         pushdown=PushdownSwitch(pushdown and backend.can_push_down(dense_metric)),
         attachments=attachments or AttachmentSpec(),
         embeds=mode not in _SEARCH_ONLY,
+        where=where,
+        allowed_filter_keys=None if allowed_filter_keys is None else frozenset(allowed_filter_keys),
     )
 
 

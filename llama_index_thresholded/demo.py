@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from llama_index_thresholded.embeddings import load_embed_model
 from llama_index_thresholded.knowledge_base import index_knowledge_base
@@ -13,10 +13,16 @@ from llama_index_thresholded.query_engine import DEFAULT_NO_MATCH_MESSAGE
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
+from thresholded.selection import DropReason
 
 COLLECTION = "example_support_kb"
 """The example's own collection name: its profile is refused for any other collection."""
 PROFILE = EXAMPLE_KNOWLEDGE_BASE / "threshold.json"
+CUSTOMER_FILTERS = MetadataFilters(
+    filters=[MetadataFilter(key="doc_type", value="internal", operator=FilterOperator.NE)]
+)
+"""The demo answers customers: sections for support staff (``doc_type: internal``) never
+reach them, whatever a call's own filters say."""
 
 
 def build_demo_retriever(
@@ -25,13 +31,18 @@ def build_demo_retriever(
     profile: str | Path | None = None,
     neighbours: int = 1,
 ) -> ThresholdedRetriever:
-    """Index the example knowledge base (MiniLM, Milvus Lite) and wrap it with its profile."""
+    """Index the example knowledge base (MiniLM, Milvus Lite) and wrap it with its profile,
+    for customers: no ``doc_type: internal`` section, neighbour or summary."""
     embed_model = load_embed_model("minilm")
     store = milvus_store(uri, COLLECTION, dim=384, overwrite=True)
     index = index_knowledge_base(load_knowledge_base(), store, embed_model)
     # pushdown=False: the demo lists the drops below the floor, so Milvus must return them.
     return ThresholdedRetriever(
-        index, profile=profile or PROFILE, neighbours=neighbours, pushdown=False
+        index,
+        profile=profile or PROFILE,
+        neighbours=neighbours,
+        pushdown=False,
+        filters=CUSTOMER_FILTERS,
     )
 
 
@@ -53,7 +64,8 @@ def format_report(report: RetrievalReport) -> str:
     counts = report.drop_counts()
     if counts:
         lines.append("  dropped: " + ", ".join(f"{n} {reason}" for reason, n in counts.items()))
-        by_score = sorted(report.dropped, key=lambda d: -(d[0].score or 0.0))
+        shown = [d for d in report.dropped if d[1] is not DropReason.OUTSIDE_FILTERS]
+        by_score = sorted(shown, key=lambda d: -(d[0].score or 0.0))
         for node, reason in by_score[:6]:
             meta = node.node.metadata
             score = "  -  " if node.score is None else f"{node.score:.3f}"

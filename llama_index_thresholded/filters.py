@@ -1,83 +1,72 @@
-"""LlamaIndex metadata filters as safe Milvus expressions.
+"""LlamaIndex ``MetadataFilters`` in the core's filter model, and back.
 
-llama-index-vector-stores-milvus inserts filter keys into the expression as
-they are and escapes only single quotes in values, so a key such as
-``doc_type == "internal" or doc_type`` or a value ending in a backslash can
-change what the filter means. Filters for a Milvus store are therefore
-translated here, with validated keys and fully escaped values, and handed to
-the store as its ``string_expr``.
+Filters are translated once, into :mod:`thresholded.filters`, whatever the store:
+on Milvus the core writes the expression (keys checked, values escaped, NOT as
+"none of", in the dialect of the engine) and hands it to the store as its
+``string_expr``; other stores get LlamaIndex's own ``MetadataFilters`` where they
+can hold the filter. Either way the engine checks every returned section, and
+every neighbour and parent summary, against the same filter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from llama_index.core.vector_stores.types import (
+    FilterCondition,
     FilterOperator,
     MetadataFilter,
     MetadataFilters,
 )
 
-from thresholded import milvus_expr
-from thresholded.milvus_expr import UnsafeFilterError
+from thresholded.filters import Combine, Condition, Filter, Group, Op
 
-_COMPARISON_OPERATORS = {
-    FilterOperator.EQ: "==",
-    FilterOperator.NE: "!=",
-    FilterOperator.GT: ">",
-    FilterOperator.GTE: ">=",
-    FilterOperator.LT: "<",
-    FilterOperator.LTE: "<=",
-}
-_ARRAY_FUNCTIONS = {
-    FilterOperator.CONTAINS: "array_contains",
-    FilterOperator.ANY: "array_contains_any",
-    FilterOperator.ALL: "array_contains_all",
-}
+_STORE_SAFE = frozenset({Op.EQ, Op.NE, Op.IN, Op.NIN, Op.IS_EMPTY})
+"""Operators LlamaIndex's in-memory stores apply without raising on a value of another type."""
 
 
-def milvus_expression(
-    filters: MetadataFilters | None,
-    *,
-    allowed_keys: Iterable[str] | None = None,
-    doc_ids: list[str] | None = None,
-    node_ids: list[str] | None = None,
-    doc_id_field: str = "doc_id",
-    id_field: str = "id",
-) -> str:
-    """The Milvus expression of ``filters`` (and doc/node id restrictions); "" for none."""
-    allowed = set(allowed_keys) if allowed_keys is not None else None
-    clauses = []
-    if filters is not None and filters.filters:
-        clauses.append(_filters(filters, allowed))
-    if doc_ids:
-        clauses.append(milvus_expr.membership(doc_id_field, doc_ids))
-    if node_ids:
-        clauses.append(milvus_expr.membership(id_field, node_ids))
-    return milvus_expr.join(clauses, "and") if len(clauses) > 1 else (clauses[0] if clauses else "")
+def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None:
+    """LlamaIndex filters in the core model; an empty top-level ``MetadataFilters`` is no
+    filter, an empty one nested inside is an error."""
+    if filters is None:
+        return None
+    if isinstance(filters, MetadataFilter):
+        return _condition(filters)
+    if not isinstance(filters, MetadataFilters):
+        raise TypeError(f"filters must be LlamaIndex MetadataFilters, got {type(filters).__name__}")
+    if not filters.filters:
+        return None
+    return _group(filters)
 
 
-def _filters(filters: MetadataFilters, allowed: set[str] | None) -> str:
-    clauses = [
-        _filters(f, allowed) if isinstance(f, MetadataFilters) else _filter(f, allowed)
-        for f in filters.filters
-    ]
-    return milvus_expr.join(clauses, filters.condition.value if filters.condition else "and")
+def _group(filters: MetadataFilters) -> Group:
+    children = tuple(
+        _group(f) if isinstance(f, MetadataFilters) else _condition(f) for f in filters.filters
+    )
+    combine = Combine((filters.condition or FilterCondition.AND).value)
+    return Group(combine, children)
 
 
-def _filter(item: MetadataFilter, allowed: set[str] | None) -> str:
-    key = milvus_expr.field_name(item.key, allowed)
-    op, value = item.operator, item.value
-    if op is FilterOperator.IS_EMPTY:
-        return f"array_length({key}) == 0"
-    if value is None:
-        raise UnsafeFilterError(f"filter on {key!r} has no value")
-    if op in _COMPARISON_OPERATORS:
-        return milvus_expr.comparison(key, _COMPARISON_OPERATORS[op], value)
-    if op in (FilterOperator.IN, FilterOperator.NIN):
-        return milvus_expr.membership(key, value, negate=op is FilterOperator.NIN)  # type: ignore[arg-type]
-    if op in _ARRAY_FUNCTIONS:
-        return f"{_ARRAY_FUNCTIONS[op]}({key}, {milvus_expr.literal(value)})"
-    if op is FilterOperator.TEXT_MATCH:
-        return milvus_expr.prefix_match(key, value)  # type: ignore[arg-type]
-    raise UnsafeFilterError(f"filter operator {op.value!r} is not supported on Milvus")
+def _condition(item: MetadataFilter) -> Condition:
+    return Condition(item.key, Op(FilterOperator(item.operator).value), item.value)
+
+
+def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:
+    """A core filter as flat LlamaIndex filters, for stores that hold no nested groups;
+    None when it is not flat, or uses an operator such a store may raise on (the engine's
+    check then applies it alone)."""
+    if f is None:
+        return None
+    group = f if isinstance(f, Group) else Group(Combine.AND, (f,))
+    if not all(isinstance(c, Condition) and c.op in _STORE_SAFE for c in group.children):
+        return None
+    return MetadataFilters(
+        filters=[
+            MetadataFilter(
+                key=c.key,
+                operator=FilterOperator(c.op.value),
+                value=list(c.value) if isinstance(c.value, tuple) else c.value,
+            )
+            for c in group.children
+            if isinstance(c, Condition)
+        ],
+        condition=FilterCondition(group.combine.value),
+    )

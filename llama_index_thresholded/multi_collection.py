@@ -39,6 +39,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
@@ -152,8 +153,10 @@ class MultiCollectionRetriever(EngineRetriever):
     results. ``max_retries`` and ``retry_backoff`` retry a collection's search that
     failed for a transient reason (see ``ThresholdedRetriever``), within its timeout.
     ``pushdown`` sends each floor to Milvus as a range search (see
-    ``pushdown.py``). ``max_workers`` sizes the thread pool (default: two per
-    collection, at most 64); ``close()`` shuts it down.
+    ``pushdown.py``). ``filters`` hold in every collection, for every section returned,
+    neighbours and summaries included; a call's ``filters`` narrow them (AND), and
+    ``allowed_filter_keys`` limits the keys either may name. ``max_workers`` sizes the
+    thread pool (default: two per collection, at most 64); ``close()`` shuts it down.
     """
 
     def __init__(
@@ -192,6 +195,7 @@ class MultiCollectionRetriever(EngineRetriever):
                 profile=spec.profile,
                 metric=spec.metric,
                 allow_model_mismatch=allow_model_mismatch,
+                where=to_filter(filters),
                 allowed_filter_keys=allowed_filter_keys,
                 pushdown=pushdown,
                 retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
@@ -209,7 +213,6 @@ class MultiCollectionRetriever(EngineRetriever):
                 raise ValueError("MultiCollectionRetriever merges dense (cosine) results only")
         check_unique_names([c.name for c in self._collections])
         check_one_model(self._collections, self._policy)
-        self._filters = filters
         self._fail_fast = fail_fast
         self._model = model_id_of(embed_model)
         self._plan(Question(""))  # refuse bad floors and filters now
@@ -284,7 +287,7 @@ class MultiCollectionRetriever(EngineRetriever):
             (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k),
             min_similarity=min_similarity,
             min_top_similarity=min_top_similarity,
-            filters=filters if filters is not None else self._filters,
+            filters=to_filter(filters),
             fan=Fan(getattr(self, "_pool", None), self._fail_fast, inline=False),
         )
 

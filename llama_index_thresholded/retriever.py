@@ -13,10 +13,15 @@ from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
-from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQueryMode
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    MetadataFilters,
+    VectorStoreQueryMode,
+)
 
 from llama_index_thresholded.backend import index_collection
 from llama_index_thresholded.events import retrieval_events
+from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.report import RetrievalReport
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Call, Question, adrive, drive, plan, retrieve
@@ -56,8 +61,9 @@ class EngineRetriever(BaseRetriever):
 
         For this call, ``min_similarity`` replaces the floor (every collection's),
         ``min_top_similarity`` the answer gate (0 turns it off), ``top_k`` the number of
-        sections, ``policy`` the whole (global) policy, and ``filters`` the retriever's
-        filters; the retriever is not changed.
+        sections and ``policy`` the whole (global) policy. ``filters`` narrow the
+        retriever's own: both must hold (an empty or None ``filters`` changes nothing).
+        The retriever is not changed.
         """
         overrides = _overrides(min_similarity, top_k, filters, policy, min_top_similarity)
         return self._report(str_or_query_bundle, **overrides)
@@ -121,8 +127,15 @@ class ThresholdedRetriever(EngineRetriever):
     kept node says what its score is in ``metadata["score_kind"]``, and carries
     its cosine in ``metadata["similarity"]`` whenever one is known.
 
-    Use ``retrieve_with_report`` to also get what was dropped and why, and to
-    override the floor, ``top_k`` or the filters for one call.
+    Use ``retrieve_with_report`` to also get what was dropped and why, to set the
+    floor or ``top_k`` for one call, and to narrow the filters for one call.
+
+    ``filters`` hold for every section returned: kept sections, neighbours and
+    parent summaries (an attachment outside them is dropped as ``outside_filters``).
+    A call's filters are combined with them (AND), never replace them. On Milvus
+    they are one expression with ``doc_ids``, ``node_ids`` and the store's own
+    ``string_expr`` / ``milvus_scalar_filters`` (``vector_store_kwargs``), all ANDed.
+    ``allowed_filter_keys`` limits the keys a filter may name.
 
     A search that fails because the store is unreachable or too slow is tried
     again up to ``max_retries`` times (waits from ``retry_backoff`` seconds,
@@ -179,6 +192,7 @@ class ThresholdedRetriever(EngineRetriever):
                 "hybrid_top_k": hybrid_top_k,
                 "vector_store_kwargs": vector_store_kwargs,
             },
+            where=to_filter(filters),
             allowed_filter_keys=allowed_filter_keys,
             pushdown=pushdown,
             retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
@@ -190,8 +204,7 @@ class ThresholdedRetriever(EngineRetriever):
         self._policy = collection_.policy or RetrievalPolicy()
         self._collection = replace(collection_, policy=None)
         self._min_similarity = self._collection.floor(self._policy)  # refuse a bad floor now
-        self._filters = filters
-        self._collection.backend.prepare(filters)  # and bad filters
+        self._plan(QueryBundle("", embedding=[0.0]))  # and bad filters
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -203,10 +216,12 @@ class ThresholdedRetriever(EngineRetriever):
     ) -> ThresholdedRetriever:
         """Wrap an existing ``VectorIndexRetriever``, keeping its index, mode, filters and model.
 
-        Its ``similarity_top_k`` is replaced by ``policy.top_k * policy.over_fetch``.
+        Its ``similarity_top_k`` is replaced by ``policy.top_k * policy.over_fetch``. Its
+        filters, ``doc_ids``, ``node_ids`` and ``vector_store_kwargs`` restrictions stay in
+        force: ``filters=`` given here is combined with its filters (AND).
         """
         inherited = {
-            "filters": retriever._filters,
+            "filters": _both(retriever._filters, kwargs.pop("filters", None)),
             "vector_store_query_mode": retriever._vector_store_query_mode,
             "embed_model": retriever._embed_model,
             "alpha": retriever._alpha,
@@ -214,7 +229,9 @@ class ThresholdedRetriever(EngineRetriever):
             "node_ids": retriever._node_ids,
             "sparse_top_k": retriever._sparse_top_k,
             "hybrid_top_k": retriever._hybrid_top_k,
-            "vector_store_kwargs": retriever._kwargs,
+            "vector_store_kwargs": _kwargs_both(
+                retriever._kwargs, kwargs.pop("vector_store_kwargs", None)
+            ),
             "callback_manager": retriever.callback_manager,
         }
         return cls(retriever._index, policy, **{**inherited, **kwargs})
@@ -266,14 +283,13 @@ class ThresholdedRetriever(EngineRetriever):
         min_top_similarity: float | None = None,
     ) -> Any:
         call_policy = (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k)
-        filters = filters if filters is not None else self._filters
         return plan(
             question,
             [self._collection],
             call_policy,
             min_similarity=min_similarity,
             min_top_similarity=min_top_similarity,
-            filters=filters,
+            filters=to_filter(filters),
         )
 
     def _finish(self, result: Any) -> RetrievalReport:
@@ -289,6 +305,29 @@ def question_of(query: QueryType) -> Question:
     raise TypeError(
         f"the question must be a str or a QueryBundle, got {type(query).__name__}: {query!r}"
     )
+
+
+def _both(*filters: MetadataFilters | None) -> MetadataFilters | None:
+    """Filters that must all hold: the wrapped retriever's and the new ones."""
+    given = [f for f in filters if f is not None and f.filters]
+    if len(given) <= 1:
+        return given[0] if given else None
+    return MetadataFilters(filters=list(given), condition=FilterCondition.AND)
+
+
+def _kwargs_both(inherited: dict[str, Any], given: dict[str, Any] | None) -> dict[str, Any]:
+    """The wrapped retriever's store arguments with the new ones; a raw ``string_expr`` given
+    by both must hold twice (AND), never be replaced."""
+    merged = {**(inherited or {}), **(given or {})}
+    exprs = [k.get("string_expr") for k in (inherited or {}, given or {}) if k.get("string_expr")]
+    if len(exprs) > 1:
+        merged["string_expr"] = " and ".join(f"({e})" for e in exprs)
+    if "milvus_scalar_filters" in (inherited or {}) and "milvus_scalar_filters" in (given or {}):
+        raise ValueError(
+            "both the wrapped retriever and vector_store_kwargs give milvus_scalar_filters: "
+            "give them once (as filters=..., which are combined)"
+        )
+    return merged
 
 
 def _overrides(

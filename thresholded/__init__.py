@@ -19,6 +19,7 @@ from thresholded.errors import (
     SearchUnavailableError,
     ThresholdedError,
     UncalibratedModelError,
+    UnsafeFilterError,
     UnsupportedMetricError,
 )
 from thresholded.models import KNOWN_FLOORS, ModelId, default_floor
@@ -60,6 +61,7 @@ __all__ = [
     "Selection",
     "ThresholdedError",
     "UncalibratedModelError",
+    "UnsafeFilterError",
     "UnsupportedMetricError",
     "attach",
     "calibrate",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
@@ -36,13 +36,15 @@ from thresholded.fanout import (
     merge,
     statuses,
 )
+from thresholded.filters import Filter, all_of, matches, none_match
+from thresholded.filters.model import check_keys
 from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PUSHDOWN_EPSILON, PushdownSwitch
 from thresholded.rescore import Vector, needs_cosine, rescore
 from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
 from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosine
-from thresholded.selection import Candidate, Selection, attach, select
+from thresholded.selection import Candidate, Dropped, DropReason, Selection, attach, select
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +96,9 @@ class Backend(Protocol[T]):
     threaded: bool
     """Async fan-out runs this store's blocking calls in a thread (no usable async client)."""
 
-    def prepare(self, filters: Any) -> Any:
-        """A call's filters checked and translated for this store, before any request."""
+    def prepare(self, where: Filter | None, options: Any = None) -> Any:
+        """A call's filters (the retriever's own and the call's, combined) translated for
+        this store, before any request, with the call's other store ``options``."""
 
     def metric(self, filters: Any) -> Metric | None:
         """The metric of the dense scores a search with these (prepared) filters returns."""
@@ -132,6 +135,9 @@ class Backend(Protocol[T]):
     ) -> tuple[str, str | None, int]:
         """An item's id (``key`` when it has none of its own), source, and text length."""
 
+    def metadata(self, item: T) -> Mapping[str, Any]:
+        """The item's metadata, as filters read it."""
+
 
 # A collection, and one call over collections ----------------------------------------------
 @dataclass(frozen=True, eq=False)
@@ -155,6 +161,10 @@ class Collection(Generic[T]):
     attachments: AttachmentSpec = field(default_factory=AttachmentSpec)
     embeds: bool = True
     """The search needs the question's vector (dense and hybrid search)."""
+    where: Filter | None = None
+    """The collection's own filters: every call's filters are combined with them (AND)."""
+    allowed_filter_keys: frozenset[str] | None = None
+    """The only keys a filter may name; None: any plain field name."""
     rescore: bool = False
     """Always compute the dense cosine of what the search returns, whatever the policy says.
     Dense results then come without scores, and the computed cosine becomes their score."""
@@ -185,7 +195,10 @@ class Stage(Generic[T]):
     policy: RetrievalPolicy
     """The floor's policy, its ``top_k`` the number of candidates to fetch."""
     floor: float
+    where: Filter | None = None
+    """Every filter in force: the collection's own and the call's, combined (AND)."""
     filters: Any = None
+    """``where`` as the backend prepared it for its store."""
     metric: Metric | None = None
     """The metric of its dense scores, which are converted to cosines; None: not read."""
 
@@ -225,17 +238,20 @@ def plan(
     *,
     min_similarity: float | None = None,
     min_top_similarity: float | None = None,
-    filters: Any = None,
+    filters: Filter | None = None,
+    options: Any = None,
     fan: Fan | None = None,
     embedder: Any = None,
 ) -> Call[T]:
     """One call: each collection's stage under its own floor, the global ``policy`` after.
 
     ``min_similarity`` replaces every collection's floor and ``min_top_similarity`` every
-    gate, the global one included; ``filters`` (in the adapter's
-    form) apply in every collection, each prepared by its backend before any request is
-    sent, so a bad filter is an error of the call. A stage only applies the floor: the
-    cap, the budget and ``top_k`` apply once, to what every collection kept.
+    gate, the global one included. ``filters`` apply in every collection, combined with
+    the collection's own (AND: a call's filters only narrow); their keys are checked and
+    each backend prepares them before any request is sent, so a bad filter is an error
+    of the call. ``options`` are the call's other store arguments, in the adapter's form.
+    A stage only applies the floor: the cap, the budget and ``top_k`` apply once, to
+    what every collection kept.
     """
     policy = policy.with_overrides(min_top_similarity=min_top_similarity)
     stages = []
@@ -254,10 +270,12 @@ def plan(
                 "source_key": policy.source_key,
             }
         )
-        prepared = collection.backend.prepare(filters)
+        where = all_of(collection.where, filters)
+        check_keys(where, collection.allowed_filter_keys)
+        prepared = collection.backend.prepare(where, options)
         metric = collection.backend.metric(prepared) if _reads_metric(collection) else None
         floor = collection.floor(own)
-        stages.append(Stage(collection, stage_policy, floor, prepared, metric))
+        stages.append(Stage(collection, stage_policy, floor, where, prepared, metric))
     return Call(question, policy, tuple(stages), fan or Fan(), embedder)
 
 
@@ -272,9 +290,12 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
     selection = merge(outcomes, call.policy)
     found = yield AttachEach(call.fan, _attachment_walks(call, selection))
     errors = {name: f for name, f in found.items() if isinstance(f, BaseException)}
-    attachments = [c for name, f in found.items() if name not in errors for c in f]
-    if attachments:
-        selection = attach(selection, attachments, call.policy)
+    walked = [c for name, f in found.items() if name not in errors for c in f]
+    inside, outside = within_filters(call.stages, walked)  # attachments too stay inside
+    if inside:
+        selection = attach(selection, inside, call.policy)
+    if outside:
+        selection = replace(selection, dropped=(*selection.dropped, *outside))
     result = Result(call.question, selection, statuses(outcomes, selection, errors))
     log_result(result)
     return result
@@ -335,12 +356,36 @@ def _searching(
 def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> Pipeline[Found[T]]:
     """One collection: search, convert the scores to cosines, re-score, cut by its floor."""
     collection = stage.collection
+    if none_match(stage.where):  # e.g. ``IN []``: nothing to ask the store for
+        return Found(0, select([], stage.policy, stage.floor))
     args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
     hits, pushed = yield from _search(collection, args)
-    candidates = _candidates(stage, hits)
+    candidates, outside = within_filters([stage], _candidates(stage, hits))
     if collection.rescores(stage.policy) and vector is not None:
         candidates = yield from _rescore(collection, vector, candidates)
-    return Found(len(hits), select(candidates, stage.policy, stage.floor), pushdown=pushed)
+    selection = select(candidates, stage.policy, stage.floor)
+    selection = replace(selection, dropped=(*outside, *selection.dropped))
+    return Found(len(hits), selection, pushdown=pushed)
+
+
+def within_filters(
+    stages: Sequence[Stage[T]], candidates: Sequence[Candidate[T]]
+) -> tuple[list[Candidate[T]], list[Dropped[T]]]:
+    """The candidates whose metadata satisfies their collection's filters, and the others,
+    dropped as ``outside_filters``: whatever the store did with the filters, nothing
+    outside them is returned, neither a section nor a neighbour nor a parent summary."""
+    if all(s.where is None for s in stages):
+        return list(candidates), []
+    where = {s.collection.name: (s.where, s.collection.backend) for s in stages}
+    inside: list[Candidate[T]] = []
+    outside: list[Dropped[T]] = []
+    for cand in candidates:
+        rule, backend = where[cand.collection]
+        if rule is None or matches(rule, backend.metadata(cand.item)):
+            inside.append(cand)
+        else:
+            outside.append(Dropped(cand, DropReason.OUTSIDE_FILTERS))
+    return inside, outside
 
 
 def _radius(stage: Stage[Any]) -> float | None:

@@ -57,3 +57,8 @@ class SearchUnavailableError(ThresholdedError, ConnectionError):
 
 class MissingExtraError(ThresholdedError, ImportError):
     """A feature needs an optional extra that is not installed; the message has the pip line."""
+
+
+class UnsafeFilterError(ThresholdedError, ValueError):
+    """A filter that could change the meaning of a query, or that means nothing: refused
+    before any request is sent."""

@@ -45,3 +45,22 @@ def index_metric(client: Any, collection_name: str, field: str) -> str | None:
         if described.get("metric_type"):
             return str(described["metric_type"])
     return None
+
+
+def ids_matching(
+    client: Any, collection_name: str, id_field: str, ids: list[str], expr: str
+) -> set[str]:
+    """The ids among ``ids`` whose rows satisfy the raw expression ``expr``: how sections
+    fetched by id (neighbours, parent summaries) are held to a filter only the engine can read.
+    A section the collection does not hold satisfies nothing."""
+    if not ids:
+        return set()
+    from thresholded.milvus_expr import membership
+
+    rows = client.query(
+        collection_name,
+        filter=f"({expr}) and ({membership(id_field, ids)})",
+        output_fields=[id_field],
+        limit=len(ids),
+    )
+    return {str(row[id_field]) for row in rows}

@@ -1,51 +1,30 @@
-"""Safe Milvus boolean expressions: validated field names and escaped literals.
+"""Safe pieces of Milvus boolean expressions: checked field names and escaped literals.
 
-Metadata filters reach Milvus as expression strings. Keys come from user
-interfaces and from LLM-generated filters, values from anyone, so neither may
-change what a filter means: a key must be a plain identifier, and a value is
-always a literal, whatever quotes, backslashes, operators or newlines it holds.
-A value Milvus could not read at all (a line break, a control character, a lone
-surrogate) is refused before any query, with an error that says why.
+Keys come from user interfaces and from LLM-generated filters, values from
+anyone, so neither may change what a filter means: a key must be a plain field
+name (see :mod:`thresholded.filters.keys`), and a value is always a literal,
+whatever quotes, backslashes, operators or newlines it holds. A value Milvus
+could not read at all (a line break, a control character, a lone surrogate) is
+refused before any query, with an error that says why.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 
-from thresholded.errors import ThresholdedError
+from thresholded.errors import UnsafeFilterError
+from thresholded.filters.keys import check_key
 
+__all__ = ["UnsafeFilterError", "field_name", "literal", "membership"]
 
-class UnsafeFilterError(ThresholdedError, ValueError):
-    """A filter key or value that could change the meaning of a Milvus expression."""
-
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
-_RESERVED = frozenset(
-    {"and", "or", "not", "in", "like", "true", "false", "exists", "json_contains", "array_contains"}
-)
 _ESCAPES = {"\\": "\\\\", '"': '\\"'}
 _ALLOWED_CONTROL = {"\t"}
-
-COMPARISONS = {"==", "!=", ">", ">=", "<", "<="}
 
 
 def field_name(key: object, allowed: Iterable[str] | None = None) -> str:
     """A filter key as a Milvus field name: a plain identifier, and allowed if a list is given."""
-    if not isinstance(key, str) or not _IDENTIFIER.match(key) or key.lower() in _RESERVED:
-        raise UnsafeFilterError(
-            f"filter key {key!r} is not a plain field name (letters, digits and '_', "
-            "not starting with a digit, not a keyword): it would be inserted into the "
-            "Milvus expression as code"
-        )
-    if allowed is not None:
-        allowed = set(allowed)
-        if key not in allowed:
-            raise UnsafeFilterError(
-                f"filter key {key!r} is not one of the allowed keys: {sorted(allowed)}"
-            )
-    return key
+    return check_key(key, None if allowed is None else frozenset(allowed))
 
 
 def literal(value: object) -> str:
@@ -60,7 +39,7 @@ def literal(value: object) -> str:
         return repr(value)
     if isinstance(value, str):
         return _string(value)
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list | tuple):
         return "[" + ", ".join(literal(v) for v in value) + "]"
     raise UnsafeFilterError(
         f"filter value {value!r} of type {type(value).__name__} is not supported"
@@ -107,38 +86,8 @@ def _string(value: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def comparison(key: str, operator: str, value: object) -> str:
-    if operator not in COMPARISONS:
-        raise UnsafeFilterError(f"unknown comparison operator {operator!r}")
-    return f"{key} {operator} {literal(value)}"
-
-
-def membership(key: str, values: Sequence[object], *, negate: bool = False) -> str:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise UnsafeFilterError(f"'in' needs a list of values for {key!r}, got {values!r}")
-    return f"{key} {'not in' if negate else 'in'} {literal(list(values))}"
-
-
-def prefix_match(key: str, prefix: str) -> str:
-    """``key like "prefix%"``, with the prefix taken literally (no wildcards of its own)."""
-    if not isinstance(prefix, str):
-        raise UnsafeFilterError(f"a text match needs a string, got {prefix!r}")
-    if "%" in prefix or "_" in prefix:
-        raise UnsafeFilterError(
-            f"text match value {prefix!r} holds a LIKE wildcard ('%' or '_'), "
-            "which Milvus would not take literally"
-        )
-    return f"{key} like {_string(prefix + '%')}"
-
-
-def join(clauses: Sequence[str], condition: str) -> str:
-    """Join parenthesised clauses with ``and``/``or``; ``not`` negates their conjunction."""
-    parts = [f"({c})" for c in clauses if c]
-    if not parts:
-        return ""
-    condition = condition.lower()
-    if condition == "not":
-        return f"not ({' and '.join(parts)})"
-    if condition not in ("and", "or"):
-        raise UnsafeFilterError(f"unknown filter condition {condition!r}")
-    return f" {condition} ".join(parts)
+def membership(key: str, values: Sequence[object]) -> str:
+    """``key in [...]`` for a non-empty list of ids of one field (a declared field)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+        raise UnsafeFilterError(f"'in' needs a non-empty list of values for {key!r}")
+    return f"{check_key(key)} in {literal(list(values))}"

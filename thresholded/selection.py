@@ -45,6 +45,8 @@ class DropReason(StrEnum):
     ANCHOR_DROPPED = "anchor_dropped"
     """An attachment whose section was dropped."""
     ATTACHMENT_BUDGET = "attachment_budget"
+    OUTSIDE_FILTERS = "outside_filters"
+    """A section, neighbour or parent summary that the call's filters exclude."""
 
     def __str__(self) -> str:
         return self.value

@@ -33,6 +33,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 from llama_index.core.vector_stores import SimpleVectorStore
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 from pydantic import PrivateAttr
 
 import langchain_thresholded as lc
@@ -140,6 +141,39 @@ def test_every_variant_keeps_what_the_first_keeps(fixture, variant):
         baseline.attached,
         baseline.dropped,
     )
+
+
+# Filters -------------------------------------------------------------------------------------
+def in_form(framework: str, condition: str, key: str, value: str) -> Any:
+    """``key == value`` (condition "==") or ``key != value`` ("!="), in the framework's form."""
+    if framework == "llama_index":
+        operator = FilterOperator.EQ if condition == "==" else FilterOperator.NE
+        return MetadataFilters(filters=[MetadataFilter(key=key, value=value, operator=operator)])
+    return {key: {"$eq" if condition == "==" else "$ne": value}}
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_the_retriever_and_call_filters_both_hold_in_every_variant(fixture, variant):
+    framework, shape, mode = variant
+    retriever = build(
+        fixture, framework, shape, filters=in_form(framework, "!=", "source", "notes")
+    )
+    report = report_of(retriever, mode, filters=in_form(framework, "!=", "source", "faq"))
+    result = outcome(framework, report)
+    assert result.kept == ["g1", "g2"]
+    assert result.attached == ["guide#summary", "g0", "g3"]
+    sources = {item_source(framework, item) for item in report_items(framework, report)}
+    assert sources == {"guide"}
+    unfiltered = outcome(framework, report_of(retriever, "sync", filters=None))
+    assert "n0" not in unfiltered.kept + unfiltered.attached + list(unfiltered.dropped)
+
+
+def item_source(framework: str, item: Any) -> str:
+    return item.node.metadata["source"] if framework == "llama_index" else item.metadata["source"]
+
+
+def report_items(framework: str, report: Any) -> list[Any]:
+    return list(report.nodes) if framework == "llama_index" else list(report.documents)
 
 
 # Retries --------------------------------------------------------------------------------------

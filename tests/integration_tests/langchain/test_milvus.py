@@ -92,21 +92,25 @@ def test_milvus_documents_get_their_primary_key_as_id(support_store):
     assert first.id == "invoices" == first.metadata["pk"]
 
 
-def test_expr_filter_is_passed_through(support_store):
+def test_filters_narrow_and_a_raw_expr_belongs_to_the_retriever(support_store):
     retriever = ThresholdedRetriever(vectorstore=support_store, policy=POLICY)
     question = "How long does a refund take to arrive?"
     unfiltered = retriever.invoke(question)
     assert {d.metadata["source"] for d in unfiltered} >= {"billing"}
-    security_only = retriever.invoke(question, expr='source == "security"')
+    security_only = retriever.invoke(question, filters={"source": "security"})
     assert all(d.metadata["source"] == "security" for d in security_only)
-    billing = retriever.invoke(question, filter='source == "billing"')  # filter -> expr
-    assert billing and all(d.metadata["source"] == "billing" for d in billing)
+    with pytest.raises(TypeError, match="filters="):
+        retriever.invoke(question, expr='source == "security"')
+    with pytest.raises(TypeError, match="filters="):
+        retriever.invoke(question, filter='source == "billing"')
     field = ThresholdedRetriever(
         vectorstore=retriever.vectorstore,
         policy=POLICY,
         search_kwargs={"expr": 'source == "data"'},
     )
     assert all(d.metadata["source"] == "data" for d in field.invoke(question, min_similarity=0))
+    narrowed = field.invoke(question, min_similarity=0, filters={"source": "billing"})
+    assert narrowed == []  # data and billing: nothing is both
 
 
 def test_a_bad_filter_quoting_connection_refused_is_not_retried(support_store, milvus_searches):

@@ -156,14 +156,22 @@ def test_allowed_keys_are_enforced(index: VectorStoreIndex) -> None:
     assert _ids(retriever, MetadataFilter(key="doc_type", value="internal"))
 
 
-def test_text_match_wildcards_are_refused(retriever: ThresholdedRetriever) -> None:
-    assert _ids(
-        retriever, MetadataFilter(key="doc_type", value="inter", operator=FilterOperator.TEXT_MATCH)
-    ) == {"internal-0", "internal-1", "internal-2"}
-    with pytest.raises(UnsafeFilterError, match="wildcard"):
-        _ids(
-            retriever, MetadataFilter(key="doc_type", value="%", operator=FilterOperator.TEXT_MATCH)
+def test_text_match_is_a_substring_and_wildcards_are_literal(
+    retriever: ThresholdedRetriever,
+) -> None:
+    internal = {"internal-0", "internal-1", "internal-2"}
+    for value in ("inter", "ternal", "nal"):
+        found = _ids(
+            retriever,
+            MetadataFilter(key="doc_type", value=value, operator=FilterOperator.TEXT_MATCH),
         )
+        assert found == internal
+    for value in ("%", "_", "in%nal", "inte_nal"):
+        found = _ids(
+            retriever,
+            MetadataFilter(key="doc_type", value=value, operator=FilterOperator.TEXT_MATCH),
+        )
+        assert found == set()
 
 
 def test_a_bad_filter_quoting_connection_refused_is_not_retried(
@@ -171,10 +179,13 @@ def test_a_bad_filter_quoting_connection_refused_is_not_retried(
 ) -> None:
     """A filter Milvus refuses fails once, as itself, whatever words its value holds."""
     policy = RetrievalPolicy(min_similarity=0.0, top_k=20, max_per_source=None, max_chars=None)
-    patient = ThresholdedRetriever(index, policy, neighbours=0, max_retries=3, retry_backoff=0.5)
-    bad = MetadataFilter(key="doc_type", value=["connection refused"], operator=FilterOperator.EQ)
+    # a raw expression Milvus cannot parse, whose text holds "connection refused"
+    broken = {"string_expr": 'doc_type == "connection refused" and'}
+    patient = ThresholdedRetriever(
+        index, policy, neighbours=0, max_retries=3, retry_backoff=0.5, vector_store_kwargs=broken
+    )
     with pytest.raises(MilvusException, match="connection refused") as caught:
-        _ids(patient, bad)
+        patient.retrieve_with_report("question")
     assert not isinstance(caught.value, SearchUnavailableError)
     assert len(milvus_searches) == 1
 

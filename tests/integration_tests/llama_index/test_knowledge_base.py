@@ -232,3 +232,4 @@ def test_the_demo_cli(
     assert "refund-policy" in blocks[REFUND]
     assert "No relevant information found." not in blocks[REFUND]
     assert "refund-policy / How to request a refund" in blocks[REFUND]
+    assert "internal" not in blocks[REFUND]  # the demo answers customers

@@ -787,6 +787,7 @@ def test_drop_reason_values() -> None:
         "duplicate",
         "anchor_dropped",
         "attachment_budget",
+        "outside_filters",
     }
     assert str(DropReason.BUDGET) == "budget"
     assert str(AttachedRole.PARENT_SUMMARY) == "parent_summary"

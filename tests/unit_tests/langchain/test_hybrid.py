@@ -198,10 +198,15 @@ def test_a_plain_retriever_keeps_its_order_and_reads_a_named_score(corpus: Any) 
     assert kept[0].metadata["score_kind"] == "bm25"
 
 
-def test_a_retriever_source_takes_no_store_filter(corpus: Any) -> None:
-    retriever = ThresholdedRetriever.from_retriever(ensemble_of(corpus(SPECS)), policy=POLICY)
+def test_a_retriever_source_is_filtered_by_the_engine(corpus: Any) -> None:
+    c = corpus(SPECS)
+    retriever = ThresholdedRetriever.from_retriever(ensemble_of(c), policy=POLICY)
+    everything = ids(retriever.invoke(Q))
+    assert everything
+    assert ids(retriever.invoke(Q, filters={"kind": {"$ne": "x"}})) == everything  # no key
+    assert retriever.invoke(Q, filters={"kind": "x"}) == []
     with pytest.raises(TypeError, match="no store arguments"):
-        retriever.invoke(Q, filter={"source": "x"})
+        retriever.invoke(Q, search_kwargs={"param": 1})
 
 
 def test_fusion_matches_the_ensemble_with_an_id_key(corpus: Any) -> None:

@@ -76,7 +76,7 @@ def test_per_call_min_similarity(retriever):
     assert ids(retriever.invoke(Q, k=2, min_similarity=0.875)) == ["a"]
 
 
-def test_per_call_filter_goes_to_the_store_untouched(corpus, monkeypatch):
+def test_per_call_filters_reach_the_store_as_its_filter_function(corpus, monkeypatch):
     c = corpus(SPECS)
     seen: list[Any] = []
     original = InMemoryVectorStore.similarity_search_with_score_by_vector
@@ -88,28 +88,29 @@ def test_per_call_filter_goes_to_the_store_untouched(corpus, monkeypatch):
     monkeypatch.setattr(InMemoryVectorStore, "similarity_search_with_score_by_vector", spy)
     retriever = ThresholdedRetriever(vectorstore=c.store, policy=POLICY)
 
-    def only_en(doc: Document) -> bool:
-        return doc.metadata["lang"] == "en"
+    assert ids(retriever.invoke(Q, filters={"lang": "en"})) == ["a", "c"]
+    assert len(seen) == 1 and callable(seen[0])
+    with pytest.raises(TypeError, match="filters="):
+        retriever.invoke(Q, filter=lambda doc: True)
 
-    assert ids(retriever.invoke(Q, filter=only_en)) == ["a", "c"]
-    assert seen == [only_en]
 
-
-def test_search_kwargs_field_and_per_call_filter(corpus):
+def test_a_per_call_filter_narrows_the_search_kwargs_filter(corpus):
     c = corpus(SPECS)
 
     def only_de(doc: Document) -> bool:
         return doc.metadata["lang"] == "de"
 
-    def only_en(doc: Document) -> bool:
+    def only_en(doc: Document) -> bool:  # pragma: no cover - refused before any search
         return doc.metadata["lang"] == "en"
 
     retriever = ThresholdedRetriever(
         vectorstore=c.store, policy=POLICY, search_kwargs={"filter": only_de}
     )
     assert ids(retriever.invoke(Q)) == ["b"]
-    assert ids(retriever.invoke(Q, filter=only_en)) == ["a", "c"]
-    assert ids(retriever.invoke(Q, search_kwargs={"filter": only_en})) == ["a", "c"]
+    assert ids(retriever.invoke(Q, filters={"lang": "en"})) == []
+    assert ids(retriever.invoke(Q, filters={"lang": "de"})) == ["b"]
+    with pytest.raises(TypeError, match="filters="):
+        retriever.invoke(Q, search_kwargs={"filter": only_en})
 
 
 def test_other_policy_fields_per_call(corpus):
@@ -273,3 +274,18 @@ def test_ls_params_name_the_store(retriever):
     assert params["ls_retriever_name"] == "thresholded"
     assert params["ls_vector_store_provider"] == "InMemoryVectorStore"
     assert params["ls_embedding_provider"] == "ExactEmbeddings"
+
+
+def test_a_raw_expression_on_another_store_with_a_docstore_is_refused(corpus):
+    from langchain_core.stores import InMemoryStore
+
+    c = corpus(SPECS)
+    with pytest.raises(ValueError, match="filters="):
+        ThresholdedRetriever(
+            vectorstore=c.store,
+            policy=POLICY,
+            docstore=InMemoryStore(),
+            search_kwargs={"expr": 'lang == "en"'},
+        )
+    with pytest.raises(ValueError, match="filters="):
+        ThresholdedRetriever(vectorstore=c.store, policy=POLICY, expr='lang == "en"')

@@ -50,17 +50,20 @@ def test_from_retriever_keeps_the_filters_and_fetches_policy_fetch_k(kit):
     assert store.queries[-1].similarity_top_k == 2
 
 
-def test_from_retriever_per_call_filters_replace_the_inherited_ones(kit):
-    index, store = spy_index(kit)
+def test_from_retriever_per_call_filters_narrow_the_inherited_ones(kit):
+    index, _ = spy_index(kit)
     base = index.as_retriever(similarity_top_k=2, filters=ENGLISH)
     retriever = ThresholdedRetriever.from_retriever(
         base, policy=kit.policy(min_similarity=0.0, top_k=2), metric="COSINE"
     )
     german = MetadataFilters(filters=[MetadataFilter(key="lang", value="de")])
     report = retriever.retrieve_with_report(kit.QUESTION, filters=german)
-    assert [n.node.node_id for n in report.kept] == ["de0", "de1"]
-    assert store.queries[-1].filters == german
+    assert report.kept == []  # English and German: nothing is both
+    english = retriever.retrieve_with_report(kit.QUESTION, filters=ENGLISH)
+    assert [n.node.node_id for n in english.kept] == ["en0", "en1"]
     assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["en0", "en1"]
+    empty = retriever.retrieve_with_report(kit.QUESTION, filters=MetadataFilters(filters=[]))
+    assert [n.node.node_id for n in empty.kept] == ["en0", "en1"]
 
 
 def test_from_retriever_inherits_the_callback_manager_and_embed_model(kit):

@@ -1,0 +1,166 @@
+"""No section outside a call's filters comes back, on any path.
+
+Each path (both adapters, single and multi-collection, sync and async, a base filter
+with a per-call filter, ``from_retriever``) retrieves the mixed documents of
+``leak_data.py`` with neighbours and parent summaries on, under a public-only filter
+and every payload of ``payloads.json``. No internal section may come back, neither
+kept nor attached; a key that is not a plain field name is refused before any query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from langchain_core.retrievers import BaseRetriever
+from leak_data import PAYLOADS, POLICY, PUBLIC, QUESTION
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
+
+import langchain_thresholded as lc
+import llama_index_thresholded as li
+from thresholded.errors import UnsafeFilterError
+
+pytestmark = pytest.mark.integration
+
+PUBLIC_LI = MetadataFilters(filters=[MetadataFilter(key="doc_type", value="public")])
+PUBLIC_LC = {"doc_type": "public"}
+
+
+# The paths ---------------------------------------------------------------------------------------
+def llama(leaky: Any, shape: str, base: MetadataFilters | None) -> Any:
+    common = {"neighbours": 1, "parent_levels": 1, "pushdown": False, "filters": base}
+    if shape == "single":
+        return li.ThresholdedRetriever(leaky.llama_index, POLICY, **common)
+    if shape == "from_retriever":
+        wrapped = leaky.llama_index.as_retriever(filters=base)
+        return li.ThresholdedRetriever.from_retriever(wrapped, POLICY, neighbours=1, pushdown=False)
+    spec = li.CollectionSpec(leaky.llama_index, name="kb")
+    return li.MultiCollectionRetriever([spec], POLICY, **common)
+
+
+def langchain(leaky: Any, shape: str, base: dict[str, Any] | None) -> Any:
+    store, docstore = leaky.langchain_store, leaky.langchain_docstore
+    single = lc.ThresholdedRetriever(
+        vectorstore=store, policy=POLICY, docstore=docstore, filters=base
+    )
+    if shape == "single":
+        return single
+    if shape == "from_retriever":
+        return lc.ThresholdedRetriever.from_retriever(
+            _Plain(inner=single),
+            policy=POLICY,
+            docstore=leaky.langchain_docstore,
+            filters=base,
+        )
+    return lc.MultiCollectionRetriever(
+        collections=[lc.CollectionSpec(retriever=single, name="kb")], policy=POLICY
+    )
+
+
+class _Plain(BaseRetriever):
+    """Another retriever's documents, with no score: a retriever the package wraps."""
+
+    inner: Any
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Any]:
+        return self.inner.invoke(query)
+
+
+PATHS = [
+    (framework, shape, mode)
+    for framework in ("llama_index", "langchain")
+    for shape in ("single", "multi", "from_retriever")
+    for mode in ("sync", "async")
+]
+
+
+_LOOP = asyncio.new_event_loop()
+"""One event loop for every async call: a Milvus Lite async client stays on its first loop."""
+
+
+def returned(retriever: Any, framework: str, mode: str, call: Any) -> list[tuple[str, dict]]:
+    """Every section a call returns, kept and attached, with its metadata."""
+    kwargs = {"filters": call} if call is not None else {}
+    if mode == "sync":
+        report = retriever.retrieve_with_report(QUESTION, **kwargs)
+    else:
+        report = _LOOP.run_until_complete(retriever.aretrieve_with_report(QUESTION, **kwargs))
+    if framework == "llama_index":
+        return [(n.node.node_id, n.node.metadata) for n in report.nodes]
+    return [(d.id, d.metadata) for d in report.documents]
+
+
+def assert_public(found: list[tuple[str, dict]]) -> None:
+    leaked = [i for i, meta in found if meta.get("doc_type") != "public" or i not in PUBLIC]
+    assert leaked == [], f"internal sections returned: {leaked}"
+
+
+def both(framework: str, condition: tuple[str, Any, Any]) -> Any:
+    """A per-call filter of one condition, in the framework's form."""
+    key, op, value = condition
+    if framework == "llama_index":
+        return MetadataFilters(filters=[MetadataFilter(key=key, value=value, operator=op)])
+    return {key: {_DICT_OPS[op]: value}}
+
+
+_DICT_OPS = {
+    FilterOperator.EQ: "$eq",
+    FilterOperator.NE: "$ne",
+    FilterOperator.TEXT_MATCH: "$text_match",
+    FilterOperator.NIN: "$nin",
+}
+
+
+def payload_conditions() -> list[tuple[str, Any, Any]]:
+    conditions: list[tuple[str, Any, Any]] = []
+    for value in PAYLOADS["values"]:
+        conditions += [
+            ("doc_type", FilterOperator.EQ, value),
+            ("source", FilterOperator.NE, value),
+            ("doc_type", FilterOperator.TEXT_MATCH, value),
+            ("doc_type", FilterOperator.NIN, [value]),
+        ]
+    conditions += [(key, FilterOperator.NE, "public") for key in PAYLOADS["keys"]]
+    return conditions
+
+
+def test_the_catalogue_holds_at_least_forty_payloads() -> None:
+    assert len(PAYLOADS["values"]) + len(PAYLOADS["keys"]) >= 40
+
+
+# The suite ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", PATHS, ids="-".join)
+def test_no_internal_section_on_any_path(leaky: Any, path: tuple[str, str, str]) -> None:
+    framework, shape, mode = path
+    build: Callable[..., Any] = llama if framework == "llama_index" else langchain
+    public = PUBLIC_LI if framework == "llama_index" else PUBLIC_LC
+    based = build(leaky, shape, public)
+    unbased = build(leaky, shape, None)
+    baseline = returned(based, framework, mode, None)
+    assert_public(baseline)
+    assert {"h0", "h2", "f0", "f1"} <= {i for i, _ in baseline}
+    refused = 0
+    for condition in payload_conditions():
+        try:
+            call = both(framework, condition)
+            assert_public(returned(based, framework, mode, call))  # the retriever's + the call's
+        except UnsafeFilterError:
+            refused += 1
+            continue
+        # the call's own public filter, with the payload
+        assert_public(returned(unbased, framework, mode, and_public(framework, call)))
+    plain = {"doc_type", "source", "restricted_to", "_", "__proto__"}
+    assert refused >= len(set(PAYLOADS["keys"]) - plain)
+
+
+def and_public(framework: str, call: Any) -> Any:
+    if framework == "llama_index":
+        return MetadataFilters(filters=[PUBLIC_LI, call], condition=FilterCondition.AND)
+    return {"$and": [PUBLIC_LC, call]}

@@ -1,0 +1,194 @@
+"""The filter model, its reference evaluator and its Milvus translation (no engine here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from thresholded.filters import (
+    RESERVED_WORDS,
+    Combine,
+    Condition,
+    Dialect,
+    Group,
+    Op,
+    UnsafeFilterError,
+    all_of,
+    check_key,
+    matches,
+    none_match,
+    to_milvus,
+)
+
+ROWS = {
+    "string": {"k": "a"},
+    "other_string": {"k": "b"},
+    "number": {"k": 1},
+    "list": {"k": ["a", "c"]},
+    "empty_list": {"k": []},
+    "empty_string": {"k": ""},
+    "missing": {},
+    "null": {"k": None},
+}
+
+
+def matching(f: object) -> set[str]:
+    return {name for name, row in ROWS.items() if matches(f, row)}  # type: ignore[arg-type]
+
+
+def c(op: Op, value: object = None, key: str = "k") -> Condition:
+    return Condition(key, op, value)  # type: ignore[arg-type]
+
+
+# The reference -------------------------------------------------------------------------------
+def test_not_means_none_of() -> None:
+    internal = Group(Combine.NOT, (c(Op.EQ, "a"), c(Op.EQ, "b")))
+    assert matching(internal) == set(ROWS) - {"string", "other_string"}
+
+
+def test_ne_and_nin_hold_where_the_key_is_missing() -> None:
+    assert {"missing", "null"} <= matching(c(Op.NE, "a"))
+    assert {"missing", "null"} <= matching(c(Op.NIN, ["a"]))
+    assert "string" not in matching(c(Op.NE, "a"))
+
+
+def test_a_type_mismatch_does_not_match() -> None:
+    assert matching(c(Op.EQ, "1")) == set()
+    assert matching(c(Op.EQ, 1)) == {"number"}
+    assert matching(c(Op.GT, 0)) == {"number"}
+    assert matching(c(Op.GT, "")) == {"string", "other_string"}
+    assert "number" in matching(c(Op.NE, "1"))  # the complement of EQ
+
+
+def test_text_match_is_a_substring() -> None:
+    assert matches(c(Op.TEXT_MATCH, "ab"), {"k": "xaby"})
+    assert not matches(c(Op.TEXT_MATCH, "ab"), {"k": ["ab"]})
+
+
+def test_is_empty() -> None:
+    assert matching(c(Op.IS_EMPTY)) == {"empty_list", "empty_string", "missing", "null"}
+
+
+def test_lists() -> None:
+    assert matching(c(Op.CONTAINS, "a")) == {"list"}
+    assert matching(c(Op.ANY, ["x", "c"])) == {"list"}
+    assert matching(c(Op.ALL, ["a", "c"])) == {"list"}
+    assert matching(c(Op.IN, [])) == set()
+    assert matching(c(Op.NIN, [])) == set(ROWS)
+
+
+def test_no_filter_matches_everything() -> None:
+    assert matching(None) == set(ROWS)
+    assert all_of(None, None) is None
+
+
+def test_filters_combine_by_and() -> None:
+    combined = all_of(c(Op.NE, "a"), None, c(Op.NE, "b"))
+    assert isinstance(combined, Group) and combined.combine is Combine.AND
+    assert matching(combined) == set(ROWS) - {"string", "other_string"}
+
+
+# Refused before any query --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("op", "value", "message"),
+    [
+        (Op.IN, ["a", 1], "mixes values"),
+        (Op.EQ, ["a"], "use IN or NIN"),
+        (Op.NE, ["a"], "use IN or NIN"),
+        (Op.TEXT_MATCH, 3, "needs a string"),
+        (Op.EQ, None, "no value"),
+        (Op.EQ, float("nan"), "not a number"),
+        (Op.EQ, {"a": 1}, "type dict"),
+    ],
+)
+def test_filters_that_mean_nothing_are_refused(op: Op, value: object, message: str) -> None:
+    with pytest.raises(UnsafeFilterError, match=message):
+        c(op, value)
+
+
+def test_an_empty_nested_group_is_an_error() -> None:
+    with pytest.raises(UnsafeFilterError, match="empty"):
+        Group(Combine.AND, (c(Op.EQ, "a"), Group(Combine.OR, ())))
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "doc_type\n",
+        "and\n",
+        "array_length",
+        "ARRAY_LENGTH",
+        "array_contains_any",
+        "array_contains_all",
+        "json_contains_any",
+        "json_contains_all",
+        "Not",
+        "a b",
+        "1a",
+        "",
+    ],
+)
+def test_refused_keys(key: str) -> None:
+    with pytest.raises(UnsafeFilterError, match="field name"):
+        check_key(key)
+    with pytest.raises(UnsafeFilterError):
+        Condition(key, Op.EQ, "x")
+
+
+def test_the_reserved_list_is_lower_case_and_covers_the_engine_functions() -> None:
+    assert all(word == word.lower() for word in RESERVED_WORDS)
+    for word in ("array_length", "json_contains_any", "json_contains_all", "exists", "like"):
+        assert word in RESERVED_WORDS
+
+
+def test_allowed_keys() -> None:
+    assert check_key("doc_type", frozenset({"doc_type"})) == "doc_type"
+    with pytest.raises(UnsafeFilterError, match="allowed"):
+        to_milvus(c(Op.EQ, "a", key="lang"), Dialect.LITE_2, allowed_keys={"doc_type"})
+
+
+# The translation -------------------------------------------------------------------------------
+def test_lite_2_writes_negation_without_not() -> None:
+    internal = Group(Combine.NOT, (c(Op.EQ, "a", "doc_type"), c(Op.EQ, "ops", "source")))
+    written = to_milvus(internal, Dialect.LITE_2)
+    assert written.expr == '((doc_type != "a") and (source != "ops"))'
+    assert written.exact
+    assert "not" not in to_milvus(c(Op.NIN, ["a", "b"]), Dialect.LITE_2).expr  # type: ignore[operator]
+
+
+def test_modern_negation_keeps_rows_without_the_key() -> None:
+    written = to_milvus(c(Op.NE, "a"), Dialect.MODERN)
+    assert written.expr == '(not (k == "a") or not exists k)'
+
+
+def test_is_empty_is_never_array_length_alone_where_exact_forms_exist() -> None:
+    assert "exists" in to_milvus(c(Op.IS_EMPTY), Dialect.MODERN).expr  # type: ignore[operator]
+    lite = to_milvus(c(Op.IS_EMPTY), Dialect.LITE_2)
+    assert not lite.exact  # a superset: the engine checks every candidate
+
+
+def test_empty_lists_never_reach_the_engine() -> None:
+    assert to_milvus(c(Op.IN, []), Dialect.LITE_2).never
+    assert to_milvus(c(Op.NIN, []), Dialect.LITE_2).expr is None
+    assert none_match(Group(Combine.AND, (c(Op.EQ, "a"), c(Op.IN, []))))
+    assert not none_match(Group(Combine.OR, (c(Op.EQ, "a"), c(Op.IN, []))))
+
+
+def test_text_match_is_a_substring_like() -> None:
+    assert to_milvus(c(Op.TEXT_MATCH, "ab"), Dialect.LITE_2).expr == 'k like "%ab%"'
+    wild = to_milvus(c(Op.TEXT_MATCH, "a%b_c"), Dialect.LITE_2)
+    assert wild.expr == 'k like "%a%b%c%"' and not wild.exact
+
+
+def test_text_match_insensitive_is_refused_on_milvus() -> None:
+    with pytest.raises(UnsafeFilterError, match="TEXT_MATCH"):
+        to_milvus(c(Op.TEXT_MATCH_INSENSITIVE, "a"), Dialect.MODERN)
+
+
+def test_values_stay_literals() -> None:
+    written = to_milvus(c(Op.EQ, '") or (k != "'), Dialect.LITE_2)
+    assert written.expr == 'k == "\\") or (k != \\""'
+
+
+def test_modern_orderings_have_no_exact_complement() -> None:
+    written = to_milvus(Group(Combine.NOT, (c(Op.GT, 1),)), Dialect.MODERN)
+    assert written.expr is None and not written.exact  # a string is neither > 1 nor <= 1 there

@@ -1,0 +1,214 @@
+"""Filters as Milvus boolean expressions, in the dialect of each engine.
+
+The engines differ where it matters for a security filter:
+
+- Milvus Lite 2.5 runs no ``not (...)`` and no ``exists`` on a metadata key, and its
+  ``k != v`` holds where ``k`` is missing or of another type: it is the complement of
+  ``k == v``, as the model wants.
+- Milvus Lite 3.x (and newer servers) run ``not`` and ``exists``, but a comparison on a
+  missing key is neither true nor false, so ``not (k == v)`` leaves out the rows that
+  lack ``k``: the complement of EQ and IN is written ``(not (P) or not exists k)``. An
+  ordering, a text or a list test on a value of another type is unknown too, so its
+  complement has no exact form there.
+- Milvus Lite 3.x runs no ``in [...]``: IN is written as ``==`` joined by ``or``.
+- The Milvus 2.3 server runs ``not`` and ``exists``, and there ``not (P)`` holds wherever
+  ``P`` does not, a missing key included: every exact condition has its complement. Its
+  ``like`` takes a prefix only, so TEXT_MATCH (a substring) is left to the check.
+
+A filter is first put in negation normal form (NOT pushed down to conditions by De
+Morgan's laws, "none of" being "and not"); each condition and each complement is then
+written in a form the engine runs and that means exactly the model's condition. Where
+an engine has no such form, the part is left out of the expression (the expression
+then matches more rows, never fewer) and the result is marked inexact: the engine
+checks every candidate against the reference anyway, and drops what does not match.
+
+``IN []``, ``NIN []``, ``ANY []`` and ``ALL []`` never reach an engine: their result is
+known (:func:`~thresholded.filters.model.fold`). TEXT_MATCH_INSENSITIVE has no Milvus
+form and is refused.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from thresholded.errors import UnsafeFilterError
+from thresholded.filters.model import Combine, Condition, Filter, Op, check_keys, fold
+from thresholded.milvus_expr import field_name, literal
+
+
+class Dialect(StrEnum):
+    """What an engine runs, and how its comparisons treat a missing key."""
+
+    LITE_2 = "milvus-lite-2"
+    """No ``not``, no ``exists``; ``k != v`` holds where ``k`` is missing."""
+    MODERN = "milvus-modern"
+    """``not`` and ``exists``; comparisons on a missing key are unknown."""
+    SERVER_2_3 = "milvus-2.3"
+    """``not`` is the complement (missing keys included); ``like`` takes a prefix only."""
+    PLAIN = "milvus-plain"
+    """An engine whose negation is not known: complements are left to the reference check."""
+
+
+@dataclass(frozen=True)
+class MilvusFilter:
+    """A filter written for one engine."""
+
+    expr: str | None
+    """The expression; None when nothing of the filter could be written (or no filter)."""
+    exact: bool = True
+    """The expression matches exactly the rows the filter does (else: more of them)."""
+    never: bool = False
+    """No row matches: the engine need not be asked."""
+
+
+_COMPARISONS = {Op.EQ: "==", Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
+_ARRAYS = {Op.CONTAINS: "json_contains", Op.ANY: "json_contains_any", Op.ALL: "json_contains_all"}
+_COMPLEMENTS = {Op.NE: Op.EQ, Op.NIN: Op.IN}
+_LIKE_SPECIALS = ("%", "_", "\\")
+_EXACT_ON_2_3 = frozenset({*_COMPARISONS, Op.IN, *_ARRAYS})
+"""Conditions the 2.3 server writes exactly, so that ``not`` gives their complement."""
+
+
+def to_milvus(
+    f: Filter | None, dialect: Dialect, *, allowed_keys: Iterable[str] | None = None
+) -> MilvusFilter:
+    """``f`` as an expression ``dialect`` runs; every key checked (and allowed, if a list is
+    given), every value a literal."""
+    if f is None:
+        return MilvusFilter(None)
+    check_keys(f, allowed_keys)
+    folded = fold(f)
+    if folded is True:
+        return MilvusFilter(None)
+    if folded is False:
+        return MilvusFilter(None, never=True)
+    writer = _Writer(dialect)
+    return MilvusFilter(writer.write(folded, negated=False), exact=writer.exact)
+
+
+def dialect_of(client: Any, uri: str) -> Dialect:
+    """The dialect of the engine behind a pymilvus client at ``uri``: Milvus Lite (a local
+    file) by its installed version, a server by the version it reports."""
+    if not uri.startswith(("http://", "https://", "tcp://", "grpc://")):
+        return Dialect.MODERN if _lite_major() >= 3 else Dialect.LITE_2
+    try:
+        version = str(client.get_server_version())
+    except Exception:  # an engine that does not say is written for plainly
+        return Dialect.PLAIN
+    return Dialect.SERVER_2_3 if version.lstrip("v").startswith("2.3.") else Dialect.PLAIN
+
+
+def client_dialect(client: Any) -> Dialect:
+    """The dialect of a pymilvus client's engine, from its URI (and a server's version)."""
+    uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
+    return dialect_of(client, uri)
+
+
+def _lite_major() -> int:
+    try:
+        return int(importlib.metadata.version("milvus-lite").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return 2
+
+
+class _Writer:
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.exact = True
+
+    def write(self, f: Filter, *, negated: bool) -> str | None:
+        """``f`` (or its complement), in negation normal form; None: no constraint written."""
+        if isinstance(f, Condition):
+            if f.op in _COMPLEMENTS:
+                positive = Condition(f.key, _COMPLEMENTS[f.op], f.value)
+                return self.condition(positive, negated=not negated)
+            return self.condition(f, negated=negated)
+        if f.combine is Combine.NOT:  # none of them: each one's complement, all of them
+            return self._join(f.children, negated=not negated, conjunction=not negated)
+        conjunction = (f.combine is Combine.AND) != negated  # De Morgan
+        return self._join(f.children, negated=negated, conjunction=conjunction)
+
+    def _join(self, children: Iterable[Filter], *, negated: bool, conjunction: bool) -> str | None:
+        parts = [self.write(child, negated=negated) for child in children]
+        if conjunction:
+            written = [p for p in parts if p is not None]  # a part left out only widens
+            return _joined(written, "and")
+        if any(p is None for p in parts):  # one unconstrained alternative: the whole is
+            return None
+        return _joined(parts, "or")  # type: ignore[arg-type]
+
+    def condition(self, c: Condition, *, negated: bool) -> str | None:
+        key = field_name(c.key)
+        if c.op is Op.TEXT_MATCH_INSENSITIVE:
+            raise UnsafeFilterError(
+                f"{c.op.value} on {key!r} has no Milvus form: use TEXT_MATCH, or store a "
+                "lower-cased copy of the field and match that"
+            )
+        positive = self.positive(key, c)
+        if not negated:
+            return positive
+        return self.complement(key, c, positive)
+
+    def positive(self, key: str, c: Condition) -> str | None:
+        if c.op in _COMPARISONS:
+            return f"{key} {_COMPARISONS[c.op]} {literal(c.value)}"
+        if c.op is Op.IN:
+            assert isinstance(c.value, tuple)
+            return _joined([f"{key} == {literal(v)}" for v in c.value], "or")
+        if c.op in _ARRAYS:
+            return f"{_ARRAYS[c.op]}({key}, {literal(c.value)})"
+        if c.op is Op.TEXT_MATCH:
+            return self.text_match(key, str(c.value))
+        assert c.op is Op.IS_EMPTY
+        if self.dialect is Dialect.MODERN:
+            empty_list = f"(array_length({key}) == 0 and json_contains_all({key}, []))"
+            return f'(not exists {key} or {key} == "" or {empty_list})'
+        self.exact = False  # rows of any non-list value: the reference checks the rest
+        return f"array_length({key}) == 0"
+
+    def complement(self, key: str, c: Condition, positive: str | None) -> str | None:
+        if self.dialect is Dialect.SERVER_2_3 and c.op in _EXACT_ON_2_3:
+            return f"not ({positive})"
+        if self.dialect is Dialect.MODERN and positive is not None:
+            if c.op is Op.IS_EMPTY:  # never unknown: a missing key is empty
+                return f"not ({positive})"
+            if c.op in (Op.EQ, Op.IN):  # false, not unknown, on a value of another type
+                return f"(not ({positive}) or not exists {key})"
+        if self.dialect is Dialect.LITE_2 and c.op is Op.EQ:
+            return f"{key} != {literal(c.value)}"
+        if self.dialect is Dialect.LITE_2 and c.op is Op.IN:
+            assert isinstance(c.value, tuple)
+            return _joined([f"{key} != {literal(v)}" for v in c.value], "and")
+        self.exact = False
+        return None
+
+    def text_match(self, key: str, text: str) -> str | None:
+        """``key like "%text%"``. A value holding LIKE's own characters is matched by its
+        plain fragments in order, which every engine reads the same; the reference then
+        checks the rest. The empty text is in every string: ``key >= ""``. The 2.3 server
+        matches prefixes only: there the check does it all."""
+        if text and self.dialect is Dialect.SERVER_2_3:  # a prefix only: nothing exact
+            self.exact = False
+            return None
+        fragments = [text]
+        for special in _LIKE_SPECIALS:
+            fragments = [piece for part in fragments for piece in part.split(special)]
+        if len(fragments) > 1:
+            self.exact = False
+        plain = [p for p in fragments if p]
+        if not plain:  # every string holds "": Milvus Lite 2.5 matches nothing with like "%"
+            return f'{key} >= ""'
+        pattern = "%".join(["", *plain, ""])
+        return f"{key} like {literal(pattern)}"
+
+
+def _joined(parts: list[str], word: str) -> str | None:
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return "(" + f" {word} ".join(f"({p})" if " " in p else p for p in parts) + ")"

@@ -1,0 +1,226 @@
+"""The filter model: conditions on metadata keys, combined by AND, OR and NOT groups.
+
+What a filter means follows LlamaIndex's reference (``build_metadata_filter_fn``),
+extended to nested groups:
+
+- a group's NOT means "none of its children";
+- NE and NIN hold for a row that lacks the key (they are the complements of EQ and IN);
+- TEXT_MATCH is a substring match;
+- a condition whose value has another type than the row's stored value does not match
+  that row (``"1"`` is not ``1``; a string never clears ``> 3``), so NE and NIN hold there.
+
+A filter that means nothing is refused here, before any query: an empty group inside
+another, a list whose values are of different types, a list with EQ or NE (use IN or
+NIN), TEXT_MATCH with a value that is not a string, a missing or non-finite value.
+A top-level empty filter is no filter: adapters turn it into ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from thresholded.errors import UnsafeFilterError
+from thresholded.filters.keys import check_key
+
+
+class Op(StrEnum):
+    """A condition's operator; the values are LlamaIndex's ``FilterOperator`` values."""
+
+    EQ = "=="
+    NE = "!="
+    GT = ">"
+    GTE = ">="
+    LT = "<"
+    LTE = "<="
+    IN = "in"
+    NIN = "nin"
+    CONTAINS = "contains"
+    ANY = "any"
+    ALL = "all"
+    TEXT_MATCH = "text_match"
+    TEXT_MATCH_INSENSITIVE = "text_match_insensitive"
+    IS_EMPTY = "is_empty"
+
+
+class Combine(StrEnum):
+    """How a group combines its children."""
+
+    AND = "and"
+    OR = "or"
+    NOT = "not"
+    """None of the children holds."""
+
+
+Scalar = str | int | float | bool
+ORDERED = frozenset({Op.GT, Op.GTE, Op.LT, Op.LTE})
+LISTS = frozenset({Op.IN, Op.NIN, Op.ANY, Op.ALL})
+TEXTS = frozenset({Op.TEXT_MATCH, Op.TEXT_MATCH_INSENSITIVE})
+
+
+def kind(value: object) -> str:
+    """A value's type as filters compare it: ``bool``, ``number``, ``string``, ``list``."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "list"
+    return type(value).__name__
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``key op value``: one test of one metadata key."""
+
+    key: str
+    op: Op
+    value: Scalar | tuple[Scalar, ...] | None = None
+
+    def __post_init__(self) -> None:
+        check_key(self.key)
+        object.__setattr__(self, "op", Op(self.op))
+        object.__setattr__(self, "value", _checked_value(self.key, self.op, self.value))
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.op.value} {self.value!r}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """Children combined by AND, OR or NOT (none of them); never empty."""
+
+    combine: Combine
+    children: tuple[Filter, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "combine", Combine(self.combine))
+        object.__setattr__(self, "children", tuple(self.children))
+        if not self.children:
+            raise UnsafeFilterError(
+                f"an empty {self.combine.value.upper()} group inside a filter means nothing: "
+                "remove it, or give it conditions"
+            )
+        for child in self.children:
+            if not isinstance(child, Condition | Group):
+                raise TypeError(f"a filter group holds conditions and groups, got {child!r}")
+
+
+Filter = Condition | Group
+
+
+def all_of(*filters: Filter | None) -> Filter | None:
+    """Every given filter must hold (None is no filter): how filters combine, only narrowing."""
+    parts: list[Filter] = []
+    for f in filters:
+        if f is None:
+            continue
+        if isinstance(f, Group) and f.combine is Combine.AND:
+            parts.extend(f.children)
+        else:
+            parts.append(f)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else Group(Combine.AND, tuple(parts))
+
+
+def keys(f: Filter | None) -> set[str]:
+    """Every key a filter names."""
+    if f is None:
+        return set()
+    if isinstance(f, Condition):
+        return {f.key}
+    return set().union(*(keys(c) for c in f.children))
+
+
+def check_keys(f: Filter | None, allowed: Iterable[str] | None) -> None:
+    """Refuse a filter naming a key outside ``allowed`` (None: any field name)."""
+    if allowed is None:
+        return
+    allowed = frozenset(allowed)
+    for key in sorted(keys(f)):
+        check_key(key, allowed)
+
+
+def fold(f: Filter) -> Filter | bool:
+    """``f`` without the parts whose result is known without looking at a row:
+    ``IN []`` never holds, ``NIN []`` always does, ``ANY []`` never, ``ALL []`` always.
+    True and False mean the whole filter always, or never, holds."""
+    if isinstance(f, Condition):
+        if f.op in LISTS and not f.value:
+            return f.op in (Op.NIN, Op.ALL)
+        return f
+    children: list[Filter] = []
+    for child in f.children:
+        folded = fold(child)
+        if folded is True:
+            if f.combine is Combine.OR:
+                return True
+            if f.combine is Combine.NOT:
+                return False
+        elif folded is False:
+            if f.combine is Combine.AND:
+                return False
+        else:
+            children.append(folded)
+    if not children:
+        return f.combine is not Combine.OR
+    return Group(f.combine, tuple(children))
+
+
+def none_match(f: Filter | None) -> bool:
+    """True when no row can match: the store need not be asked."""
+    return f is not None and fold(f) is False
+
+
+# Values ------------------------------------------------------------------------------------
+def _checked_value(key: str, op: Op, value: object) -> Scalar | tuple[Scalar, ...] | None:
+    if op is Op.IS_EMPTY:
+        return None
+    if value is None:
+        raise UnsafeFilterError(f"the filter on {key!r} ({op.value}) has no value")
+    if op in LISTS:
+        return _list(key, op, value)
+    if isinstance(value, list | tuple):
+        fix = " use IN or NIN for a list of values" if op in (Op.EQ, Op.NE) else ""
+        raise UnsafeFilterError(
+            f"the filter on {key!r} compares with a list ({op.value} {list(value)!r}), "
+            f"which has no single meaning:{fix or ' give one value'}"
+        )
+    _scalar(key, op, value)
+    if op in TEXTS and not isinstance(value, str):
+        raise UnsafeFilterError(
+            f"{op.value} on {key!r} needs a string, got {value!r}: a text match compares text"
+        )
+    if op in ORDERED and isinstance(value, bool):
+        raise UnsafeFilterError(f"{op.value} on {key!r} needs a number or a string, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _list(key: str, op: Op, value: object) -> tuple[Scalar, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple | set | frozenset):
+        raise UnsafeFilterError(f"{op.value} on {key!r} needs a list of values, got {value!r}")
+    items = tuple(value)
+    for item in items:
+        _scalar(key, op, item)
+    kinds = {kind(item) for item in items}
+    if len(kinds) > 1:
+        raise UnsafeFilterError(
+            f"{op.value} on {key!r} mixes values of types {sorted(kinds)}: a stored value has "
+            "one type, so give values of one type (split the filter with OR)"
+        )
+    return items
+
+
+def _scalar(key: str, op: Op, value: object) -> None:
+    if kind(value) not in ("bool", "number", "string"):
+        raise UnsafeFilterError(
+            f"the filter on {key!r} ({op.value}) has a value of type {type(value).__name__}: "
+            "use a string, a number or a bool"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UnsafeFilterError(f"the filter on {key!r} has the value {value!r}: not a number")

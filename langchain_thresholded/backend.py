@@ -223,6 +223,12 @@ class LangChainBackend:
     def metadata(self, item: Document) -> Mapping[str, Any]:
         return item.metadata
 
+    restricted = False
+    """Its sections are limited by their metadata only."""
+
+    def admits(self, item: Document) -> bool:
+        return True
+
 
 class QuestionEmbedder:
     """Embeds a question with a given model, for the engine (``plan(embedder=...)``)."""

@@ -270,6 +270,17 @@ class LlamaIndexBackend:
     def metadata(self, item: BaseNode) -> Mapping[str, Any]:
         return item.metadata
 
+    @property
+    def restricted(self) -> bool:
+        return bool(self._args["doc_ids"] or self._args["node_ids"])
+
+    def admits(self, item: BaseNode) -> bool:
+        """A node of the retriever's ``node_ids`` and ``doc_ids``, where it names them."""
+        node_ids, doc_ids = self._args["node_ids"], self._args["doc_ids"]
+        if node_ids and item.node_id not in node_ids:
+            return False
+        return not doc_ids or item.ref_doc_id in doc_ids
+
 
 def index_collection(
     index: VectorStoreIndex,

@@ -135,6 +135,12 @@ class Backend(Protocol[T]):
     ) -> tuple[str, str | None, int]:
         """An item's id (``key`` when it has none of its own), source, and text length."""
 
+    restricted: bool
+    """The retriever limits its sections by more than their metadata (ids, documents)."""
+
+    def admits(self, item: T) -> bool:
+        """Whether an item is within those limits (see ``restricted``)."""
+
     def metadata(self, item: T) -> Mapping[str, Any]:
         """The item's metadata, as filters read it."""
 
@@ -374,14 +380,16 @@ def within_filters(
     """The candidates whose metadata satisfies their collection's filters, and the others,
     dropped as ``outside_filters``: whatever the store did with the filters, nothing
     outside them is returned, neither a section nor a neighbour nor a parent summary."""
-    if all(s.where is None for s in stages):
+    if all(s.where is None and not s.collection.backend.restricted for s in stages):
         return list(candidates), []
     where = {s.collection.name: (s.where, s.collection.backend) for s in stages}
     inside: list[Candidate[T]] = []
     outside: list[Dropped[T]] = []
     for cand in candidates:
         rule, backend = where[cand.collection]
-        if rule is None or matches(rule, backend.metadata(cand.item)):
+        if (rule is None or matches(rule, backend.metadata(cand.item))) and backend.admits(
+            cand.item
+        ):
             inside.append(cand)
         else:
             outside.append(Dropped(cand, DropReason.OUTSIDE_FILTERS))

@@ -396,3 +396,23 @@ def test_at_the_gate_every_variant_keeps_what_the_floor_keeps(fixture, variant):
     report = report_of(build(fixture, framework, shape), mode, min_top_similarity=0.875)
     result = outcome(framework, report)
     assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_node_ids_hold_for_attachments_too(fixture, mode):
+    """A LlamaIndex retriever limited to some node ids returns no neighbour or summary
+    outside them: they are dropped as ``outside_filters``."""
+    allowed = ["g1", "g2", "g3", "f1", "f2"]
+    retriever = li.ThresholdedRetriever(
+        fixture.llama_index,
+        POLICY,
+        neighbours=1,
+        parent_levels=1,
+        pushdown=False,
+        node_ids=allowed,
+    )
+    report = report_of(retriever, mode)
+    returned = [n.node.node_id for n in report.nodes]
+    assert returned and set(returned) <= set(allowed)
+    outside = {d.candidate.id for d in report.selection.dropped if d.reason == "outside_filters"}
+    assert {"g0", "f3", "guide#summary", "faq#summary"} <= outside

@@ -117,11 +117,15 @@ def test_a_bad_filter_quoting_connection_refused_is_not_retried(support_store, m
     """A filter Milvus refuses fails once, as itself, whatever words its value holds."""
     from pymilvus.exceptions import MilvusException
 
-    patient = ThresholdedRetriever(
-        vectorstore=support_store, policy=POLICY, max_retries=3, retry_backoff=0.5
+    patient = ThresholdedRetriever(  # a raw expression belongs to the retriever, not a call
+        vectorstore=support_store,
+        policy=POLICY,
+        expr='source == ["connection refused"]',
+        max_retries=3,
+        retry_backoff=0.5,
     )
     with pytest.raises(MilvusException, match="connection refused") as caught:
-        patient.invoke("How do I get a refund?", expr='source == ["connection refused"]')
+        patient.invoke("How do I get a refund?")
     assert not isinstance(caught.value, SearchUnavailableError)
     assert len(milvus_searches) == 1
 

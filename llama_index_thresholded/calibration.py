@@ -14,7 +14,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_thresholded.embeddings import model_id_of
-from llama_index_thresholded.filters import milvus_expression
+from llama_index_thresholded.filters import to_filter
 from thresholded.calibration import (
     BatchedEmbedder,
     CalibrationResult,
@@ -56,7 +56,7 @@ def calibrate_index(
     a filter can only lower a question's best score. Other ``options`` are those of
     ``thresholded.calibration.calibrate`` (``passages``, ``mode``, ``gate_margin``...).
     """
-    expression = filters if isinstance(filters, str) else milvus_expression(filters)
+    expression = filters if isinstance(filters, str) else _expression(filters, vector_store)
     token = getattr(vector_store, "token", "") or ""
     return calibrate_collection(
         embedder_of(embed_model, progress=progress),
@@ -69,3 +69,19 @@ def calibrate_index(
         client_options={"token": token} if token else None,
         **options,
     )
+
+
+def _expression(filters: MetadataFilters | None, vector_store: Any) -> str:
+    """LlamaIndex filters as the Milvus expression the collection is read under; a filter
+    this engine cannot run exactly is refused (the calibration would read other rows)."""
+    from thresholded.filters import client_dialect, to_milvus
+
+    written = to_milvus(to_filter(filters), client_dialect(vector_store.client))
+    if written.never:
+        raise ValueError(f"the filters {filters} match no section: there is nothing to calibrate")
+    if not written.exact:
+        raise ValueError(
+            f"the filters {filters} cannot be written exactly for this Milvus engine; pass the "
+            "Milvus expression itself as filters='...'"
+        )
+    return written.expr or ""

@@ -94,7 +94,8 @@ def run_demo(
         else None
     )
     print(
-        f"Example knowledge base indexed in {uri}; floor {retriever.min_similarity:g} "
+        f"Example knowledge base indexed in {uri}; floor {retriever.min_similarity:g}, "
+        f"gate {retriever.policy.min_top_similarity or 0:g} "
         f"({retriever.policy.embedding_model}), top_k {retriever.policy.top_k}"
         + (f", doc_type={doc_type}" if doc_type else "")
         + "\n"

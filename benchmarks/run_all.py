@@ -27,6 +27,7 @@ RUNS: list[tuple[str, list[str], str]] = [
     ("end_to_end", [], "venv"),  # all three engines, 3.2.2 in a child process
     ("wrapper_overhead", [], "venv"),
     ("attachment_lookups", [], "venv"),
+    ("filter_overhead", [], "venv"),
     ("fan_out", [], "venv"),
     ("fan_out", ["--lite-files"], "venv"),
     ("fan_out", ["--server"], "venv"),

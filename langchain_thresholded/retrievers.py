@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import (
@@ -109,8 +110,9 @@ class EngineRetriever(BaseRetriever):
             )
         return super().configurable_fields(**kwargs)
 
+    @abstractmethod
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
-        raise NotImplementedError
+        """The call: its question, collections, policy, filters and store arguments."""
 
     def _report(self, result: Any) -> ThresholdedReport:
         return ThresholdedReport.from_result(result)

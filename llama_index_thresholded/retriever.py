@@ -24,7 +24,7 @@ from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.report import RetrievalReport
 from thresholded.attachments import AttachmentSpec
-from thresholded.engine import Call, Question, adrive, drive, plan, retrieve
+from thresholded.engine import Question, adrive, drive, plan, retrieve
 from thresholded.policy import RetrievalPolicy, policy_or_none
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
@@ -35,7 +35,9 @@ dispatcher = get_dispatcher(__name__)
 class EngineRetriever(BaseRetriever):
     """What this package's LlamaIndex retrievers share: their calls, each sending its
     events once (see ``events.py``), and the engine that runs them. A subclass plans a
-    call (``_plan``) and turns the engine's result into its report (``_finish``)."""
+    call (``_plan(question, **overrides)``) and turns the engine's result into its report
+    (``_finish(result)``). They are not declared here: LlamaIndex would wrap an abstract
+    method in a span of its own, and a call opens exactly one."""
 
     # Retrieval --------------------------------------------------------------------------
     @dispatcher.span
@@ -104,12 +106,6 @@ class EngineRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         call = self._plan(question_of(query_bundle))
         return self._finish(await adrive(retrieve(call))).nodes
-
-    def _plan(self, question: Question, **overrides: Any) -> Call[Any]:
-        raise NotImplementedError
-
-    def _finish(self, result: Any) -> RetrievalReport:
-        raise NotImplementedError
 
 
 class ThresholdedRetriever(EngineRetriever):

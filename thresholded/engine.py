@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
@@ -547,14 +548,14 @@ def log_result(result: Result[Any]) -> None:
 
 
 # Requests and the two drivers ---------------------------------------------------------------
-class Request:
+class Request(ABC):
     """Something the pipeline needs done; ``run`` does it blocking, ``arun`` awaiting."""
 
-    def run(self) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def run(self) -> Any: ...
 
-    async def arun(self) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    async def arun(self) -> Any: ...
 
 
 def drive(pipeline: Pipeline[R]) -> R:
@@ -617,11 +618,11 @@ class _StoreCall(Request):
 
     collection: Collection[Any]
 
-    def _call(self, backend: Backend[Any]) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def _call(self, backend: Backend[Any]) -> Any: ...
 
-    async def _acall(self, backend: Backend[Any]) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    async def _acall(self, backend: Backend[Any]) -> Any: ...
 
     def run(self) -> Any:
         backend = self.collection.backend

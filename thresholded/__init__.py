@@ -1,8 +1,10 @@
 """Thresholded retrieval: drop what is clearly unrelated before it reaches the prompt.
 
-The framework-free core: the policy, the selection, score kinds and metrics, and
-the embedding models' measured floors. Adapters live in ``llama_index_thresholded``
-and ``langchain_thresholded``.
+What an application needs whichever framework it uses: the policy, the report of
+a call, score kinds and metrics, calibration, the embedding models' measured floors
+and the errors. The retrievers live in the adapters, ``llama_index_thresholded`` and
+``langchain_thresholded``; what an adapter author needs (candidates, the selection
+rules, the engine) is in :mod:`thresholded.core`.
 """
 
 from thresholded import metadata_keys
@@ -25,48 +27,39 @@ from thresholded.errors import (
 from thresholded.models import KNOWN_FLOORS, ModelId, default_floor
 from thresholded.policy import RetrievalPolicy
 from thresholded.profile import CalibrationProfile
+from thresholded.report import DroppedItem, MultiCollectionReport, Report
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, to_cosine
-from thresholded.selection import (
-    AttachedRole,
-    Candidate,
-    Dropped,
-    DropReason,
-    Selection,
-    attach,
-    select,
-)
+from thresholded.selection import AttachedRole, DropReason
 
 __all__ = [
     "KNOWN_FLOORS",
     "AttachedRole",
     "CalibrationProfile",
-    "Candidate",
     "CollectionNotFoundError",
     "DimensionMismatchError",
     "DropReason",
-    "Dropped",
+    "DroppedItem",
     "Metric",
     "ModelId",
     "ModelMismatchError",
     "ModelWeightsNotFoundError",
+    "MultiCollectionReport",
     "NonCosineScoreError",
     "NotUnitVectorError",
     "PolicyFileError",
     "ProfileError",
+    "Report",
     "RetrievalPolicy",
     "RetryPolicy",
     "ScoreKind",
     "SearchUnavailableError",
-    "Selection",
     "ThresholdedError",
     "UncalibratedModelError",
     "UnsafeFilterError",
     "UnsupportedMetricError",
-    "attach",
     "calibrate",
     "default_floor",
     "metadata_keys",
-    "select",
     "to_cosine",
 ]

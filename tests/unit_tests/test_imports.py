@@ -15,13 +15,24 @@ EXPECTED = {
         "ScoreKind",
         "Metric",
         "DropReason",
-        "Selection",
-        "Candidate",
-        "select",
-        "attach",
+        "Report",
+        "MultiCollectionReport",
+        "DroppedItem",
         "calibrate",
         "UncalibratedModelError",
         "ModelMismatchError",
+    },
+    "thresholded.core": {
+        "Candidate",
+        "Selection",
+        "select",
+        "attach",
+        "Backend",
+        "Collection",
+        "plan",
+        "retrieve",
+        "drive",
+        "adrive",
     },
     "llama_index_thresholded": {
         "ThresholdedRetriever",
@@ -48,6 +59,15 @@ def test_all_names_exist_and_include_the_documented_ones(package: str) -> None:
     assert len(module.__all__) == len(set(module.__all__))
     for name in module.__all__:
         assert hasattr(module, name), f"{package}.{name} is in __all__ but missing"
+
+
+def test_the_top_level_keeps_what_an_application_needs() -> None:
+    """What only an adapter author needs lives in ``thresholded.core``."""
+    import thresholded
+
+    for name in ("Candidate", "Selection", "Dropped", "select", "attach"):
+        assert name not in thresholded.__all__
+        assert not hasattr(thresholded, name), name
 
 
 def loaded_after(statement: str, packages: set[str]) -> list[str]:

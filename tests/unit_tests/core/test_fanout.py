@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from thresholded import Candidate, DropReason, RetrievalPolicy, select
+from thresholded import DropReason, RetrievalPolicy
+from thresholded.core import Candidate, select
 from thresholded.engine import Question, Result, log_result
 from thresholded.fanout import (
     CollectionSearchError,

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thresholded import Candidate, ScoreKind
+from thresholded import ScoreKind
+from thresholded.core import Candidate
 from thresholded.gate import best_similarity, gate_is_on, gate_passes
 
 

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thresholded import Candidate, DropReason, RetrievalPolicy, ScoreKind, select
+from thresholded import DropReason, RetrievalPolicy, ScoreKind
+from thresholded.core import Candidate, select
 from thresholded.fanout import Found, Outcome, merge
 
 NO_CAP = {"max_per_source": None, "max_chars": None, "top_k": 10}

@@ -10,18 +10,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from thresholded import (
-    AttachedRole,
-    Candidate,
-    DropReason,
-    Metric,
-    RetrievalPolicy,
-    ScoreKind,
-    Selection,
-    attach,
-    select,
-    to_cosine,
-)
+from thresholded import AttachedRole, DropReason, Metric, RetrievalPolicy, ScoreKind, to_cosine
+from thresholded.core import Candidate, Selection, attach, select
 from thresholded.scores import is_valid_score
 
 SETTINGS = settings(

@@ -14,14 +14,13 @@ import math
 import pytest
 
 from thresholded import (
-    Candidate,
     DimensionMismatchError,
     DropReason,
     NonCosineScoreError,
     RetrievalPolicy,
     ScoreKind,
-    select,
 )
+from thresholded.core import Candidate, select
 from thresholded.rescore import (
     cosines,
     needs_cosine,

@@ -15,17 +15,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pytest
 
-from thresholded import (
-    AttachedRole,
-    Candidate,
-    DropReason,
-    NonCosineScoreError,
-    RetrievalPolicy,
-    ScoreKind,
-    Selection,
-    attach,
-    select,
-)
+from thresholded import AttachedRole, DropReason, NonCosineScoreError, RetrievalPolicy, ScoreKind
+from thresholded.core import Candidate, Selection, attach, select
 from thresholded.scores import check_unit_norm
 
 DIM = 32

@@ -44,9 +44,13 @@ class CollectionStatus:
     """What happened to one collection in one call."""
 
     name: str
+    """The collection's name, as reports label it."""
     status: Status
+    """``ok``, ``failed`` or ``timeout``."""
     min_similarity: float
+    """This collection's floor in this call."""
     latency_ms: float
+    """How long its search stage took, retries included."""
     returned: int = 0
     """Results the search returned (with pushdown, only those above the floor)."""
     cleared_floor: int = 0
@@ -54,11 +58,15 @@ class CollectionStatus:
     kept: int = 0
     """Sections of this collection in the final result."""
     attached: int = 0
+    """Neighbours and summaries attached from this collection."""
     pushdown: bool = False
     """The floor went to the engine as a range search."""
     error: str | None = None
+    """Why the search failed or timed out; None when it did not."""
     attachment_error: str | None = None
+    """Why fetching its attachments failed; its kept sections are returned all the same."""
     exception: BaseException | None = field(default=None, repr=False, compare=False)
+    """The exception behind ``error``, for callers that re-raise it."""
 
     @property
     def ok(self) -> bool:

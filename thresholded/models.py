@@ -32,7 +32,9 @@ class ModelId:
     """A model's canonical name and, where known, its dimension: ``name@dim``."""
 
     name: str
+    """The canonical name, e.g. ``BAAI/bge-m3``."""
     dimension: int | None = None
+    """The vectors' dimension; None: not known."""
 
     def __str__(self) -> str:
         return self.name if self.dimension is None else f"{self.name}@{self.dimension}"

@@ -61,14 +61,25 @@ class CalibrationProfile(BaseModel):
     embedding_model: str = Field(description="Canonical model id, name@dimension.")
     metric: str = Field(default="IP", description="Index metric: IP, COSINE or L2.")
     collection: str | None = None
+    """The collection it was measured on; None: not named."""
     corpus: str | None = None
+    """What the questions and passages were, e.g. ``xquad-en``."""
     mode: CalibrationMode = "never-lose"
+    """How the floor was chosen: keep every answering passage (``never-lose``), lose at
+    most ``max_loss`` of them (``loss-budget``), the gap between the two distributions
+    (``separate``), or set by hand (``manual``)."""
     margin: float | None = Field(default=None, strict=True)
+    """How far below the lowest answering passage's cosine the floor was set."""
     gate_margin: float | None = Field(default=None, strict=True)
+    """How far below the lowest answerable question's best cosine the gate was set."""
     max_loss: float | None = Field(default=None, strict=True)
+    """The share of answering passages the ``loss-budget`` mode may lose."""
     created: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    """When it was measured (ISO 8601, UTC)."""
     provenance: str | None = None
+    """Where the measurement came from: data, model, command."""
     measurements: dict[str, Any] = Field(default_factory=dict)
+    """The measured table, suggestions and estimates behind the floor and the gate."""
 
     @field_validator("version")
     @classmethod

@@ -30,7 +30,9 @@ class DroppedItem(Generic[T]):
     item: T
     """The candidate as the store returned it (with its raw score, where it had one)."""
     id: str
+    """Its id in its collection."""
     reason: DropReason
+    """Why it was dropped."""
     similarity: float | None
     """Its cosine, where one is known (dense or re-scored results); None for attachments."""
     collection: str = ""
@@ -46,9 +48,13 @@ class Report(Generic[T]):
     """
 
     query: str
+    """The question's text."""
     kept: tuple[T, ...]
+    """The sections that cleared the policy, in score order, each marked with its cosine."""
     attached: tuple[T, ...]
+    """Their neighbours and parent summaries, in the order of the sections they belong to."""
     dropped: tuple[DroppedItem[T], ...]
+    """Every candidate that did not reach the result, with its reason."""
     selection: Selection[Any] = field(repr=False)
     """The core's selection: the candidates themselves, with their scores and marks."""
     emptied_by: str | None = None
@@ -229,6 +235,7 @@ class MultiCollectionReport(Report[T]):
     """
 
     collections: tuple[CollectionStatus, ...] = ()
+    """What each collection did: its status, floor, latency and counts."""
 
     @property
     def partial(self) -> bool:

@@ -52,8 +52,11 @@ class RetryPolicy:
     """
 
     max_retries: int = 0
+    """How many times a failed attempt is tried again (0: never)."""
     backoff: float = 0.2
+    """Seconds before the first retry."""
     max_backoff: float = 2.0
+    """The longest wait between two attempts, in seconds."""
 
     def __post_init__(self) -> None:
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):

@@ -19,6 +19,8 @@ from langchain_core.runnables.config import patch_config
 from langchain_core.runnables.utils import AddableDict
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
+from thresholded.strict import StrictArguments
+
 DEFAULT_NO_MATCH_ANSWER = "No relevant information found."
 NOTHING_MATCHED = "nothing_matched"
 """Set to True on a no-match answer: a key of the dict output, or in a message's
@@ -32,7 +34,7 @@ def format_documents(documents: Sequence[Document]) -> str:
     return "\n\n".join(doc.page_content for doc in documents)
 
 
-class AbstainingChain(RunnableSerializable[Any, Any]):
+class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     """Retrieve once; answer with ``answer_chain``, or with a fixed answer when nothing matched.
 
     The chain runs the retriever itself and hands the documents to ``answer_chain``,

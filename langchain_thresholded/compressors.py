@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManager,
@@ -19,63 +19,89 @@ from langchain_thresholded._documents import document_id, read_kind, read_role, 
 from langchain_thresholded.report import EVENT_NAME, ThresholdedReport
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
+from thresholded.policy_arguments import policy_in_force
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
+from thresholded.strict import StrictArguments
 
 _Item = tuple[int, Document]
 
 
-class SimilarityThresholdCompressor(BaseDocumentCompressor):
+class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
     """Drops documents whose cosine is below a floor, before a reranker sees them.
 
-    For ``ContextualCompressionRetriever`` and ``DocumentCompressorPipeline``. It
-    reads the cosine from ``metadata["similarity"]`` and the kind from
-    ``metadata["score_kind"]`` (default cosine). ``similarity`` is always a cosine,
-    so it meets the floor whatever the kind (a re-scored hybrid result carries its
-    dense cosine there); a hybrid or sparse result without one passes. It
-    is safe in any position: it keeps the order it is given (a reranker's order
-    survives), and a document with no score is not dropped for it: an attachment
-    (``attached_to``) stays exactly when its section stays, anything else stays
-    with one warning per call. Documents are returned as given, never copied or
-    changed.
+    For ``ContextualCompressionRetriever`` and ``DocumentCompressorPipeline``. It takes
+    the same arguments as the LlamaIndex ``SimilarityThresholdPostprocessor``, and they
+    mean the same:
+
+    - ``policy=RetrievalPolicy(...)``: every rule of the policy, as the retriever applies
+      them: the floor, the answer gate, the per-source cap, the character budget, top_k;
+    - ``min_similarity=0.35`` (and ``min_top_similarity=``, the answer gate, if wanted):
+      the floor only; no source cap, no budget, no top_k (the policy in force keeps up
+      to 16,384 results, the most one search returns);
+    - both: a ``TypeError``; neither: the floor only, at the calibrated default floor of
+      ``embedding_model`` (``"BAAI/bge-m3"``: 0.35); without such a model, a ``TypeError``
+      that says to pass ``min_similarity=`` or ``policy=``.
+
+    ``policy`` is the policy in force (the floor-only one for ``min_similarity=``) and
+    ``min_similarity`` its floor; both are read-only.
+
+    It reads the cosine from ``metadata["similarity"]`` and the kind from
+    ``metadata["score_kind"]`` (default: ``score_kind``). ``similarity`` is always a
+    cosine, so it meets the floor whatever the kind (a re-scored hybrid result carries
+    its dense cosine there); a hybrid or sparse result without one passes. It is safe
+    in any position: it keeps the order it is given (a reranker's order survives), and
+    a document with no score is not dropped for it: an attachment (``attached_to``)
+    stays exactly when its section stays, anything else stays with one warning per
+    call. Documents are returned as given, never copied or changed.
     """
 
-    min_similarity: float = Field(ge=-1.0, le=1.0)
-    """The cosine floor; 0 keeps every document."""
-    min_top_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
-    """The answer gate: when even the best document's cosine is below it, none is kept.
-    None or 0: off."""
-    similarity_key: str = metadata_keys.SIMILARITY
-    score_kind_key: str = metadata_keys.SCORE_KIND
-    attached_to_key: str = metadata_keys.ATTACHED_TO
-    default_score_kind: ScoreKind = ScoreKind.COSINE
-    """The kind of a score whose document does not say."""
-    strict_score_kind: bool = False
-    """Raise instead of passing through when a non-cosine score meets the floor."""
+    _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
+
+    policy: RetrievalPolicy = Field(frozen=True)
+    """The policy in force, its floor set; read-only. Given as ``policy=``, all its rules
+    apply (floor, gate, per-source cap, character budget, top_k; its ``source_key`` names a
+    document's source). Built from ``min_similarity=`` (the cosine floor) and
+    ``min_top_similarity=`` (the answer gate; None or 0: off), which the constructor also
+    takes: the floor and gate only."""
+    score_kind: ScoreKind = ScoreKind.COSINE
+    """What a score is when its document does not say (``metadata["score_kind"]``)."""
+    embedding_model: str | None = Field(default=None, frozen=True)
+    """The model in use (name or name@dimension): the floor when none is given is its
+    calibrated default, and a policy measured for another model is refused."""
     id_key: str | None = "id"
     """Metadata key of a document's id when ``Document.id`` is empty."""
-    source_key: str = "source"
 
-    @field_validator("default_score_kind", mode="before")
+    def __init__(self, /, **data: Any) -> None:
+        self._check_keywords(data)
+        data["policy"] = policy_in_force(
+            type(self).__name__,
+            policy=data.get("policy"),
+            min_similarity=data.pop("min_similarity", None),
+            min_top_similarity=data.pop("min_top_similarity", None),
+            embedding_model=data.get("embedding_model"),
+        )
+        super().__init__(**data)
+
+    @field_validator("score_kind", mode="before")
     @classmethod
     def _parse_kind(cls, value: Any) -> Any:
         return ScoreKind(str(value).strip().lower()) if isinstance(value, str) else value
 
+    @property
+    def min_similarity(self) -> float:
+        """The floor in force: ``policy.min_similarity``."""
+        return self.policy.resolve_min_similarity()
+
+    @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate in force (None or 0: off): ``policy.min_top_similarity``."""
+        return self.policy.min_top_similarity
+
     def compress_with_report(self, documents: Sequence[Document]) -> ThresholdedReport:
-        """Apply the floor and return what was kept, kept as attachments, and dropped."""
-        docs = list(documents)
-        policy = RetrievalPolicy(
-            min_similarity=self.min_similarity,
-            min_top_similarity=self.min_top_similarity,
-            top_k=max(1, len(docs)),
-            over_fetch=1,
-            max_per_source=None,
-            max_chars=None,
-            source_key=self.source_key,
-            strict_score_kind=self.strict_score_kind,
-        )
-        candidates = [self._candidate(i, doc) for i, doc in enumerate(docs)]
-        selection = select(candidates, policy, self.min_similarity)
+        """Apply the policy and return what was kept, kept as attachments, and dropped."""
+        candidates = [self._candidate(i, doc) for i, doc in enumerate(documents)]
+        selection = select(candidates, self.policy, self.min_similarity)
         return ThresholdedReport.from_selection("", selection, _document_of)
 
     def compress_documents(
@@ -109,11 +135,11 @@ class SimilarityThresholdCompressor(BaseDocumentCompressor):
 
     def _candidate(self, index: int, doc: Document) -> Candidate[_Item]:
         meta = doc.metadata
-        score = read_score(meta.get(self.similarity_key))
-        kind = read_kind(meta.get(self.score_kind_key), self.default_score_kind)
-        anchor = meta.get(self.attached_to_key)
+        score = read_score(meta.get(metadata_keys.SIMILARITY))
+        kind = read_kind(meta.get(metadata_keys.SCORE_KIND), self.score_kind)
+        anchor = meta.get(metadata_keys.ATTACHED_TO)
         doc_id = document_id(doc, self.id_key)
-        source = meta.get(self.source_key)
+        source = meta.get(self.policy.source_key)
         common: dict[str, Any] = {
             "item": (index, doc),
             "id": doc_id,

@@ -18,12 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from thresholded.errors import ModelWeightsNotFoundError
 from thresholded.models import ModelId, canonical_model_name
+from thresholded.strict import StrictArguments
 
 USE_MULTILINGUAL = "google/universal-sentence-encoder-multilingual-3"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-class UniversalSentenceEncoderEmbeddings(BaseModel, Embeddings):
+class UniversalSentenceEncoderEmbeddings(StrictArguments, BaseModel, Embeddings):
     """Universal Sentence Encoder multilingual v3: 512-d unit vectors, numpy only."""
 
     model_config = ConfigDict(extra="forbid")
@@ -56,7 +57,7 @@ class UniversalSentenceEncoderEmbeddings(BaseModel, Embeddings):
         return self.embed_documents([text])[0]
 
 
-class LocalSentenceTransformerEmbeddings(BaseModel, Embeddings):
+class LocalSentenceTransformerEmbeddings(StrictArguments, BaseModel, Embeddings):
     """A sentence-transformers model from a local directory, never from a hub.
 
     ``normalize_embeddings`` is on by default: inner products of unit vectors are

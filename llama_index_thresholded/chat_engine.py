@@ -40,6 +40,7 @@ from llama_index_thresholded.query_engine import (
     NOTHING_MATCHED,
     no_match_response,
 )
+from thresholded.strict import check_arguments, named_parameters
 
 ChatResponse = TypeVar("ChatResponse", AgentChatResponse, StreamingAgentChatResponse)
 
@@ -98,7 +99,12 @@ class _Abstaining:
     def from_defaults(
         cls, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any
     ) -> Any:
-        """The engine's own ``from_defaults``, with ``no_match_message``."""
+        """The engine's own ``from_defaults``, with ``no_match_message``.
+
+        An unknown keyword is a ``TypeError`` (LlamaIndex's ``from_defaults`` ignores it).
+        """
+        accepted = [*named_parameters(super().from_defaults), "no_match_message"]  # type: ignore[misc]
+        check_arguments(f"{cls.__name__}.from_defaults()", kwargs, accepted)
         engine = super().from_defaults(*args, **kwargs)  # type: ignore[misc]
         engine.no_match_message = no_match_message
         return engine

@@ -18,6 +18,7 @@ from pydantic import PrivateAttr
 
 from thresholded.errors import ModelWeightsNotFoundError
 from thresholded.models import ModelId, canonical_model_name
+from thresholded.strict import StrictArguments
 
 BGE_M3 = "BAAI/bge-m3"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -27,7 +28,7 @@ BGE_M3_PATH_ENV = "THRESHOLDED_BGE_M3_PATH"
 _KNOWN_DIMENSIONS = {BGE_M3: 1024, MINILM: 384, USE_MULTILINGUAL: 512}
 
 
-class UniversalSentenceEncoderEmbedding(BaseEmbedding):
+class UniversalSentenceEncoderEmbedding(StrictArguments, BaseEmbedding):
     """Universal Sentence Encoder multilingual v3 (512 dimensions, unit vectors, numpy only)."""
 
     model_name: str = USE_MULTILINGUAL

@@ -9,21 +9,39 @@ unscored node it cannot tie to a section is kept, with one warning.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field
 
 from llama_index_thresholded.nodes import marked_copy, marks_of, source_of, text_length
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
+from thresholded.policy_arguments import policy_in_force
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, Selection, select
+from thresholded.strict import StrictArguments
 
 
-class SimilarityThresholdPostprocessor(BaseNodePostprocessor):
-    """Drop nodes whose cosine similarity is below the floor; cap sources; keep a budget.
+class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
+    """Drop nodes whose cosine similarity is below the floor; with a policy, all its rules.
+
+    It takes the same arguments as the LangChain ``SimilarityThresholdCompressor``, and
+    they mean the same:
+
+    - ``policy=RetrievalPolicy(...)``: every rule of the policy, as the retriever applies
+      them: the floor, the answer gate, the per-source cap, the character budget, top_k;
+    - ``min_similarity=0.35`` (and ``min_top_similarity=``, the answer gate, if wanted):
+      the floor only; no source cap, no budget, no top_k (the policy in force keeps up
+      to 16,384 results, the most one search returns);
+    - both: a ``TypeError``; neither: the floor only, at the calibrated default floor of
+      ``embedding_model`` (``"BAAI/bge-m3"``: 0.35); without such a model, a ``TypeError``
+      that says to pass ``min_similarity=`` or ``policy=``.
+
+    ``policy`` is the policy in force (the floor-only one for ``min_similarity=``) and
+    ``min_similarity`` its floor; both are read-only. ``callback_manager`` is LlamaIndex's,
+    as for every postprocessor.
 
     Incoming scores are read as cosines (``score_kind="cosine"``) unless a node's
     metadata says otherwise, or carries its cosine in ``similarity`` (as the
@@ -34,19 +52,39 @@ class SimilarityThresholdPostprocessor(BaseNodePostprocessor):
     floor untouched. Every kept node leaves with its ``score_kind`` in metadata.
     """
 
-    policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
+    _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
+
+    policy: RetrievalPolicy = Field(
+        frozen=True,
+        description=(
+            "The policy in force, its floor set; read-only. Given as policy=, all its rules "
+            "apply (floor, gate, per-source cap, character budget, top_k). Built from "
+            "min_similarity= (the cosine floor) and min_top_similarity= (the answer gate, "
+            "None or 0: off), which the constructor also takes: the floor and gate only."
+        ),
+    )
     score_kind: ScoreKind = Field(
         default=ScoreKind.COSINE, description="What incoming scores are, unless a node says."
     )
     embedding_model: str | None = Field(
-        default=None, description="The model in use, to resolve min_similarity=None."
+        default=None,
+        frozen=True,
+        description=(
+            "The model in use (name or name@dimension): the floor when none is given is its "
+            "calibrated default, and a policy measured for another model is refused."
+        ),
     )
-    _min_similarity: float = PrivateAttr(default=0.0)
 
-    @model_validator(mode="after")
-    def _resolve_floor(self) -> SimilarityThresholdPostprocessor:
-        self._min_similarity = self.policy.resolve_min_similarity(self.embedding_model)
-        return self
+    def __init__(self, /, **data: Any) -> None:
+        self._check_keywords(data)
+        data["policy"] = policy_in_force(
+            type(self).__name__,
+            policy=data.get("policy"),
+            min_similarity=data.pop("min_similarity", None),
+            min_top_similarity=data.pop("min_top_similarity", None),
+            embedding_model=data.get("embedding_model"),
+        )
+        super().__init__(**data)
 
     @classmethod
     def class_name(cls) -> str:
@@ -54,12 +92,18 @@ class SimilarityThresholdPostprocessor(BaseNodePostprocessor):
 
     @property
     def min_similarity(self) -> float:
-        return self._min_similarity
+        """The floor in force: ``policy.min_similarity``."""
+        return self.policy.resolve_min_similarity()
+
+    @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate in force (None or 0: off): ``policy.min_top_similarity``."""
+        return self.policy.min_top_similarity
 
     def select(self, nodes: list[NodeWithScore]) -> Selection[NodeWithScore]:
         """The full selection, with every drop and its reason."""
         candidates = [self._candidate(n) for n in nodes]
-        return select(candidates, self.policy, self._min_similarity)
+        return select(candidates, self.policy, self.min_similarity)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None

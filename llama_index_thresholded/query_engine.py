@@ -29,6 +29,8 @@ from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from thresholded.strict import check_arguments, named_parameters
+
 DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
 NOTHING_MATCHED = "nothing_matched"
 """Key in ``Response.metadata``: True when the message was returned without the LLM."""
@@ -85,6 +87,12 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
     def from_args(  # type: ignore[override]
         cls, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any
     ) -> AbstainingQueryEngine:
+        """``RetrieverQueryEngine.from_args``, with ``no_match_message``.
+
+        An unknown keyword is a ``TypeError`` (LlamaIndex's ``from_args`` ignores it).
+        """
+        accepted = [*named_parameters(super().from_args), "no_match_message"]
+        check_arguments(f"{cls.__name__}.from_args()", kwargs, accepted)
         engine = super().from_args(*args, **kwargs)
         engine.no_match_message = no_match_message  # type: ignore[attr-defined]
         return engine  # type: ignore[return-value]

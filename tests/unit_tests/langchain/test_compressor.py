@@ -100,14 +100,15 @@ def test_a_re_scored_hybrid_result_meets_the_floor_with_its_cosine():
 
 def test_strict_score_kind():
     docs = [doc("rrf", score_kind="rrf")]
-    compressor = SimilarityThresholdCompressor(min_similarity=0.5, strict_score_kind=True)
+    strict = RetrievalPolicy(min_similarity=0.5, strict_score_kind=True)
+    compressor = SimilarityThresholdCompressor(policy=strict)
     with pytest.raises(NonCosineScoreError):
         compressor.compress_documents(docs, Q)
 
 
-def test_default_score_kind_for_unmarked_documents(caplog):
+def test_score_kind_for_unmarked_documents(caplog):
     docs = [doc("a")]
-    compressor = SimilarityThresholdCompressor(min_similarity=0.5, default_score_kind="rrf")
+    compressor = SimilarityThresholdCompressor(min_similarity=0.5, score_kind="rrf")
     with caplog.at_level(logging.WARNING, logger="thresholded.selection"):
         assert ids(compressor.compress_documents(docs, Q)) == ["a"]
     assert not caplog.records  # a hybrid result, not an unknown one
@@ -130,19 +131,13 @@ def test_floor_zero_keeps_everything():
     assert ids(out) == ["a", "b", "c"]
 
 
-def test_configurable_keys():
+def test_configurable_id_key():
     docs = [
-        Document(page_content="one", metadata={"cos": 0.9, "kind": "cosine", "uid": "1"}),
-        Document(page_content="two", metadata={"cos": 0.2, "uid": "2"}),
-        Document(page_content="three", metadata={"anchor": "1"}),
+        Document(page_content="one", metadata={"similarity": 0.9, "uid": "1"}),
+        Document(page_content="two", metadata={"similarity": 0.2, "uid": "2"}),
+        Document(page_content="three", metadata={"attached_to": "1"}),
     ]
-    compressor = SimilarityThresholdCompressor(
-        min_similarity=0.5,
-        similarity_key="cos",
-        score_kind_key="kind",
-        attached_to_key="anchor",
-        id_key="uid",
-    )
+    compressor = SimilarityThresholdCompressor(min_similarity=0.5, id_key="uid")
     assert [d.page_content for d in compressor.compress_documents(docs, Q)] == ["one", "three"]
 
 

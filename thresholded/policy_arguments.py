@@ -1,0 +1,92 @@
+"""One rule for the filters that judge results already retrieved: which policy is in force.
+
+The LlamaIndex postprocessor and the LangChain compressor take the same arguments
+and mean the same by them:
+
+- ``policy=``: every rule of the policy (floor, answer gate, per-source cap,
+  character budget, top_k);
+- ``min_similarity=`` (with ``min_top_similarity=``, the answer gate, if wanted): the
+  floor only, with no cap, no budget and no top_k;
+- both: an error that names both;
+- neither: the floor only, at the calibrated default floor of ``embedding_model``;
+  without a model whose default floor is known, an error that says to pass
+  ``min_similarity=`` or ``policy=``.
+
+The policy in force always has its floor set, so it describes the filter entirely:
+the same filter is built back from it with ``policy=``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from thresholded.models import KNOWN_FLOORS, ModelId
+from thresholded.policy import MILVUS_MAX_TOP_K, RetrievalPolicy, policy_or_none
+
+__all__ = ["FLOOR_ONLY", "policy_in_force"]
+
+FLOOR_ONLY: dict[str, Any] = {
+    "top_k": MILVUS_MAX_TOP_K,
+    "over_fetch": 1,
+    "max_per_source": None,
+    "max_chars": None,
+}
+"""The policy fields of a floor-only filter: no source cap, no budget, and a top_k of
+16,384 (the most one search returns; a list longer than that is cut there)."""
+
+
+def policy_in_force(
+    owner: str,
+    *,
+    policy: RetrievalPolicy | Mapping[str, Any] | None,
+    min_similarity: float | None,
+    min_top_similarity: float | None,
+    embedding_model: ModelId | str | None,
+) -> RetrievalPolicy:
+    """The policy a filter applies, from its constructor's arguments; ``owner`` names it.
+
+    A mapping is read as a stored policy (what the filter's own serialisation holds).
+    The floor of the result is always set: the policy's, else the calibrated default
+    of ``embedding_model`` (or of the policy's model), which also becomes the
+    policy's ``embedding_model`` when it names none.
+    """
+    if isinstance(policy, Mapping):
+        policy = RetrievalPolicy.from_dict(dict(policy))
+    policy = policy_or_none(policy)
+    if policy is not None:
+        also = [
+            f"{name}="
+            for name, value in (
+                ("min_similarity", min_similarity),
+                ("min_top_similarity", min_top_similarity),
+            )
+            if value is not None
+        ]
+        if also:
+            raise TypeError(
+                f"{owner} takes policy= or {' and '.join(also)}, not both: policy= applies "
+                "every rule of the policy (floor, answer gate, per-source cap, character "
+                "budget, top_k), min_similarity= the floor only. Put the floor in the policy: "
+                "RetrievalPolicy(min_similarity=..., min_top_similarity=..., ...)"
+            )
+    elif min_similarity is None and embedding_model is None:
+        known = ", ".join(str(floor.model) for floor in KNOWN_FLOORS.values())
+        raise TypeError(
+            f"{owner} needs a floor: pass min_similarity= (the floor only, e.g. "
+            "min_similarity=0.35) or policy= (every rule of a RetrievalPolicy); or "
+            f"embedding_model= a model whose default floor is known ({known})"
+        )
+    else:
+        policy = RetrievalPolicy(
+            min_similarity=min_similarity, min_top_similarity=min_top_similarity, **FLOOR_ONLY
+        )
+    floor = policy.resolve_min_similarity(embedding_model)
+    changes: dict[str, Any] = {}
+    if policy.min_similarity is None:
+        changes["min_similarity"] = floor
+    if policy.embedding_model is None and embedding_model is not None:
+        changes["embedding_model"] = str(embedding_model)
+    if not changes:
+        return policy
+    return RetrievalPolicy.model_validate({**policy.model_dump(), **changes})

@@ -1,0 +1,104 @@
+"""Unknown keyword arguments are errors: a misspelt setting must not be ignored.
+
+Pydantic models ignore unknown keywords (``extra="ignore"``, the default of LangChain
+and LlamaIndex components) or report them as a ``ValidationError`` among the values.
+:class:`StrictArguments` makes a model's constructor refuse them the way a Python
+function does, with a ``TypeError`` that names them and lists what the class accepts,
+before pydantic runs. :func:`check_arguments` does the same for a plain function that
+has to take ``**kwargs``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+from pydantic import AliasChoices, AliasPath
+
+__all__ = ["StrictArguments", "check_arguments", "named_parameters"]
+
+
+def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) -> None:
+    """Raise ``TypeError`` naming every keyword of ``given`` that is not ``accepted``.
+
+    ``what`` names the callable in the message, e.g. ``"SimilarityThresholdCompressor()"``.
+    """
+    allowed = sorted(set(accepted))
+    unknown = [name for name in given if name not in allowed]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, allowed, n=1)
+        if close:
+            hints.append(f"{name!r} (did you mean {close[0]!r}?)")
+        else:
+            hints.append(repr(name))
+    plural = "s" if len(unknown) > 1 else ""
+    raise TypeError(
+        f"{what} got {'an ' if not plural else ''}unexpected keyword argument{plural} "
+        f"{', '.join(hints)}; it accepts: {', '.join(allowed) or 'none'}"
+    )
+
+
+def named_parameters(function: Callable[..., Any]) -> list[str]:
+    """The names a function takes as keywords, without ``self``, ``cls``, ``*args``, ``**kw``."""
+    return [
+        p.name
+        for p in inspect.signature(function).parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("self", "cls")
+    ]
+
+
+class StrictArguments:
+    """Mixin for pydantic models: an unknown keyword argument is a ``TypeError`` naming it.
+
+    Put it first among the bases: ``class Compressor(StrictArguments,
+    BaseDocumentCompressor)``. A model accepts its fields, by name or by alias as
+    pydantic would, and the names in ``_init_keywords``: keywords its own
+    ``__init__`` consumes that are not fields. Everything else is refused before pydantic runs.
+    """
+
+    _init_keywords: ClassVar[tuple[str, ...]] = ()
+    """Keywords the constructor takes besides the fields (its ``__init__`` consumes them)."""
+
+    def __init__(self, /, *args: Any, **data: Any) -> None:
+        self._check_keywords(data)
+        super().__init__(*args, **data)
+
+    @classmethod
+    def _check_keywords(cls, data: Iterable[str]) -> None:
+        """Refuse the keywords of ``data`` this class does not take; a subclass whose own
+        ``__init__`` consumes some calls it first, so that a typo is reported first."""
+        check_arguments(f"{cls.__name__}()", data, accepted_keywords(cls))
+
+
+def accepted_keywords(model: type[Any]) -> set[str]:
+    """The keywords a pydantic model's constructor takes: its fields' names and aliases."""
+    config = getattr(model, "model_config", {})
+    by_name = bool(config.get("populate_by_name") or config.get("validate_by_name"))
+    by_alias = config.get("validate_by_alias", True)
+    accepted = set(getattr(model, "_init_keywords", ()))
+    for name, field in getattr(model, "model_fields", {}).items():
+        aliases = _alias_names(field.validation_alias or field.alias)
+        if by_name or not aliases:
+            accepted.add(name)
+        if by_alias:
+            accepted.update(aliases)
+    return accepted
+
+
+def _alias_names(alias: str | AliasPath | AliasChoices | None) -> set[str]:
+    if alias is None:
+        return set()
+    if isinstance(alias, str):
+        return {alias}
+    if isinstance(alias, AliasPath):
+        first = alias.path[0] if alias.path else None
+        return {first} if isinstance(first, str) else set()
+    names: set[str] = set()
+    for choice in alias.choices:
+        names |= _alias_names(choice)
+    return names

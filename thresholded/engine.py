@@ -16,10 +16,12 @@ collections, each within its own timeout, and reports a status for each.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -36,6 +38,7 @@ from thresholded.fanout import (
     fan_out,
     merge,
     statuses,
+    timed_out,
 )
 from thresholded.filters import Filter, all_of, matches, none_match
 from thresholded.filters.model import check_keys
@@ -180,6 +183,11 @@ class Collection(Generic[T]):
     def rescore_dense(self) -> bool:
         return self.rescore and self.score_kind is ScoreKind.COSINE
 
+    def __post_init__(self) -> None:
+        check_timeout(self.timeout)
+        if self.retrieve_k is not None and self.retrieve_k < 1:
+            raise ValueError(f"retrieve_k must be at least 1, got {self.retrieve_k}")
+
     def floor(self, policy: RetrievalPolicy) -> float:
         """The floor in force under ``policy``, checked against the model in use."""
         model = self.model
@@ -192,6 +200,14 @@ class Collection(Generic[T]):
         if self.rescore:
             return True
         return policy.hybrid_policy == "rescore" and self.score_kind is not ScoreKind.COSINE
+
+
+def check_timeout(timeout: float | None) -> None:
+    """A deadline is a positive number of seconds, or None (no deadline)."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
 
 
 @dataclass(frozen=True)
@@ -682,7 +698,7 @@ class SearchEach(Request):
 
     def run(self) -> list[Outcome[Any]]:
         if self.fan.inline:
-            return [_inline(stage, drive(make())) for stage, make in self.stages]
+            return [_inline(stage, make) for stage, make in self.stages]
         assert self.fan.pool is not None
         jobs = [
             Job(s.collection.name, s.floor, s.collection.timeout, lambda m=make: drive(m()))
@@ -692,7 +708,7 @@ class SearchEach(Request):
 
     async def arun(self) -> list[Outcome[Any]]:
         if self.fan.inline:
-            return [_inline(stage, await adrive(make())) for stage, make in self.stages]
+            return [await _ainline(stage, make) for stage, make in self.stages]
         assert self.fan.pool is not None
         jobs = [
             Job(
@@ -707,8 +723,63 @@ class SearchEach(Request):
         return await afan_out(jobs, self.fan.pool, fail_fast=self.fan.fail_fast)
 
 
-def _inline(stage: Stage[Any], found: Found[Any]) -> Outcome[Any]:
+def _inline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outcome[Any]:
+    """One collection's search in the caller's thread: its errors are raised as they are.
+    Within a deadline (``Collection.timeout``) it runs in a thread of its own, which the
+    call stops waiting for when the deadline passes: the collection has timed out."""
+    timeout = stage.collection.timeout
+    if timeout is None:
+        return _ok_inline(stage, drive(make()))
+    future: Future[Found[Any]] = Future()
+
+    def search() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(drive(make()))
+            except BaseException as exc:  # handed to the caller, raised there
+                future.set_exception(exc)
+
+    context = contextvars.copy_context()  # callbacks and spans see the caller's context
+    threading.Thread(
+        target=context.run, args=(search,), name="thresholded-search", daemon=True
+    ).start()
+    done, _ = wait([future], timeout=timeout)
+    if not done:
+        future.cancel()
+        return _timed_out_inline(stage, timeout)
+    return _ok_inline(stage, future.result())  # the store's own error is raised as it is
+
+
+async def _ainline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outcome[Any]:
+    """Async ``_inline``: the search is awaited, within the collection's deadline."""
+    timeout = stage.collection.timeout
+    if timeout is None:
+        return _ok_inline(stage, await adrive(make()))
+    deadline = asyncio.timeout(timeout)
+    try:
+        async with deadline:
+            found = await adrive(make())
+    except TimeoutError:
+        if not deadline.expired():  # the store's own timeout: raised as it is
+            raise
+        return _timed_out_inline(stage, timeout)
+    return _ok_inline(stage, found)
+
+
+def _ok_inline(stage: Stage[Any], found: Found[Any]) -> Outcome[Any]:
     return Outcome(stage.collection.name, "ok", found.latency_ms, stage.floor, found=found)
+
+
+def _timed_out_inline(stage: Stage[Any], timeout: float) -> Outcome[Any]:
+    """A timed-out status; with no collection answering, the merge raises
+    ``CollectionSearchError``: an empty result would read as "nothing matched"."""
+    collection = stage.collection
+    job: Job[Any] = Job(collection.name or collection.backend.name, stage.floor, timeout, _never)
+    return timed_out(job)
+
+
+def _never() -> Found[Any]:  # pragma: no cover - a timed-out job is never run
+    raise AssertionError("not run")
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ class MultiCollectionRetriever(EngineRetriever):
     """Search several stores at once, each with its own floor; merge by cosine; attach last.
 
     ``collections``: ``ThresholdedRetriever``s or ``CollectionSpec``s. ``policy`` is the
-    global policy of the merged result (cap, budget, ``top_k`` or ``k``, attachment
+    global policy of the merged result (cap, budget, ``top_k``, attachment
     budget); each collection's floor is its own retriever's. Every collection must
     use one embedding model (the question is embedded once): policies calibrated
     for different models, or embeddings whose ``model_id`` differ, are refused with
@@ -153,8 +153,6 @@ class MultiCollectionRetriever(EngineRetriever):
 
     collections: list[ThresholdedRetriever | CollectionSpec]
     policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
-    k: int | None = Field(default=None, ge=1)
-    """LangChain's name for ``policy.top_k``: when set, it replaces it."""
     embeddings: Embeddings | None = None
     """Embeds the question once; default: the first collection's (they share one model)."""
     timeout: float | None = Field(default=None, gt=0)
@@ -195,10 +193,10 @@ class MultiCollectionRetriever(EngineRetriever):
 
     def _collection(self, spec: CollectionSpec, position: int) -> Collection[Document]:
         sub = spec.retriever or self._opened(spec)
-        if sub.score_kind is not ScoreKind.COSINE or sub.score_mode != "metric":
+        if sub.score_kind is not ScoreKind.COSINE:
             raise ValueError(
                 "MultiCollectionRetriever merges dense cosine results: every collection's "
-                "retriever needs score_kind='cosine' and score_mode='metric'"
+                f"retriever needs score_kind='cosine', not {sub.score_kind.value!r}"
             )
         store = sub.vectorstore
         if getattr(store, "similarity_search_with_score_by_vector", None) is None:
@@ -251,12 +249,11 @@ class MultiCollectionRetriever(EngineRetriever):
     # One call ------------------------------------------------------------------------
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         options = check_options(self, kwargs, _CALL_OPTIONS)
-        k = options.get("k")
         where, store_options = filters_of_call(options, self.call_filters)
         return plan(
             Question(query),
             self._collections,
-            self.policy.with_overrides(top_k=k if k is not None else self.k),
+            self.policy.with_overrides(top_k=options.get("k")),
             min_similarity=options.get("min_similarity"),
             min_top_similarity=options.get("min_top_similarity"),
             filters=where,

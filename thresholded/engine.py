@@ -45,7 +45,7 @@ from thresholded.filters.model import check_keys
 from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PUSHDOWN_EPSILON, PushdownSwitch
-from thresholded.rescore import Vector, needs_cosine, rescore
+from thresholded.rescore import Vector, needs_cosine, rescore, wants_rescore
 from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
 from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosine
 from thresholded.selection import Candidate, Dropped, DropReason, Selection, attach, select
@@ -175,13 +175,6 @@ class Collection(Generic[T]):
     """The collection's own filters: every call's filters are combined with them (AND)."""
     allowed_filter_keys: frozenset[str] | None = None
     """The only keys a filter may name; None: any plain field name."""
-    rescore: bool = False
-    """Always compute the dense cosine of what the search returns, whatever the policy says.
-    Dense results then come without scores, and the computed cosine becomes their score."""
-
-    @property
-    def rescore_dense(self) -> bool:
-        return self.rescore and self.score_kind is ScoreKind.COSINE
 
     def __post_init__(self) -> None:
         check_timeout(self.timeout)
@@ -197,9 +190,7 @@ class Collection(Generic[T]):
 
     def rescores(self, policy: RetrievalPolicy) -> bool:
         """Whether this collection's non-cosine results get their dense cosine."""
-        if self.rescore:
-            return True
-        return policy.hybrid_policy == "rescore" and self.score_kind is not ScoreKind.COSINE
+        return wants_rescore(policy, self.score_kind)
 
 
 def check_timeout(timeout: float | None) -> None:
@@ -363,11 +354,7 @@ def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:
 
 def _reads_metric(collection: Collection[Any]) -> bool:
     """Whether the collection's scores are dense scores of a metric, converted to cosines."""
-    return (
-        collection.embeds
-        and collection.score_kind is ScoreKind.COSINE
-        and not collection.rescore_dense
-    )
+    return collection.embeds and collection.score_kind is ScoreKind.COSINE
 
 
 def _searching(
@@ -443,7 +430,7 @@ def _candidates(stage: Stage[T], hits: Sequence[tuple[T, float | None]]) -> list
     """The hits as candidates, dense scores converted from the store's metric to cosines."""
     collection = stage.collection
     backend, source_key, name = collection.backend, stage.policy.source_key, collection.name
-    kind = ScoreKind.UNKNOWN if collection.rescore_dense else collection.score_kind
+    kind = collection.score_kind
     metric = stage.metric
     converts = metric is Metric.L2  # IP on unit vectors and COSINE already are cosines
     candidates = []
@@ -475,12 +462,7 @@ def _rescore(
         len(wanted) - len(missing),
         len(missing),
     )
-    rescored = rescore(candidates, vector, vectors)
-    if not collection.rescore_dense:
-        return rescored
-    return [  # the computed cosine is the score
-        replace(c, score=c.cosine, score_kind=ScoreKind.COSINE, cosine=None) for c in rescored
-    ]
+    return rescore(candidates, vector, vectors)
 
 
 def _usable(found: dict[str, Vector | None], dim: int) -> dict[str, Vector]:

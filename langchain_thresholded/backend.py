@@ -38,6 +38,10 @@ _MARKS = (
     metadata_keys.ATTACHED_TO,
 )
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
+_DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
+"""Score kinds of a dense search, run by vector where the store can: cosines, and the
+scores of a dense store that are not cosines (re-scored, the floor reads their cosine).
+Hybrid, sparse and text scores come from a search by query text."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,6 @@ class LangChainBackend:
         docstore: BaseStore[str, Document] | None,
         link_keys: LinkKeys,
         id_key: str | None,
-        rescore_dense: bool = False,
     ) -> None:
         self._store = store
         self._embeddings = embeddings
@@ -74,7 +77,6 @@ class LangChainBackend:
         self._links = link_keys
         self._id_key = id_key
         self._milvus = is_milvus(store)
-        self._rescore_dense = rescore_dense
         self._raw_expr = _raw_expr(self._search_kwargs) if self._milvus else None
         self._engine_dialect: Dialect | None = None
         raw = self._search_kwargs.get("filter")
@@ -148,11 +150,8 @@ class LangChainBackend:
         store, k, kwargs = self._store, args.k, args.filters
         if self._milvus:
             _ensure_orm_connection(store)
-        if self._kind is not ScoreKind.COSINE or args.vector is None:
+        if self._kind not in _DENSE or args.vector is None:
             return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
-        if self._rescore_dense:  # scores are computed from the texts, not read
-            docs = store.similarity_search_by_vector(list(args.vector), k=k, **kwargs)
-            return [(doc, None) for doc in docs]
         by_vector = getattr(store, "similarity_search_with_score_by_vector", None)
         if by_vector is None:  # the store embeds the question again; its vector was checked
             return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
@@ -162,12 +161,9 @@ class LangChainBackend:
         store, k, kwargs = self._store, args.k, args.filters
         if self._milvus:
             _ensure_orm_connection(store)
-        if self._kind is not ScoreKind.COSINE or args.vector is None:
+        if self._kind not in _DENSE or args.vector is None:
             return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
         vector = list(args.vector)
-        if self._rescore_dense:  # scores are computed from the texts, not read
-            docs = await store.asimilarity_search_by_vector(vector, k=k, **kwargs)
-            return [(doc, None) for doc in docs]
         by_vector = getattr(store, "asimilarity_search_with_score_by_vector", None)
         if by_vector is not None:
             return await by_vector(vector, k=k, **kwargs)

@@ -1,8 +1,9 @@
 """``MultiCollectionRetriever``: one question over several stores, one thresholded answer.
 
 Each collection is a ``ThresholdedRetriever`` (its store, its floor, its
-embeddings, its docstore for attachments), optionally wrapped in a
-``CollectionSpec`` for a name, a candidate count and a timeout. The question is
+embeddings, its docstore for attachments), a store, or a ``CollectionSpec``
+with a name, a candidate count and a timeout (a spec of a store or a Milvus
+URI builds its ``ThresholdedRetriever`` itself). The question is
 embedded once and every store is searched by vector at the same time: in a
 thread pool, or with the store's own async by-vector search in async calls
 (langchain-milvus on a Milvus server; Milvus Lite and stores without one run in
@@ -24,7 +25,8 @@ from typing import Any, ClassVar
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from langchain_core.vectorstores import VectorStore
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from langchain_thresholded.backend import QuestionEmbedder
 from langchain_thresholded.report import ThresholdedReport
@@ -35,6 +37,7 @@ from langchain_thresholded.retrievers import (
     check_options,
     filters_of_call,
 )
+from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
 from thresholded.engine import Call, Collection, Fan, Question, plan
 from thresholded.fanout import (
     COLLECTION_KEY,
@@ -59,22 +62,24 @@ _CALL_OPTIONS = frozenset({"k", "min_similarity", "min_top_similarity", *STORE_O
 """Per call: ``k`` is the merge's; the rest applies in every collection."""
 
 
-class CollectionSpec(BaseModel):
-    """One collection: a ready ``ThresholdedRetriever``, or a Milvus collection named by
+class CollectionSpec(BaseCollectionSpec):
+    """One collection: a ``store``, a ready ``retriever``, or a Milvus collection named by
     ``uri``, ``db_name`` and ``collection_name``; with a name, a candidate count, a timeout.
 
-    A collection named by URI is reopened with
-    :func:`langchain_thresholded.milvus.existing_milvus_store` (it must exist) and
-    searched with the multi-collection retriever's ``embeddings`` under ``policy``
-    (default: the global policy). ``retrieve_k`` candidates are fetched (default: the
+    A ``store`` (a ``VectorStore``) is searched with the multi-collection retriever's
+    ``embeddings`` (default: the store's) under ``profile`` (a calibration profile of
+    this collection; ``collection`` names the profile's collection when it is not the
+    store's), else ``policy``, else the global policy. A collection named by URI is
+    reopened with :func:`langchain_thresholded.milvus.existing_milvus_store` (it must
+    exist) and searched the same way. A ready ``retriever`` brings its own policy,
+    profile, metric and docstore. ``retrieve_k`` candidates are fetched (default: the
     global ``top_k * over_fetch``); ``timeout`` (seconds) replaces the retriever's
     default. ``name`` labels the collection in reports (default: ``db/collection`` on
     Milvus, the store's collection name, else its class and position, e.g.
     ``InMemoryVectorStore[1]``).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True, extra="forbid")
-
+    store: VectorStore | None = None
     retriever: ThresholdedRetriever | None = None
     """A ready retriever over the collection's store."""
     uri: str | None = None
@@ -83,23 +88,25 @@ class CollectionSpec(BaseModel):
     db_name: str | None = None
     """The Milvus database; default: the server's default database."""
     token: str = ""
-    policy: RetrievalPolicy | None = None
-    """The policy of a collection named by URI (its floor); default: the global policy."""
-    name: str | None = Field(default=None, min_length=1)
-    retrieve_k: int | None = Field(default=None, ge=1)
-    timeout: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _one_way_to_name_it(self) -> CollectionSpec:
         by_uri = self.uri is not None or self.collection_name is not None
-        if (self.retriever is None) == (not by_uri):
+        if (self.store is not None) + (self.retriever is not None) + by_uri != 1:
             raise ValueError(
-                "give either retriever=..., or uri=... and collection_name=... (and db_name=...)"
+                "give exactly one of store=..., retriever=..., or uri=... and "
+                "collection_name=... (and db_name=...)"
             )
         if by_uri and not (self.uri and self.collection_name):
             raise ValueError("a collection named by URI needs both uri and collection_name")
-        if self.retriever is not None and (self.policy is not None or self.db_name or self.token):
-            raise ValueError("policy, db_name and token belong to a collection named by URI")
+        if not by_uri and (self.db_name or self.token):
+            raise ValueError("db_name and token belong to a collection named by URI")
+        own = [n for n in ("policy", "profile", "collection", "metric") if getattr(self, n)]
+        if self.retriever is not None and own:
+            raise ValueError(
+                f"{', '.join(own)}: a ready retriever brings its own (give them to the "
+                "ThresholdedRetriever, or give store=... instead)"
+            )
         return self
 
 
@@ -135,12 +142,18 @@ class MultiCollectionReport(ThresholdedReport):
 class MultiCollectionRetriever(EngineRetriever):
     """Search several stores at once, each with its own floor; merge by cosine; attach last.
 
-    ``collections``: ``ThresholdedRetriever``s or ``CollectionSpec``s. ``policy`` is the
-    global policy of the merged result (cap, budget, ``top_k`` or ``k``, attachment
-    budget); each collection's floor is its own retriever's. Every collection must
+    ``collections``: ``ThresholdedRetriever``s, ``VectorStore``s or ``CollectionSpec``s.
+    ``policy`` is the global policy of the merged result (cap, budget, ``top_k``,
+    attachment budget); each collection's floor is its own retriever's (a store's: its
+    spec's profile or policy, else the global policy's). Every collection must
     use one embedding model (the question is embedded once): policies calibrated
     for different models, or embeddings whose ``model_id`` differ, are refused with
     ``ModelMismatchError``. Dense search only: the merge compares cosines.
+
+    ``timeout`` (seconds) is each collection's default deadline; ``max_retries``,
+    ``retry_backoff`` and ``allow_model_mismatch`` are those of the collections it
+    builds from a store or a URI (a ready ``ThresholdedRetriever`` keeps its own, and
+    its docstore: neighbours and parent summaries are attached from a retriever's).
 
     Per call: ``k``, ``min_similarity`` (every collection's floor), ``min_top_similarity``
     (every gate, the global one included), ``filters`` (a structured filter, combined
@@ -151,14 +164,18 @@ class MultiCollectionRetriever(EngineRetriever):
 
     _stage: ClassVar[str] = "multi_collection"
 
-    collections: list[ThresholdedRetriever | CollectionSpec]
+    collections: list[ThresholdedRetriever | CollectionSpec | VectorStore]
     policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
-    k: int | None = Field(default=None, ge=1)
-    """LangChain's name for ``policy.top_k``: when set, it replaces it."""
     embeddings: Embeddings | None = None
     """Embeds the question once; default: the first collection's (they share one model)."""
-    timeout: float | None = Field(default=None, gt=0)
-    """Each collection's default timeout, in seconds."""
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Each collection's default deadline of its whole search stage, retries included,
+    in seconds."""
+    max_retries: int = Field(default=0, ge=0)
+    """Retries of a transient search failure, in the collections built from a spec."""
+    retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False)
+    allow_model_mismatch: bool = False
+    """Of the collections built from a spec (see ``ThresholdedRetriever``)."""
     fail_fast: bool = False
     max_workers: int | None = Field(default=None, ge=1)
     allowed_filter_keys: list[str] | None = None
@@ -180,10 +197,7 @@ class MultiCollectionRetriever(EngineRetriever):
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        specs = [
-            c if isinstance(c, CollectionSpec) else CollectionSpec(retriever=c)
-            for c in self.collections
-        ]
+        specs = [_spec(c) for c in self.collections]
         self._collections = tuple(self._collection(spec, i) for i, spec in enumerate(specs))
         model = getattr(self.embeddings, "model_id", None)
         check_one_model(
@@ -194,11 +208,11 @@ class MultiCollectionRetriever(EngineRetriever):
         check_unique_names([c.name for c in self._collections])
 
     def _collection(self, spec: CollectionSpec, position: int) -> Collection[Document]:
-        sub = spec.retriever or self._opened(spec)
-        if sub.score_kind is not ScoreKind.COSINE or sub.score_mode != "metric":
+        sub = spec.retriever or self._member(spec)
+        if sub.score_kind is not ScoreKind.COSINE:
             raise ValueError(
                 "MultiCollectionRetriever merges dense cosine results: every collection's "
-                "retriever needs score_kind='cosine' and score_mode='metric'"
+                f"retriever needs score_kind='cosine', not {sub.score_kind.value!r}"
             )
         store = sub.vectorstore
         if getattr(store, "similarity_search_with_score_by_vector", None) is None:
@@ -217,8 +231,22 @@ class MultiCollectionRetriever(EngineRetriever):
             retrieve_k=spec.retrieve_k,
         )
 
-    def _opened(self, spec: CollectionSpec) -> ThresholdedRetriever:
-        """A retriever over a Milvus collection named by URI, database and name."""
+    def _member(self, spec: CollectionSpec) -> ThresholdedRetriever:
+        """The retriever of a spec's store, or of the Milvus collection it names by URI."""
+        return ThresholdedRetriever(
+            vectorstore=spec.store if spec.store is not None else self._opened(spec),
+            policy=spec.policy or self.policy,
+            profile=spec.profile,
+            collection=spec.collection,
+            metric=spec.metric,
+            embeddings=self.embeddings,
+            max_retries=self.max_retries,
+            retry_backoff=self.retry_backoff,
+            allow_model_mismatch=self.allow_model_mismatch,
+        )
+
+    def _opened(self, spec: CollectionSpec) -> VectorStore:
+        """A Milvus collection named by URI, database and name."""
         from langchain_thresholded.milvus import existing_milvus_store
 
         if self.embeddings is None:
@@ -227,7 +255,7 @@ class MultiCollectionRetriever(EngineRetriever):
                 "MultiCollectionRetriever(embeddings=...), the model its vectors come from"
             )
         assert spec.uri is not None and spec.collection_name is not None
-        store = existing_milvus_store(
+        return existing_milvus_store(
             spec.uri,
             spec.collection_name,
             embeddings=self.embeddings,
@@ -235,7 +263,6 @@ class MultiCollectionRetriever(EngineRetriever):
             token=spec.token,
             timeout=spec.timeout if spec.timeout is not None else self.timeout,
         )
-        return ThresholdedRetriever(vectorstore=store, policy=spec.policy or self.policy)
 
     # Public API ----------------------------------------------------------------------
     @property
@@ -251,12 +278,11 @@ class MultiCollectionRetriever(EngineRetriever):
     # One call ------------------------------------------------------------------------
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         options = check_options(self, kwargs, _CALL_OPTIONS)
-        k = options.get("k")
         where, store_options = filters_of_call(options, self.call_filters)
         return plan(
             Question(query),
             self._collections,
-            self.policy.with_overrides(top_k=k if k is not None else self.k),
+            self.policy.with_overrides(top_k=options.get("k")),
             min_similarity=options.get("min_similarity"),
             min_top_similarity=options.get("min_top_similarity"),
             filters=where,
@@ -273,6 +299,15 @@ class MultiCollectionRetriever(EngineRetriever):
             workers = self.max_workers or min(64, 2 * len(self._collections))
             self._pool = ThreadPoolExecutor(workers, thread_name_prefix="multi-collection")
         return self._pool
+
+
+def _spec(collection: Any) -> CollectionSpec:
+    """A ``CollectionSpec``, or a bare retriever or store as one."""
+    if isinstance(collection, CollectionSpec):
+        return collection
+    if isinstance(collection, ThresholdedRetriever):
+        return CollectionSpec(retriever=collection)
+    return CollectionSpec(store=collection)
 
 
 def _narrowest(own: frozenset[str] | None, given: list[str] | None) -> frozenset[str] | None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, ClassVar, Literal
+from pathlib import Path
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -17,7 +18,7 @@ from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from langchain_thresholded.backend import LangChainBackend, LinkKeys
 from langchain_thresholded.filters import to_filter
@@ -26,7 +27,8 @@ from langchain_thresholded.scoring import is_milvus, supports_metric_detection, 
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Call, Collection, Question, adrive, drive, plan, retrieve
 from thresholded.filters import all_of
-from thresholded.policy import RetrievalPolicy
+from thresholded.policy import RetrievalPolicy, profiled_policy
+from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 
@@ -48,7 +50,10 @@ IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and pa
 class EngineRetriever(BaseRetriever):
     """What this package's LangChain retrievers share: ``invoke`` and ``retrieve_with_report``
     run the engine once, and send one ``thresholded_selection`` event per call. A subclass
-    plans a call (``_plan``) and turns the engine's result into its report (``_report``)."""
+    plans a call (``_plan``) and turns the engine's result into its report (``_report``).
+    An unknown field is refused, not ignored."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     _stage: ClassVar[str] = "retriever"
     """What the event's ``stage`` says."""
@@ -133,6 +138,11 @@ class ThresholdedRetriever(EngineRetriever):
     and why; every call sends the same report to its callbacks as the custom event
     ``thresholded_selection``.
 
+    The floor, the answer gate and ``top_k`` are ``policy``'s (``policy.min_similarity``,
+    ``policy.min_top_similarity``, ``policy.top_k``), or a calibration ``profile``'s
+    floor, gate and model with ``policy``'s other fields; expose ``policy`` with
+    ``configurable_fields`` to change them per config.
+
     Per call: ``retriever.invoke(q, k=2, min_similarity=0.5, filters=...)``; also
     ``min_top_similarity`` (the answer gate; 0 turns it off), ``max_per_source``,
     ``max_chars``, ``over_fetch`` and ``search_kwargs`` (merged over the field; no
@@ -147,26 +157,21 @@ class ThresholdedRetriever(EngineRetriever):
     vectorstore: VectorStore
     """The store to search; its own filter (``filter``/``expr``) is passed through."""
     policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
-    """Floor, over-fetch, per-source cap, character budgets and ``top_k``."""
-    k: int | None = Field(default=None, ge=1)
-    """LangChain's name for ``policy.top_k``: when set, it replaces ``policy.top_k``."""
-    min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
-    """When set, it replaces ``policy.min_similarity``: handy for ``configurable_fields``."""
-    min_top_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
-    """When set, it replaces ``policy.min_top_similarity``, the answer gate (0 turns it off):
-    when even the best candidate's cosine is below it, nothing is kept."""
+    """Floor, answer gate, over-fetch, per-source cap, character budgets and ``top_k``."""
+    profile: str | Path | None = None
+    """A calibration profile: its floor, gate and model replace ``policy``'s."""
+    collection: str | None = None
+    """The profile's collection, where it is not the store's ``collection_name``."""
     embeddings: Embeddings | None = None
     """Embeds the query (and the candidates when re-scoring); default: the store's."""
     metric: Metric | None = None
     """The store's metric, for stores it cannot be read from: ``COSINE``, ``IP`` or ``L2``."""
-    score_mode: Literal["metric", "rescore"] = "metric"
-    """``metric``: convert the store's raw score from its metric; ``rescore``: embed the
-    candidates' text and compute the cosine (any store; one embedding batch per search)."""
     score_kind: ScoreKind = ScoreKind.COSINE
-    """What the store's scores are. Other kinds (``rrf``, ``weighted``, ...) are searched by
-    query text and never cut by the floor, unless re-scored (``score_mode="rescore"`` or
-    ``policy.hybrid_policy="rescore"``): then the floor reads their dense cosine, and their
-    own score and order stay."""
+    """What the store's scores are. Other kinds are never cut by the floor, unless
+    ``policy.hybrid_policy="rescore"``: then the floor reads their dense cosine (the
+    candidates' texts embedded in one batch), and their own score and order stay.
+    ``unknown``: a dense store whose scores are not cosines (searched by vector where the
+    store can); ``rrf``, ``weighted``, ...: searched by query text."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Passed to every search, e.g. Milvus's ``{"param": ...}``; a raw ``{"expr": ...}`` (or
     ``filter``) here is ANDed with every call's filters."""
@@ -187,6 +192,8 @@ class ThresholdedRetriever(EngineRetriever):
     """How many documents to attach on each side of a kept one (0: none)."""
     parent_summaries: bool = True
     """Attach the document named by ``parent_id_key`` (a section's summary)."""
+    parent_levels: int = Field(default=1, ge=0)
+    """How many levels of parent summaries to attach, when ``parent_summaries`` (0: none)."""
     prev_id_key: str = "prev_id"
     next_id_key: str = "next_id"
     parent_id_key: str = "parent_id"
@@ -199,14 +206,28 @@ class ThresholdedRetriever(EngineRetriever):
     deadline is the store's (langchain-milvus: ``Milvus(timeout=...)``)."""
     retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False)
     """Seconds before the first retry; each next wait doubles (at most 2 s)."""
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds: the deadline of the whole search, retries included; when it passes, the call
+    raises ``CollectionSearchError`` (an empty result would read as "nothing matched")."""
     allow_model_mismatch: bool = False
     """Use ``policy``'s floor even when ``policy.embedding_model`` differs from the embeddings'
     ``model_id``. A floor measured for one model means nothing for another: only when you know."""
 
     _collection: Collection[Document] = PrivateAttr()
+    _policy: RetrievalPolicy = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
+        name = getattr(self.vectorstore, "collection_name", None)
+        self._policy = (
+            profiled_policy(
+                self.policy,
+                self.profile,
+                collection=self.collection,
+                store_collection=name if isinstance(name, str) else None,
+            )
+            or RetrievalPolicy()
+        )
         self._check_scoring()  # raise the metric error itself, not wrapped by pydantic
         self._collection = self._build_collection()
         self._collection.floor(self.as_policy())  # a bad floor is refused now
@@ -241,9 +262,9 @@ class ThresholdedRetriever(EngineRetriever):
         """Apply the policy to another retriever's results, e.g. an ``EnsembleRetriever``.
 
         An ensemble's documents get their weighted RRF score (kind ``rrf``), which is
-        never compared with the floor; with ``policy.hybrid_policy="rescore"`` (or
-        ``score_mode="rescore"``) the floor meets each document's dense cosine,
-        computed with ``embeddings``, and the RRF score and order stay. See
+        never compared with the floor; with ``policy.hybrid_policy="rescore"`` the floor
+        meets each document's dense cosine, computed with ``embeddings``, and the RRF
+        score and order stay. See
         :class:`langchain_thresholded.ensemble.RetrieverSource`.
         """
         from langchain_thresholded.ensemble import RetrieverSource
@@ -268,13 +289,8 @@ class ThresholdedRetriever(EngineRetriever):
         return self._collection
 
     def as_policy(self) -> RetrievalPolicy:
-        """The retriever's policy, with its ``k``, ``min_similarity`` and ``min_top_similarity``
-        fields applied."""
-        return self.policy.with_overrides(
-            top_k=self.k,
-            min_similarity=self.min_similarity,
-            min_top_similarity=self.min_top_similarity,
-        )
+        """The retriever's policy: ``policy``, or its ``profile``'s."""
+        return self._policy
 
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         """One call: its policy with the call's overrides, its filters and store arguments."""
@@ -288,7 +304,6 @@ class ThresholdedRetriever(EngineRetriever):
         )
 
     def _build_collection(self) -> Collection[Document]:
-        rescore = self.score_mode == "rescore"
         backend = LangChainBackend(
             self.vectorstore,
             embeddings=self._store_embeddings(),
@@ -298,7 +313,6 @@ class ThresholdedRetriever(EngineRetriever):
             docstore=self.docstore,
             link_keys=LinkKeys(self.prev_id_key, self.next_id_key, self.parent_id_key),
             id_key=self._id_key(),
-            rescore_dense=rescore and self.score_kind is ScoreKind.COSINE,
         )
         model = getattr(self._store_embeddings(), "model_id", None)
         attach = self.docstore is not None
@@ -311,10 +325,10 @@ class ThresholdedRetriever(EngineRetriever):
             retry=RetryPolicy(max_retries=self.max_retries, backoff=self.retry_backoff),
             attachments=AttachmentSpec(
                 neighbours=self.neighbours if attach else 0,
-                parent_levels=1 if attach and self.parent_summaries else 0,
+                parent_levels=self.parent_levels if attach and self.parent_summaries else 0,
             ),
+            timeout=self.timeout,
             embeds=self.score_kind is ScoreKind.COSINE,
-            rescore=rescore,
             where=to_filter(self.filters),
             allowed_filter_keys=None if keys is None else frozenset(keys),
         )
@@ -342,11 +356,10 @@ class ThresholdedRetriever(EngineRetriever):
 
     def _check_scoring(self) -> None:
         """Fail at construction on a store whose scores cannot be read as cosines."""
-        needs_metric = self.score_mode == "metric" and self.score_kind is ScoreKind.COSINE
+        needs_metric = self.score_kind is ScoreKind.COSINE
         if needs_metric and self.metric is None and not supports_metric_detection(self.vectorstore):
             raise unknown_store_error(self.vectorstore)
-        rescores = self.score_mode == "rescore" or self.policy.hybrid_policy == "rescore"
-        embeds = self.score_kind is ScoreKind.COSINE or rescores
+        embeds = needs_metric or wants_rescore(self._policy, self.score_kind)
         if embeds and self._store_embeddings() is None:
             raise ValueError(
                 f"{type(self.vectorstore).__name__} exposes no embeddings to embed the query "

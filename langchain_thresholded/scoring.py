@@ -67,9 +67,10 @@ def unknown_store_error(store: object) -> UnsupportedMetricError:
         f"cannot tell which metric {name} scores with, so its scores cannot be read as cosine "
         f"similarities. Pass ThresholdedRetriever(metric=...): 'COSINE' (the store returns "
         "cosine similarities), 'IP' (inner product on unit vectors) or 'L2' (squared "
-        "distance on unit vectors); or score_mode='rescore' to re-score the candidates "
-        "with the store's embeddings; or score_kind='rrf'/'weighted'/... for scores that are "
-        "not cosines (they are never cut by the floor)."
+        "distance on unit vectors); or score_kind='unknown' with a policy of "
+        "hybrid_policy='rescore' to re-score the candidates with the store's embeddings; or "
+        "score_kind='rrf'/'weighted'/... for scores that are not cosines (never cut by the "
+        "floor unless re-scored)."
     )
 
 
@@ -78,8 +79,8 @@ def _milvus_metric(store: Any, search_kwargs: Mapping[str, Any]) -> Metric:
         raise UnsupportedMetricError(
             f"{type(store).__name__} has several vector fields, so its scores are hybrid "
             "(RRF or weighted) scores, not cosine similarities. Declare them with "
-            "score_kind='rrf' or 'weighted' (never cut by the floor), or use "
-            "score_mode='rescore' to re-score the candidates with the dense embeddings."
+            "score_kind='rrf' or 'weighted' (never cut by the floor), and re-score the "
+            "candidates with the dense embeddings with a policy of hybrid_policy='rescore'."
         )
     for source in (search_kwargs.get("param"), getattr(store, "search_params", None)):
         found = _metric_type(source)
@@ -118,6 +119,6 @@ def _parse(value: str, store: object) -> Metric:
     except UnsupportedMetricError as exc:
         raise UnsupportedMetricError(
             f"{type(store).__name__} scores with {value!r}, which cannot be read as a cosine "
-            f"similarity ({exc}). Declare the score kind with score_kind=..., or use "
-            "score_mode='rescore'."
+            f"similarity ({exc}). Declare the score kind with score_kind=... (e.g. 'unknown'), "
+            "and re-score the candidates with a policy of hybrid_policy='rescore'."
         ) from None

@@ -45,7 +45,7 @@ from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, to_milvus
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import membership
-from thresholded.policy import RetrievalPolicy
+from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.pushdown import PushdownSwitch
 from thresholded.rescore import Vector
 from thresholded.retry import RetryPolicy
@@ -329,12 +329,12 @@ def index_collection(
         metric=dense_metric,
         search_args=args,
     )
-    if profile is not None:
-        fields = (policy or RetrievalPolicy()).model_dump(
-            exclude={"min_similarity", "embedding_model"}
-        )
-        scope = profile_collection or getattr(store, "collection_name", None)
-        policy = RetrievalPolicy.from_profile(profile, collection=scope, **fields)
+    policy = profiled_policy(
+        policy,
+        profile,
+        collection=profile_collection,
+        store_collection=getattr(store, "collection_name", None),
+    )
     return Collection(
         backend=backend,
         policy=policy,

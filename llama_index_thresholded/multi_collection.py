@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -36,6 +35,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.schema import NodeWithScore
 from llama_index.core.vector_stores.types import MetadataFilters
+from pydantic import field_validator
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
@@ -43,7 +43,8 @@ from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
-from thresholded.engine import Call, Fan, Question, plan
+from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
+from thresholded.engine import Call, Fan, Question, check_timeout, plan
 from thresholded.errors import ModelMismatchError
 from thresholded.fanout import (
     COLLECTION_KEY,
@@ -54,7 +55,7 @@ from thresholded.fanout import (
 )
 from thresholded.policy import RetrievalPolicy, policy_or_none
 from thresholded.retry import RetryPolicy
-from thresholded.scores import Metric, ScoreKind
+from thresholded.scores import ScoreKind
 
 __all__ = [
     "COLLECTION_KEY",
@@ -66,35 +67,30 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class CollectionSpec:
+class CollectionSpec(BaseCollectionSpec):
     """One collection to search, with its own floor, candidate count and timeout.
 
-    ``target`` is a ``VectorStoreIndex`` or a vector store (e.g. a ``MilvusVectorStore``,
+    ``store`` is a ``VectorStoreIndex`` or a vector store (e.g. a ``MilvusVectorStore``,
     which may live in its own database, ``db_name=``, or on its own URI). The floor
-    comes from ``profile`` (a calibration profile of this collection), else from
-    ``policy``, else from the retriever's global policy. ``retrieve_k`` candidates are
-    fetched (default: the global ``top_k * over_fetch``); ``timeout`` (seconds)
-    replaces the retriever's default timeout for this collection. ``name`` labels
-    the collection in reports (default: ``db/collection``, or the collection name).
-    ``metric`` is the store's metric, for stores it cannot be read from.
+    comes from ``profile`` (a calibration profile of this collection; ``collection``
+    names the profile's collection when it is not the store's), else from ``policy``,
+    else from the retriever's global policy. ``retrieve_k`` candidates are fetched
+    (default: the global ``top_k * over_fetch``); ``timeout`` (seconds) replaces the
+    retriever's default timeout for this collection. ``name`` labels the collection
+    in reports (default: ``db/collection``, or the collection name). ``metric`` is the
+    store's metric, for stores it cannot be read from.
     """
 
-    target: Any
-    policy: RetrievalPolicy | None = None
-    profile: str | Path | None = None
-    retrieve_k: int | None = None
-    timeout: float | None = None
-    name: str | None = None
-    metric: Metric | str | None = None
+    store: Any
 
-    def __post_init__(self) -> None:
-        if self.retrieve_k is not None and self.retrieve_k < 1:
-            raise ValueError(f"retrieve_k must be at least 1, got {self.retrieve_k}")
-        if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
-        if self.name is not None and not self.name.strip():
-            raise ValueError("a collection's name must not be blank")
+    @field_validator("store")
+    @classmethod
+    def _index_or_store(cls, value: Any) -> Any:
+        if isinstance(value, VectorStoreIndex) or _is_vector_store(value):
+            return value
+        raise ValueError(
+            f"a collection is a VectorStoreIndex or a vector store, got {type(value).__name__}"
+        )
 
 
 @dataclass(frozen=True)
@@ -180,19 +176,19 @@ class MultiCollectionRetriever(EngineRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        specs = [c if isinstance(c, CollectionSpec) else CollectionSpec(c) for c in collections]
+        specs = [_spec(c) for c in collections]
         if not specs:
             raise ValueError("MultiCollectionRetriever needs at least one collection")
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        check_timeout(timeout)
         self._policy = policy_or_none(policy) or RetrievalPolicy()
         embed_model = embed_model or _common_embed_model(specs)
         self._collections = tuple(
             index_collection(
-                _as_index(spec.target, embed_model),
+                _as_index(spec.store, embed_model),
                 spec.policy,
                 embed_model=embed_model,
                 profile=spec.profile,
+                profile_collection=spec.collection,
                 metric=spec.metric,
                 allow_model_mismatch=allow_model_mismatch,
                 where=to_filter(filters),
@@ -202,7 +198,7 @@ class MultiCollectionRetriever(EngineRetriever):
                 attachments=AttachmentSpec(
                     neighbours=neighbours, parent_levels=parent_levels if parent_summaries else 0
                 ),
-                name=spec.name or _default_name(spec.target),
+                name=spec.name or _default_name(spec.store),
                 timeout=spec.timeout if spec.timeout is not None else timeout,
                 retrieve_k=spec.retrieve_k,
             )
@@ -296,19 +292,36 @@ class MultiCollectionRetriever(EngineRetriever):
 
 
 # Construction helpers -------------------------------------------------------------------
-def _as_index(target: Any, embed_model: BaseEmbedding) -> VectorStoreIndex:
-    if isinstance(target, VectorStoreIndex):
-        return target
-    if hasattr(target, "query") and hasattr(target, "stores_text"):
-        return VectorStoreIndex.from_vector_store(target, embed_model=embed_model)
+def _spec(collection: Any) -> CollectionSpec:
+    """A ``CollectionSpec``, or a bare index or store as one."""
+    if isinstance(collection, CollectionSpec):
+        return collection
+    if isinstance(collection, BaseCollectionSpec):
+        raise TypeError(
+            f"{type(collection).__module__}.{type(collection).__name__} is another adapter's "
+            "spec: use llama_index_thresholded.CollectionSpec"
+        )
+    if isinstance(collection, VectorStoreIndex) or _is_vector_store(collection):
+        return CollectionSpec(store=collection)
     raise TypeError(
-        f"a collection is a VectorStoreIndex or a vector store, got {type(target).__name__}"
+        f"a collection is a CollectionSpec, a VectorStoreIndex or a vector store, got "
+        f"{type(collection).__name__}"
     )
+
+
+def _is_vector_store(value: Any) -> bool:
+    return hasattr(value, "query") and hasattr(value, "stores_text")
+
+
+def _as_index(store: Any, embed_model: BaseEmbedding) -> VectorStoreIndex:
+    if isinstance(store, VectorStoreIndex):
+        return store
+    return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
 
 
 def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
     """The one embedding model of the given indexes; bare stores need ``embed_model=``."""
-    models = [index_embed_model(s.target) for s in specs if isinstance(s.target, VectorStoreIndex)]
+    models = [index_embed_model(s.store) for s in specs if isinstance(s.store, VectorStoreIndex)]
     if not models:
         raise ValueError(
             "pass embed_model=...: the collections are bare vector stores, and the question "

@@ -138,6 +138,17 @@ class ThresholdedRetriever(EngineRetriever):
     doubling); then :class:`~thresholded.errors.SearchUnavailableError` names
     the collection and the attempts. Other errors are raised at once. The
     deadline of each attempt is the store's: ``milvus_store(..., timeout=5)``.
+    ``timeout`` (seconds) is the deadline of the whole search, retries included:
+    when it passes, the call raises :class:`~thresholded.fanout.CollectionSearchError`
+    (an empty result would read as "nothing matched"); None: no deadline.
+
+    The floor comes from ``profile`` (a calibration profile; ``collection`` names its
+    collection when it is not the store's), else from ``policy``, else from the
+    embedding model's calibrated default. ``metric`` is the store's metric, for
+    stores it cannot be read from; ``score_kind`` what the store's scores are.
+
+    ``pushdown`` sends the floor to Milvus as a range search (see ``pushdown.py``).
+    LlamaIndex only: langchain-milvus has no range search here.
     """
 
     def __init__(
@@ -166,6 +177,7 @@ class ThresholdedRetriever(EngineRetriever):
         pushdown: bool = True,
         max_retries: int = 0,
         retry_backoff: float = 0.2,
+        timeout: float | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -195,6 +207,7 @@ class ThresholdedRetriever(EngineRetriever):
             attachments=AttachmentSpec(
                 neighbours=neighbours, parent_levels=parent_levels if parent_summaries else 0
             ),
+            timeout=timeout,
         )
         # The retriever's policy is the call's unless a call replaces it: not the collection's.
         self._policy = collection_.policy or RetrievalPolicy()
@@ -253,6 +266,9 @@ class ThresholdedRetriever(EngineRetriever):
             "score_kind": collection.score_kind.value,
             "pushdown": collection.pushdown.enabled,
             "max_retries": collection.retry.max_retries,
+            "retry_backoff": collection.retry.backoff,
+            "timeout": collection.timeout,
+            "allow_model_mismatch": collection.allow_model_mismatch,
         }
 
     @property

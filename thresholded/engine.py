@@ -16,10 +16,12 @@ collections, each within its own timeout, and reports a status for each.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -36,13 +38,14 @@ from thresholded.fanout import (
     fan_out,
     merge,
     statuses,
+    timed_out,
 )
 from thresholded.filters import Filter, all_of, matches, none_match
 from thresholded.filters.model import check_keys
 from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PUSHDOWN_EPSILON, PushdownSwitch
-from thresholded.rescore import Vector, needs_cosine, rescore
+from thresholded.rescore import Vector, needs_cosine, rescore, wants_rescore
 from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
 from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosine
 from thresholded.selection import Candidate, Dropped, DropReason, Selection, attach, select
@@ -172,13 +175,11 @@ class Collection(Generic[T]):
     """The collection's own filters: every call's filters are combined with them (AND)."""
     allowed_filter_keys: frozenset[str] | None = None
     """The only keys a filter may name; None: any plain field name."""
-    rescore: bool = False
-    """Always compute the dense cosine of what the search returns, whatever the policy says.
-    Dense results then come without scores, and the computed cosine becomes their score."""
 
-    @property
-    def rescore_dense(self) -> bool:
-        return self.rescore and self.score_kind is ScoreKind.COSINE
+    def __post_init__(self) -> None:
+        check_timeout(self.timeout)
+        if self.retrieve_k is not None and self.retrieve_k < 1:
+            raise ValueError(f"retrieve_k must be at least 1, got {self.retrieve_k}")
 
     def floor(self, policy: RetrievalPolicy) -> float:
         """The floor in force under ``policy``, checked against the model in use."""
@@ -189,9 +190,15 @@ class Collection(Generic[T]):
 
     def rescores(self, policy: RetrievalPolicy) -> bool:
         """Whether this collection's non-cosine results get their dense cosine."""
-        if self.rescore:
-            return True
-        return policy.hybrid_policy == "rescore" and self.score_kind is not ScoreKind.COSINE
+        return wants_rescore(policy, self.score_kind)
+
+
+def check_timeout(timeout: float | None) -> None:
+    """A deadline is a positive number of seconds, or None (no deadline)."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
 
 
 @dataclass(frozen=True)
@@ -347,11 +354,7 @@ def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:
 
 def _reads_metric(collection: Collection[Any]) -> bool:
     """Whether the collection's scores are dense scores of a metric, converted to cosines."""
-    return (
-        collection.embeds
-        and collection.score_kind is ScoreKind.COSINE
-        and not collection.rescore_dense
-    )
+    return collection.embeds and collection.score_kind is ScoreKind.COSINE
 
 
 def _searching(
@@ -427,7 +430,7 @@ def _candidates(stage: Stage[T], hits: Sequence[tuple[T, float | None]]) -> list
     """The hits as candidates, dense scores converted from the store's metric to cosines."""
     collection = stage.collection
     backend, source_key, name = collection.backend, stage.policy.source_key, collection.name
-    kind = ScoreKind.UNKNOWN if collection.rescore_dense else collection.score_kind
+    kind = collection.score_kind
     metric = stage.metric
     converts = metric is Metric.L2  # IP on unit vectors and COSINE already are cosines
     candidates = []
@@ -459,12 +462,7 @@ def _rescore(
         len(wanted) - len(missing),
         len(missing),
     )
-    rescored = rescore(candidates, vector, vectors)
-    if not collection.rescore_dense:
-        return rescored
-    return [  # the computed cosine is the score
-        replace(c, score=c.cosine, score_kind=ScoreKind.COSINE, cosine=None) for c in rescored
-    ]
+    return rescore(candidates, vector, vectors)
 
 
 def _usable(found: dict[str, Vector | None], dim: int) -> dict[str, Vector]:
@@ -682,7 +680,7 @@ class SearchEach(Request):
 
     def run(self) -> list[Outcome[Any]]:
         if self.fan.inline:
-            return [_inline(stage, drive(make())) for stage, make in self.stages]
+            return [_inline(stage, make) for stage, make in self.stages]
         assert self.fan.pool is not None
         jobs = [
             Job(s.collection.name, s.floor, s.collection.timeout, lambda m=make: drive(m()))
@@ -692,7 +690,7 @@ class SearchEach(Request):
 
     async def arun(self) -> list[Outcome[Any]]:
         if self.fan.inline:
-            return [_inline(stage, await adrive(make())) for stage, make in self.stages]
+            return [await _ainline(stage, make) for stage, make in self.stages]
         assert self.fan.pool is not None
         jobs = [
             Job(
@@ -707,8 +705,63 @@ class SearchEach(Request):
         return await afan_out(jobs, self.fan.pool, fail_fast=self.fan.fail_fast)
 
 
-def _inline(stage: Stage[Any], found: Found[Any]) -> Outcome[Any]:
+def _inline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outcome[Any]:
+    """One collection's search in the caller's thread: its errors are raised as they are.
+    Within a deadline (``Collection.timeout``) it runs in a thread of its own, which the
+    call stops waiting for when the deadline passes: the collection has timed out."""
+    timeout = stage.collection.timeout
+    if timeout is None:
+        return _ok_inline(stage, drive(make()))
+    future: Future[Found[Any]] = Future()
+
+    def search() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(drive(make()))
+            except BaseException as exc:  # handed to the caller, raised there
+                future.set_exception(exc)
+
+    context = contextvars.copy_context()  # callbacks and spans see the caller's context
+    threading.Thread(
+        target=context.run, args=(search,), name="thresholded-search", daemon=True
+    ).start()
+    done, _ = wait([future], timeout=timeout)
+    if not done:
+        future.cancel()
+        return _timed_out_inline(stage, timeout)
+    return _ok_inline(stage, future.result())  # the store's own error is raised as it is
+
+
+async def _ainline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outcome[Any]:
+    """Async ``_inline``: the search is awaited, within the collection's deadline."""
+    timeout = stage.collection.timeout
+    if timeout is None:
+        return _ok_inline(stage, await adrive(make()))
+    deadline = asyncio.timeout(timeout)
+    try:
+        async with deadline:
+            found = await adrive(make())
+    except TimeoutError:
+        if not deadline.expired():  # the store's own timeout: raised as it is
+            raise
+        return _timed_out_inline(stage, timeout)
+    return _ok_inline(stage, found)
+
+
+def _ok_inline(stage: Stage[Any], found: Found[Any]) -> Outcome[Any]:
     return Outcome(stage.collection.name, "ok", found.latency_ms, stage.floor, found=found)
+
+
+def _timed_out_inline(stage: Stage[Any], timeout: float) -> Outcome[Any]:
+    """A timed-out status; with no collection answering, the merge raises
+    ``CollectionSearchError``: an empty result would read as "nothing matched"."""
+    collection = stage.collection
+    job: Job[Any] = Job(collection.name or collection.backend.name, stage.floor, timeout, _never)
+    return timed_out(job)
+
+
+def _never() -> Found[Any]:  # pragma: no cover - a timed-out job is never run
+    raise AssertionError("not run")
 
 
 @dataclass(frozen=True)

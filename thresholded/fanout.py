@@ -158,7 +158,7 @@ def fan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -> list[
             if job.name in deadlines and now >= deadlines[job.name]:
                 future.cancel()
                 del pending[future]
-                outcomes[job.name] = _timed_out(job)
+                outcomes[job.name] = timed_out(job)
                 _raise_if_fail_fast(outcomes[job.name], fail_fast, pending)
         if not pending:
             break
@@ -185,7 +185,7 @@ async def afan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -
         try:
             found = await asyncio.wait_for(awaitable, job.timeout)
         except TimeoutError:
-            return _timed_out(job)
+            return timed_out(job)
         except Exception as exc:
             return _failed(job, exc, 1000 * (time.perf_counter() - start))
         return _ok(job, found)
@@ -246,7 +246,7 @@ def _failed(job: Job[T], exc: BaseException, latency_ms: float) -> Outcome[T]:
     return Outcome(job.name, "failed", latency_ms, job.min_similarity, error=exc)
 
 
-def _timed_out(job: Job[T]) -> Outcome[T]:
+def timed_out(job: Job[T]) -> Outcome[T]:
     timeout = job.timeout or 0.0
     error = TimeoutError(f"no answer within {timeout:g} s")
     return Outcome(job.name, "timeout", 1000 * timeout, job.min_similarity, error=error)

@@ -227,6 +227,32 @@ class RetrievalPolicy(BaseModel):
         )
 
 
+def profiled_policy(
+    policy: RetrievalPolicy | None,
+    profile: str | Path | None,
+    *,
+    collection: str | None = None,
+    store_collection: str | None = None,
+) -> RetrievalPolicy | None:
+    """A collection's policy: ``policy``, or, given a calibration ``profile``, the profile's
+    floor, answer gate and model with ``policy``'s other fields.
+
+    ``collection`` names the profile's collection (default: ``store_collection``, the
+    store's own collection name): a profile measured on another collection is refused.
+    Both adapters' retrievers and collection specs resolve ``profile=`` here.
+    """
+    if profile is None:
+        if collection is not None:
+            raise ValueError(
+                f"collection={collection!r} names the collection of a calibration profile: "
+                "give profile=... too"
+            )
+        return policy
+    fields = (policy or RetrievalPolicy()).model_dump(exclude={"min_similarity", "embedding_model"})
+    scope = collection or store_collection
+    return RetrievalPolicy.from_profile(profile, collection=scope, **fields)
+
+
 def _policy_object(text: str | bytes, *, what: str) -> dict[str, Any]:
     """The JSON object a stored policy holds; anything else is a ``PolicyFileError``."""
     try:

@@ -370,7 +370,7 @@ def test_a_langchain_collection_named_by_uri_keeps_the_same(fixture):
 
 
 def test_a_collection_spec_names_its_collection_one_way():
-    with pytest.raises(ValueError, match="either retriever"):
+    with pytest.raises(ValueError, match="exactly one of store="):
         lc.CollectionSpec(name="x")
     with pytest.raises(ValueError, match="both uri and collection_name"):
         lc.CollectionSpec(uri="kb.db")

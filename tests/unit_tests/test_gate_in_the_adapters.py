@@ -99,7 +99,11 @@ def test_langchain_reaches_the_gate_per_call_and_through_configurable_fields():
     assert [d.page_content for d in retriever.invoke(QUESTION)] == ["near", "far"]
     assert retriever.invoke(QUESTION, min_top_similarity=0.7) == []
     configurable = retriever.configurable_fields(
-        min_top_similarity=ConfigurableField(id="gate", name="answer gate")
+        policy=ConfigurableField(id="policy", name="retrieval policy")
     )
-    assert configurable.invoke(QUESTION, config={"configurable": {"gate": 0.7}}) == []
-    assert len(configurable.invoke(QUESTION, config={"configurable": {"gate": 0.5}})) == 2
+
+    def gated(gate: float) -> dict:
+        return {"configurable": {"policy": POLICY.with_overrides(min_top_similarity=gate)}}
+
+    assert configurable.invoke(QUESTION, config=gated(0.7)) == []
+    assert len(configurable.invoke(QUESTION, config=gated(0.5))) == 2

@@ -80,7 +80,7 @@ def test_unknown_store_without_metric_is_a_clear_error(corpus, transform_store):
         ThresholdedRetriever(vectorstore=store, policy=POLICY)
     message = str(info.value)
     assert "ScoreTransformStore" in message
-    for option in ("metric=", "'COSINE'", "'IP'", "'L2'", "score_mode='rescore'", "score_kind="):
+    for option in ("metric=", "'COSINE'", "'IP'", "'L2'", "score_kind=", "hybrid_policy='rescore'"):
         assert option in message
 
 
@@ -89,20 +89,62 @@ def test_an_unknown_metric_name_is_refused(corpus):
         ThresholdedRetriever(vectorstore=corpus(SPECS).store, policy=POLICY, metric="hamming")
 
 
+RESCORE = POLICY.model_copy(update={"hybrid_policy": "rescore"})
+
+
 def test_rescore_computes_true_cosines_for_any_store(corpus, transform_store):
     c = corpus(SPECS)
     store = transform_store(c.store, lambda cos: 123.0)  # meaningless raw scores
-    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, score_mode="rescore")
+    retriever = ThresholdedRetriever(vectorstore=store, policy=RESCORE, score_kind="unknown")
     report = retriever.retrieve_with_report(Q)
+    assert [d.id for d in report.kept] == ["a", "b"]  # as score_mode="rescore" kept
     assert similarities(report.kept) == {"a": 0.875, "b": 0.5}
-    assert c.embeddings.query_calls == [Q]
+    assert {d.id: d.reason.value for d in report.dropped} == {
+        "c": "below_threshold",
+        "d": "below_threshold",
+    }
+    assert report.passed_through == ()  # the floor read every candidate's computed cosine
+    assert c.embeddings.query_calls == [Q]  # searched by vector: embedded once
     assert len(c.embeddings.document_calls) == 1  # the candidates, in one batch
+
+
+async def test_rescore_computes_true_cosines_for_any_store_async(corpus, transform_store):
+    c = corpus(SPECS)
+    store = transform_store(c.store, lambda cos: 123.0)
+    retriever = ThresholdedRetriever(vectorstore=store, policy=RESCORE, score_kind="unknown")
+    report = await retriever.aretrieve_with_report(Q)
+    assert similarities(report.kept) == {"a": 0.875, "b": 0.5}
+
+
+def test_unknown_scores_are_searched_by_query_text_where_the_store_has_no_vector_search(
+    corpus, transform_store
+):
+    c = corpus(SPECS)
+
+    class TextOnlyStore(transform_store):  # type: ignore[misc, valid-type]
+        similarity_search_with_score_by_vector = None  # type: ignore[assignment]
+
+        def similarity_search_with_score(self, query, k=4, **kwargs):
+            pairs = self.inner.similarity_search_with_score(query, k=k, **kwargs)
+            return [(doc, self.transform(score)) for doc, score in pairs]
+
+    store = TextOnlyStore(c.store, lambda cos: 123.0)
+    retriever = ThresholdedRetriever(vectorstore=store, policy=RESCORE, score_kind="unknown")
+    assert similarities(retriever.invoke(Q)) == {"a": 0.875, "b": 0.5}
+
+
+def test_unknown_scores_without_rescore_pass_the_floor(corpus, transform_store):
+    store = transform_store(corpus(SPECS).store, lambda cos: 123.0)
+    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, score_kind="unknown")
+    report = retriever.retrieve_with_report(Q)
+    assert len(report.kept) == 4
+    assert report.passed_through == (ScoreKind.UNKNOWN,)
 
 
 def test_rescore_ignores_vector_length(corpus):
     c = corpus(SPECS)
     c.embeddings.vectors["a"] = [x * 3 for x in c.embeddings.vectors["a"]]
-    retriever = ThresholdedRetriever(vectorstore=c.store, policy=POLICY, score_mode="rescore")
+    retriever = ThresholdedRetriever(vectorstore=c.store, policy=RESCORE, score_kind="unknown")
     assert similarities(retriever.invoke(Q))["a"] == pytest.approx(0.875, abs=1e-12)
 
 
@@ -118,18 +160,10 @@ def test_declared_non_cosine_kind_is_never_cut_by_the_floor(corpus, transform_st
         assert "similarity" not in doc.metadata
 
 
-@pytest.mark.parametrize(
-    "how",
-    [{"score_mode": "rescore"}, {"policy": POLICY.model_copy(update={"hybrid_policy": "rescore"})}],
-)
-def test_a_re_scored_hybrid_keeps_its_score_and_order_and_meets_the_floor(
-    corpus, transform_store, how
-):
+def test_a_re_scored_hybrid_keeps_its_score_and_order_and_meets_the_floor(corpus, transform_store):
     c = corpus(SPECS)
     store = transform_store(c.store, lambda cos: 1.0 - cos)  # a hybrid score, reversed order
-    retriever = ThresholdedRetriever(
-        vectorstore=store, **{"policy": POLICY, "score_kind": "rrf", **how}
-    )
+    retriever = ThresholdedRetriever(vectorstore=store, policy=RESCORE, score_kind="rrf")
     report = retriever.retrieve_with_report(Q)
     assert [d.id for d in report.kept] == ["b", "a"]  # the hybrid order stays
     assert similarities(list(report.kept)) == {"a": 0.875, "b": 0.5}
@@ -144,9 +178,7 @@ def test_a_re_scored_hybrid_keeps_its_score_and_order_and_meets_the_floor(
 async def test_a_re_scored_hybrid_async(corpus, transform_store):
     c = corpus(SPECS)
     store = transform_store(c.store, lambda cos: 1.0 - cos)
-    retriever = ThresholdedRetriever(
-        vectorstore=store, policy=POLICY, score_kind="rrf", score_mode="rescore"
-    )
+    retriever = ThresholdedRetriever(vectorstore=store, policy=RESCORE, score_kind="rrf")
     docs = await retriever.ainvoke(Q)
     assert [d.id for d in docs] == ["b", "a"]
 

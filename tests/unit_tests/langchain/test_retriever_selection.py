@@ -6,6 +6,7 @@ import copy
 
 import pytest
 from langchain_core.documents import Document
+from pydantic import ValidationError
 
 from langchain_thresholded import DropReason, ThresholdedReport, ThresholdedRetriever
 from thresholded import RetrievalPolicy, UncalibratedModelError, metadata_keys
@@ -165,17 +166,27 @@ def test_over_fetch_asks_the_store_for_top_k_times_over_fetch(corpus, monkeypatc
     assert len(report.dropped) == 4
 
 
-def test_k_field_is_policy_top_k(corpus):
+def test_policy_top_k_is_the_default_k_and_a_call_s_k_replaces_it(corpus):
     c = corpus([("a", 0.875), ("b", 0.75), ("c", 0.625)])
-    retriever = ThresholdedRetriever(vectorstore=c.store, policy=policy(top_k=3), k=1)
+    retriever = ThresholdedRetriever(vectorstore=c.store, policy=policy(top_k=1))
     assert ids(retriever.invoke(Q)) == ["a"]
     assert ids(retriever.invoke(Q, k=2)) == ["a", "b"]
 
 
-def test_min_similarity_field_replaces_the_policy_floor(corpus):
+def test_the_policy_floor_is_the_floor(corpus):
     c = corpus([("a", 0.875), ("b", 0.625)])
-    retriever = ThresholdedRetriever(vectorstore=c.store, policy=policy(), min_similarity=0.75)
+    retriever = ThresholdedRetriever(vectorstore=c.store, policy=policy(min_similarity=0.75))
     assert ids(retriever.invoke(Q)) == ["a"]
+
+
+@pytest.mark.parametrize(
+    "field",
+    [{"k": 1}, {"min_similarity": 0.75}, {"min_top_similarity": 0.5}, {"score_mode": "rescore"}],
+)
+def test_the_policy_s_fields_and_score_mode_are_refused_at_construction(corpus, field):
+    c = corpus([("a", 0.875)])
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        ThresholdedRetriever(vectorstore=c.store, policy=policy(), **field)
 
 
 def test_an_uncalibrated_floor_is_an_error(corpus):

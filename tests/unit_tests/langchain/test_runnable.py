@@ -246,21 +246,31 @@ def test_invoke_without_callbacks_works(retriever):
 
 
 # configurable_fields -------------------------------------------------------------------
-def test_configurable_fields(retriever):
+def test_configurable_fields_reach_top_k_and_the_floor_through_the_policy(retriever):
     configurable = retriever.configurable_fields(
-        k=ConfigurableField(id="k", name="Results"),
-        min_similarity=ConfigurableField(id="floor", name="Cosine floor"),
+        policy=ConfigurableField(id="policy", name="Retrieval policy"),
     )
+
+    def configured(**fields: object) -> dict:
+        return {"configurable": {"policy": POLICY.with_overrides(**fields)}}
+
     assert ids(configurable.invoke(Q)) == ["a", "b", "c"]
-    assert ids(configurable.invoke(Q, config={"configurable": {"k": 1}})) == ["a"]
-    assert ids(configurable.invoke(Q, config={"configurable": {"floor": 0.75}})) == ["a", "b"]
-    assert ids(configurable.invoke(Q, config={"configurable": {"k": 1, "floor": 0.0}})) == ["a"]
-    assert ids(configurable.invoke(Q, config={"configurable": {"floor": 0.0}}, k=4)) == [
+    assert ids(configurable.invoke(Q, config=configured(top_k=1))) == ["a"]
+    assert ids(configurable.invoke(Q, config=configured(min_similarity=0.75))) == ["a", "b"]
+    assert ids(configurable.invoke(Q, config=configured(top_k=1, min_similarity=0.0))) == ["a"]
+    assert ids(configurable.invoke(Q, config=configured(min_similarity=0.0), k=4)) == [
         "a",
         "b",
         "c",
         "d",
     ]
+
+
+def test_configurable_policy_changes_the_floor(retriever):
+    configurable = retriever.configurable_fields(policy=ConfigurableField(id="policy"))
+    config = {"configurable": {"policy": RetrievalPolicy(min_similarity=0.9)}}
+    assert configurable.invoke(Q, config=config) == []
+    assert ids(configurable.invoke(Q)) == ["a", "b", "c"]
 
 
 def test_configurable_policy(retriever):

@@ -31,6 +31,7 @@ from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
+from thresholded.strict import StrictArguments
 
 REPORT_SINK = "_thresholded_report_sink"
 _POLICY_OVERRIDES = (
@@ -47,7 +48,7 @@ _BASE_FILTER_FIELDS = frozenset({"filters", "expr", "search_kwargs", "allowed_fi
 IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and passes it on
 
 
-class EngineRetriever(BaseRetriever):
+class EngineRetriever(StrictArguments, BaseRetriever):
     """What this package's LangChain retrievers share: ``invoke`` and ``retrieve_with_report``
     run the engine once, and send one ``thresholded_selection`` event per call. A subclass
     plans a call (``_plan``) and turns the engine's result into its report (``_report``).

@@ -14,9 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import Metric
+from thresholded.strict import StrictArguments
 
 
-class CollectionSpec(BaseModel):
+class CollectionSpec(StrictArguments, BaseModel):
     """One collection to search, with its own floor, candidate count and timeout.
 
     ``store`` is what to search (given first, or as ``store=``). Its floor comes from

@@ -53,10 +53,6 @@ NOT_BUILT_BY_USERS = {
     "langchain_thresholded.ScoreKind",
 }
 
-OWNED_BY_THE_CONSTRUCTORS_CHANGE = pytest.mark.xfail(
-    strict=True, reason="constructor owned by the constructors change"
-)
-
 
 @dataclass(frozen=True)
 class Stores:
@@ -195,19 +191,19 @@ CASES = [
     Case(
         "langchain_thresholded.ThresholdedRetriever",
         lambda s, kw: lc.ThresholdedRetriever(vectorstore=s.store, policy=POLICY, **kw),
-        (OWNED_BY_THE_CONSTRUCTORS_CHANGE,),
+        (),
     ),
     Case(
         "langchain_thresholded.MultiCollectionRetriever",
         lambda s, kw: lc.MultiCollectionRetriever(
             collections=[lc.CollectionSpec(retriever=s.lc_retriever)], policy=POLICY, **kw
         ),
-        (OWNED_BY_THE_CONSTRUCTORS_CHANGE,),
+        (),
     ),
     Case(
         "langchain_thresholded.CollectionSpec",
         lambda s, kw: lc.CollectionSpec(retriever=s.lc_retriever, **kw),
-        (OWNED_BY_THE_CONSTRUCTORS_CHANGE,),  # a ValidationError today
+        (),
     ),
     # Public outside __all__: the embeddings of the packaged models.
     Case(

@@ -1,13 +1,16 @@
 """LangChain adapter: cosine-thresholded dense retrieval over any ``VectorStore``.
 
 ``ThresholdedRetriever`` searches a store, reads every score as a true cosine and
-applies the core ``RetrievalPolicy``; ``SimilarityThresholdCompressor`` applies
-the floor inside compressor pipelines. It depends on langchain-core only;
-langchain-milvus is recognised when installed, never imported here; its stores
-are created and reopened by ``langchain_thresholded.milvus``, which imports
-pymilvus on first use only. The embeddings of the packaged models are in
-``langchain_thresholded.embeddings``.
+applies the core ``RetrievalPolicy``; ``SimilarityThresholdCompressor`` applies the
+same policy (or the floor alone) inside compressor pipelines. It depends on
+langchain-core only; langchain-milvus is recognised when installed, never imported
+here. The Milvus helpers (``milvus_from_documents``, ``existing_milvus_store``) need
+the ``langchain-milvus`` extra and are imported on first use, so that this package
+imports without pymilvus. The embeddings of the packaged models are in
+``langchain_thresholded.embeddings`` (``minilm_embeddings`` is also here).
 """
+
+from typing import Any
 
 from langchain_thresholded.abstain import (
     DEFAULT_NO_MATCH_ANSWER,
@@ -15,6 +18,7 @@ from langchain_thresholded.abstain import (
     AbstainingChain,
 )
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
+from langchain_thresholded.embeddings import minilm_embeddings
 from langchain_thresholded.ensemble import RetrieverSource
 from langchain_thresholded.multi_collection import (
     CollectionSearchError,
@@ -27,15 +31,19 @@ from langchain_thresholded.report import EVENT_NAME, DroppedDocument, Thresholde
 from langchain_thresholded.retrievers import ThresholdedRetriever
 from langchain_thresholded.scoring import store_metric
 from thresholded import metadata_keys
+from thresholded.errors import CollectionNotFoundError
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import DropReason
+
+_MILVUS_NAMES = ("existing_milvus_store", "milvus_from_documents")
 
 __all__ = [
     "DEFAULT_NO_MATCH_ANSWER",
     "EVENT_NAME",
     "NOTHING_MATCHED",
     "AbstainingChain",
+    "CollectionNotFoundError",
     "CollectionSearchError",
     "CollectionSpec",
     "CollectionStatus",
@@ -51,5 +59,15 @@ __all__ = [
     "ThresholdedReport",
     "ThresholdedRetriever",
     "metadata_keys",
+    "minilm_embeddings",
     "store_metric",
+    *_MILVUS_NAMES,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MILVUS_NAMES:
+        from langchain_thresholded import milvus
+
+        return getattr(milvus, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

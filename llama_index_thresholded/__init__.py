@@ -33,6 +33,8 @@ from llama_index_thresholded.query_engine import (
 )
 from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import ThresholdedRetriever
+from thresholded.errors import CollectionNotFoundError
+from thresholded.policy import RetrievalPolicy
 
 _MILVUS_NAMES = ("CompatibleMilvusVectorStore", "existing_milvus_store", "milvus_store")
 
@@ -42,11 +44,13 @@ __all__ = [
     "AbstainingCondensePlusContextChatEngine",
     "AbstainingContextChatEngine",
     "AbstainingQueryEngine",
+    "CollectionNotFoundError",
     "CollectionSearchError",
     "CollectionSpec",
     "CollectionStatus",
     "MultiCollectionReport",
     "MultiCollectionRetriever",
+    "RetrievalPolicy",
     "RetrievalReport",
     "SimilarityThresholdPostprocessor",
     "ThresholdSelectionEvent",

@@ -37,6 +37,8 @@ NOT_BUILT_BY_USERS = {
     # errors: raised by the package, not built by users
     "llama_index_thresholded.CollectionSearchError",
     "langchain_thresholded.CollectionSearchError",
+    "llama_index_thresholded.CollectionNotFoundError",
+    "langchain_thresholded.CollectionNotFoundError",
     # reports: what a retrieval returns
     "llama_index_thresholded.RetrievalReport",
     "llama_index_thresholded.MultiCollectionReport",
@@ -223,6 +225,7 @@ VALIDATION_ERROR = {
     # The core policy, re-exported: extra="forbid" makes an unknown field a ValidationError
     # that names it, as when a stored policy is loaded (RetrievalPolicy.load, from_dict).
     "langchain_thresholded.RetrievalPolicy": lambda s, kw: RetrievalPolicy(**kw),
+    "llama_index_thresholded.RetrievalPolicy": lambda s, kw: RetrievalPolicy(**kw),
 }
 
 

@@ -45,6 +45,12 @@ class RetrieverSource(VectorStore):
     documents each inner retriever returns is its own setting. It takes no store
     arguments: the ``ThresholdedRetriever`` over it checks every document against its
     ``filters`` (neighbours and summaries included), and inner retrievers may filter too.
+
+    Args:
+        retriever: The retriever whose results are judged, e.g. an ``EnsembleRetriever``.
+        embeddings: The dense model, to re-score the results (``hybrid_policy="rescore"``).
+        score_key: For a retriever other than an ensemble: the metadata key of each
+            document's score; default: no score (the retriever's order stays).
     """
 
     def __init__(

@@ -85,9 +85,11 @@ class CollectionSpec(BaseCollectionSpec):
     uri: str | None = None
     """A Milvus URI (a Milvus Lite file, or ``http://host:19530``), with ``collection_name``."""
     collection_name: str | None = None
+    """The Milvus collection, with ``uri``."""
     db_name: str | None = None
     """The Milvus database; default: the server's default database."""
     token: str = ""
+    """The Milvus server's token (``user:password``), with ``uri``."""
 
     @model_validator(mode="after")
     def _one_way_to_name_it(self) -> CollectionSpec:
@@ -174,10 +176,14 @@ class MultiCollectionRetriever(EngineRetriever):
     max_retries: int = Field(default=0, ge=0)
     """Retries of a transient search failure, in the collections built from a spec."""
     retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False)
+    """Seconds before the first retry, in the collections built from a spec."""
     allow_model_mismatch: bool = False
     """Of the collections built from a spec (see ``ThresholdedRetriever``)."""
     fail_fast: bool = False
+    """Raise ``CollectionSearchError`` on the first collection that fails or times out,
+    instead of returning the others' results with a partial report."""
     max_workers: int | None = Field(default=None, ge=1)
+    """The size of the thread pool; default: two per collection, at most 64."""
     allowed_filter_keys: list[str] | None = None
     """The only metadata keys a call's filters may name, in every collection (each
     collection's own ``allowed_filter_keys`` also hold)."""

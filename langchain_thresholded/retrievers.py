@@ -196,8 +196,11 @@ class ThresholdedRetriever(EngineRetriever):
     parent_levels: int = Field(default=1, ge=0)
     """How many levels of parent summaries to attach, when ``parent_summaries`` (0: none)."""
     prev_id_key: str = "prev_id"
+    """Metadata key of the previous document's id (a neighbour)."""
     next_id_key: str = "next_id"
+    """Metadata key of the next document's id (a neighbour)."""
     parent_id_key: str = "parent_id"
+    """Metadata key of the parent's id (a summary)."""
     id_key: str | None = None
     """Metadata key of a document's id when ``Document.id`` is empty; default: the Milvus
     primary field for langchain-milvus stores. Without an id a document is known by its text."""

@@ -32,7 +32,9 @@ class UniversalSentenceEncoderEmbedding(StrictArguments, BaseEmbedding):
     """Universal Sentence Encoder multilingual v3 (512 dimensions, unit vectors, numpy only)."""
 
     model_name: str = USE_MULTILINGUAL
+    """The model's name, as profiles and floors know it."""
     threads: int = 2
+    """CPU threads of the encoder."""
     _encoder: Any = PrivateAttr(default=None)
 
     def __init__(self, **kwargs: Any) -> None:

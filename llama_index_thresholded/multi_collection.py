@@ -153,6 +153,12 @@ class MultiCollectionRetriever(EngineRetriever):
     neighbours and summaries included; a call's ``filters`` narrow them (AND), and
     ``allowed_filter_keys`` limits the keys either may name. ``max_workers`` sizes the
     thread pool (default: two per collection, at most 64); ``close()`` shuts it down.
+
+    ``embed_model`` embeds the question (default: the indexes' one model; needed when
+    the collections are bare stores); ``neighbours``, ``parent_summaries`` and
+    ``parent_levels`` say what is attached to each kept section, as in
+    ``ThresholdedRetriever``; ``allow_model_mismatch`` applies a floor measured for
+    another model. ``callback_manager`` and ``verbose`` are LlamaIndex's.
     """
 
     def __init__(

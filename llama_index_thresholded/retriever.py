@@ -131,24 +131,15 @@ class ThresholdedRetriever(EngineRetriever):
     A call's filters are combined with them (AND), never replace them. On Milvus
     they are one expression with ``doc_ids``, ``node_ids`` and the store's own
     ``string_expr`` / ``milvus_scalar_filters`` (``vector_store_kwargs``), all ANDed.
-    ``allowed_filter_keys`` limits the keys a filter may name.
 
     A search that fails because the store is unreachable or too slow is tried
-    again up to ``max_retries`` times (waits from ``retry_backoff`` seconds,
-    doubling); then :class:`~thresholded.errors.SearchUnavailableError` names
-    the collection and the attempts. Other errors are raised at once. The
-    deadline of each attempt is the store's: ``milvus_store(..., timeout=5)``.
-    ``timeout`` (seconds) is the deadline of the whole search, retries included:
-    when it passes, the call raises :class:`~thresholded.fanout.CollectionSearchError`
-    (an empty result would read as "nothing matched"); None: no deadline.
-
-    The floor comes from ``profile`` (a calibration profile; ``collection`` names its
-    collection when it is not the store's), else from ``policy``, else from the
-    embedding model's calibrated default. ``metric`` is the store's metric, for
-    stores it cannot be read from; ``score_kind`` what the store's scores are.
-
-    ``pushdown`` sends the floor to Milvus as a range search (see ``pushdown.py``).
-    LlamaIndex only: langchain-milvus has no range search here.
+    again up to ``max_retries`` times; then
+    :class:`~thresholded.errors.SearchUnavailableError` names the collection and
+    the attempts. Other errors are raised at once. The deadline of each attempt
+    is the store's (``milvus_store(..., timeout=5)``); ``timeout`` is the deadline
+    of the whole search, after which the call raises
+    :class:`~thresholded.fanout.CollectionSearchError` (an empty result would read
+    as "nothing matched").
     """
 
     def __init__(
@@ -181,6 +172,50 @@ class ThresholdedRetriever(EngineRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
+        """Args:
+        index: The ``VectorStoreIndex`` to search (its store, docstore and model).
+        policy: Floor, answer gate, over-fetch, per-source cap, character budget and
+            ``top_k``; default: ``RetrievalPolicy()``, whose floor is the embedding
+            model's calibrated default.
+        neighbours: How many prev/next sections to attach on each side of a kept one
+            (0: none).
+        parent_summaries: Attach each kept section's parent (its summary).
+        parent_levels: How many parent levels to walk up (with ``parent_summaries``).
+        profile: A calibration profile (``thresholded calibrate``): the floor and the
+            gate come from it, and a profile measured for another collection or
+            model is refused.
+        collection: The profile's collection, when it is not the store's name.
+        filters: Metadata filters that hold in every call, for every section
+            returned, attachments included.
+        vector_store_query_mode: The store's query mode (``default``, ``hybrid``,
+            ``sparse``, ...); only ``default`` scores are cosines.
+        metric: The store's metric (``IP``, ``COSINE``, ``L2``), for stores it cannot
+            be read from; one that contradicts the store's is an error.
+        score_kind: What the store's scores are (``cosine``, ``rrf``, ...); default:
+            read from the query mode.
+        embed_model: The model that embeds the question; default: the index's. It
+            must be the model that embedded the collection.
+        allow_model_mismatch: Apply a floor measured for another model (only when
+            you know the two models' cosines agree).
+        alpha: The hybrid weight, passed to the store's query.
+        doc_ids: Search only these documents' sections (attachments too).
+        node_ids: Search only these sections (attachments too).
+        sparse_top_k: The sparse candidates of a hybrid query, passed to the store.
+        hybrid_top_k: The fused candidates of a hybrid query, passed to the store.
+        vector_store_kwargs: Passed to the store's query, e.g. Milvus's
+            ``string_expr`` (ANDed with ``filters``).
+        allowed_filter_keys: The only metadata keys a filter may name (default: any
+            plain field name).
+        pushdown: Send the floor to Milvus as a range search (``pushdown.py``).
+            LlamaIndex only: langchain-milvus has no range search here.
+        max_retries: How often a search that failed for a transient reason is tried
+            again.
+        retry_backoff: Seconds before the first retry; each next wait doubles (at
+            most 2 s).
+        timeout: Seconds for the whole search, retries included; None: none.
+        callback_manager: LlamaIndex's callback manager (default: the global one).
+        verbose: LlamaIndex's verbose flag.
+        """
         self._index = index
         collection_ = index_collection(
             index,

@@ -42,6 +42,7 @@ class CollectionSpec(StrictArguments, BaseModel):
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     name: str | None = None
     metric: Metric | None = None
+    """The store's metric (``IP``, ``COSINE``, ``L2``), for stores it cannot be read from."""
 
     def __init__(self, store: Any = None, /, **data: Any) -> None:
         """``CollectionSpec(store, name=...)``: the store may come first, unnamed."""

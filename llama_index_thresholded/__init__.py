@@ -22,7 +22,6 @@ from llama_index_thresholded.multi_collection import (
     CollectionSearchError,
     CollectionSpec,
     CollectionStatus,
-    MultiCollectionReport,
     MultiCollectionRetriever,
 )
 from llama_index_thresholded.postprocessor import SimilarityThresholdPostprocessor
@@ -31,8 +30,8 @@ from llama_index_thresholded.query_engine import (
     NOTHING_MATCHED,
     AbstainingQueryEngine,
 )
-from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import ThresholdedRetriever
+from thresholded.report import MultiCollectionReport, Report
 
 _MILVUS_NAMES = ("CompatibleMilvusVectorStore", "existing_milvus_store", "milvus_store")
 
@@ -47,7 +46,7 @@ __all__ = [
     "CollectionStatus",
     "MultiCollectionReport",
     "MultiCollectionRetriever",
-    "RetrievalReport",
+    "Report",
     "SimilarityThresholdPostprocessor",
     "ThresholdSelectionEvent",
     "ThresholdedRetriever",

@@ -16,9 +16,11 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import Field, field_validator
 
 from langchain_thresholded._documents import document_id, read_kind, read_role, read_score
-from langchain_thresholded.report import EVENT_NAME, ThresholdedReport
+from langchain_thresholded.backend import describe
+from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
+from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
 
@@ -61,7 +63,7 @@ class SimilarityThresholdCompressor(BaseDocumentCompressor):
     def _parse_kind(cls, value: Any) -> Any:
         return ScoreKind(str(value).strip().lower()) if isinstance(value, str) else value
 
-    def compress_with_report(self, documents: Sequence[Document]) -> ThresholdedReport:
+    def compress_with_report(self, documents: Sequence[Document]) -> Report[Document]:
         """Apply the floor and return what was kept, kept as attachments, and dropped."""
         docs = list(documents)
         policy = RetrievalPolicy(
@@ -76,7 +78,9 @@ class SimilarityThresholdCompressor(BaseDocumentCompressor):
         )
         candidates = [self._candidate(i, doc) for i, doc in enumerate(docs)]
         selection = select(candidates, policy, self.min_similarity)
-        return ThresholdedReport.from_selection("", selection, _document_of)
+        return Report.build(
+            "", selection, output=_document_of, as_dropped=_document_of, describe=describe
+        )
 
     def compress_documents(
         self,
@@ -136,11 +140,11 @@ class SimilarityThresholdCompressor(BaseDocumentCompressor):
         return Candidate(**common, score=None, score_kind=kind, cosine=score)
 
 
-def _document_of(item: _Item) -> Document:
-    return item[1]
+def _document_of(candidate: Candidate[_Item]) -> Document:
+    return candidate.item[1]
 
 
-def _in_input_order(documents: Sequence[Document], report: ThresholdedReport) -> list[Document]:
+def _in_input_order(documents: Sequence[Document], report: Report[Document]) -> list[Document]:
     keep = {c.item[0] for c in (*report.selection.kept, *report.selection.attached)}
     return [doc for i, doc in enumerate(documents) if i in keep]
 

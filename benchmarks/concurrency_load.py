@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from llama_index_thresholded import RetrievalReport, ThresholdedRetriever
+from llama_index_thresholded import Report, ThresholdedRetriever
 from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.testing import report_fingerprint as fingerprint
 from llama_index_thresholded.testing import synthetic_corpus
@@ -53,7 +53,7 @@ def main() -> None:
             threaded = [f for chunk in pool.map(worker, range(args.threads)) for f in chunk]
         threaded_s = time.perf_counter() - t0
 
-        async def tasks() -> list[RetrievalReport]:
+        async def tasks() -> list[Report]:
             picks = [bundles[i % len(bundles)] for i in range(args.tasks)]
             return await asyncio.gather(*(retriever.aretrieve_with_report(b) for b in picks))
 
@@ -69,7 +69,7 @@ def main() -> None:
         "threaded_mismatches": sum(f != serial[f[0]] for f in threaded),
         "async_tasks": len(reports),
         "async_qps": len(reports) / async_s,
-        "async_mismatches": sum(fingerprint(r) != serial[r.query_str] for r in reports),
+        "async_mismatches": sum(fingerprint(r) != serial[r.query] for r in reports),
     }
     print(
         f"serial {figures['serial_qps']:.0f} q/s; {args.threads} threads x {args.per_thread}: "

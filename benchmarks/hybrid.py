@@ -230,7 +230,7 @@ def run_config(
         }
         row.kept += len(report.kept)
         row.attached += len(report.attached)
-        row.pairs_answerable += len(report.nodes)
+        row.pairs_answerable += len(report.items)
     for origin, q in unrelated:
         report = retriever.retrieve_with_report(bundle(q, qvec))
         queries += 1
@@ -243,7 +243,7 @@ def run_config(
                 row.clinc_emptied += 1
         row.kept += len(report.kept)
         row.attached += len(report.attached)
-        row.pairs_unrelated += len(report.nodes)
+        row.pairs_unrelated += len(report.items)
     row.ms_per_query = 1000 * (time.perf_counter() - started) / max(queries, 1)
     return row
 

@@ -181,7 +181,7 @@ def pipelines(index: VectorStoreIndex, embed_model: Any, run: Run) -> dict[str, 
         def retrieve(bundle: QueryBundle) -> tuple[list[NodeWithScore], dict[str, str]]:
             report = retriever.retrieve_with_report(bundle)
             dropped = {d.candidate.id: d.reason.value for d in report.selection.dropped}
-            return report.nodes, dropped
+            return report.items, dropped
 
         return retrieve
 

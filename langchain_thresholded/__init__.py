@@ -20,19 +20,19 @@ from langchain_thresholded.abstain import (
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
 from langchain_thresholded.embeddings import minilm_embeddings
 from langchain_thresholded.ensemble import RetrieverSource
+from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.multi_collection import (
     CollectionSearchError,
     CollectionSpec,
     CollectionStatus,
-    MultiCollectionReport,
     MultiCollectionRetriever,
 )
-from langchain_thresholded.report import EVENT_NAME, DroppedDocument, ThresholdedReport
 from langchain_thresholded.retrievers import ThresholdedRetriever
 from langchain_thresholded.scoring import store_metric
 from thresholded import metadata_keys
 from thresholded.errors import CollectionNotFoundError
 from thresholded.policy import RetrievalPolicy
+from thresholded.report import MultiCollectionReport, Report
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import DropReason
 
@@ -48,15 +48,14 @@ __all__ = [
     "CollectionSpec",
     "CollectionStatus",
     "DropReason",
-    "DroppedDocument",
     "Metric",
     "MultiCollectionReport",
     "MultiCollectionRetriever",
+    "Report",
     "RetrievalPolicy",
     "RetrieverSource",
     "ScoreKind",
     "SimilarityThresholdCompressor",
-    "ThresholdedReport",
     "ThresholdedRetriever",
     "metadata_keys",
     "minilm_embeddings",

@@ -274,7 +274,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             documents = self.retriever.invoke(query, config)
             return documents, not documents
         report = with_report(query, config)
-        return report.documents, report.nothing_matched
+        return report.items, report.nothing_matched
 
     async def _aretrieve(self, input: Any, config: RunnableConfig) -> tuple[list[Document], bool]:
         query = await self._aquery(input, config)
@@ -283,7 +283,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             documents = await self.retriever.ainvoke(query, config)
             return documents, not documents
         report = await with_report(query, config)
-        return report.documents, report.nothing_matched
+        return report.items, report.nothing_matched
 
     def _head(
         self, input: Any, documents: list[Document], *, nothing_matched: bool = False

@@ -287,3 +287,13 @@ def _needs_thread(store: Any) -> bool:
     client = getattr(store, "client", None)
     uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
     return not uri.startswith(_REMOTE_SCHEMES)
+
+
+def as_dropped(candidate: Candidate[Document]) -> Document:
+    """A dropped candidate's document, as the store returned it, for a report."""
+    return candidate.item
+
+
+def describe(document: Document) -> str:
+    """A document's text, for a report's ``explain``."""
+    return document.page_content

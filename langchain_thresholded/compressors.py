@@ -16,10 +16,12 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import Field, field_validator
 
 from langchain_thresholded._documents import document_id, read_kind, read_role, read_score
-from langchain_thresholded.report import EVENT_NAME, ThresholdedReport
+from langchain_thresholded.backend import describe
+from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import policy_in_force
+from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
 from thresholded.strict import StrictArguments
@@ -98,11 +100,13 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         """The answer gate in force (None or 0: off): ``policy.min_top_similarity``."""
         return self.policy.min_top_similarity
 
-    def compress_with_report(self, documents: Sequence[Document]) -> ThresholdedReport:
+    def compress_with_report(self, documents: Sequence[Document]) -> Report[Document]:
         """Apply the policy and return what was kept, kept as attachments, and dropped."""
         candidates = [self._candidate(i, doc) for i, doc in enumerate(documents)]
         selection = select(candidates, self.policy, self.min_similarity)
-        return ThresholdedReport.from_selection("", selection, _document_of)
+        return Report.build(
+            "", selection, output=_document_of, as_dropped=_document_of, describe=describe
+        )
 
     def compress_documents(
         self,
@@ -162,11 +166,11 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         return Candidate(**common, score=None, score_kind=kind, cosine=score)
 
 
-def _document_of(item: _Item) -> Document:
-    return item[1]
+def _document_of(candidate: Candidate[_Item]) -> Document:
+    return candidate.item[1]
 
 
-def _in_input_order(documents: Sequence[Document], report: ThresholdedReport) -> list[Document]:
+def _in_input_order(documents: Sequence[Document], report: Report[Document]) -> list[Document]:
     keep = {c.item[0] for c in (*report.selection.kept, *report.selection.attached)}
     return [doc for i, doc in enumerate(documents) if i in keep]
 

@@ -20,7 +20,8 @@ collection fails, the call raises. Only the given stores are ever searched.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from functools import partial
 from typing import Any, ClassVar
 
 from langchain_core.documents import Document
@@ -28,8 +29,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from langchain_thresholded.backend import QuestionEmbedder
-from langchain_thresholded.report import ThresholdedReport
+from langchain_thresholded.backend import QuestionEmbedder, as_dropped, describe, output
 from langchain_thresholded.retrievers import (
     STORE_OPTIONS,
     EngineRetriever,
@@ -47,6 +47,7 @@ from thresholded.fanout import (
     check_unique_names,
 )
 from thresholded.policy import RetrievalPolicy
+from thresholded.report import MultiCollectionReport
 from thresholded.scores import ScoreKind
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "CollectionSearchError",
     "CollectionSpec",
     "CollectionStatus",
-    "MultiCollectionReport",
     "MultiCollectionRetriever",
 ]
 
@@ -110,35 +110,6 @@ class CollectionSpec(BaseCollectionSpec):
                 "ThresholdedRetriever, or give store=... instead)"
             )
         return self
-
-
-@dataclass(frozen=True)
-class MultiCollectionReport(ThresholdedReport):
-    """A ``ThresholdedReport`` over several collections, with each collection's status.
-
-    ``min_similarity`` is the lowest floor of the collections; each dropped document
-    names its collection. Every returned document names its collection in
-    ``metadata["source_collection"]``.
-    """
-
-    collections: tuple[CollectionStatus, ...] = ()
-
-    @property
-    def partial(self) -> bool:
-        return any(not s.ok for s in self.collections)
-
-    @property
-    def failed(self) -> tuple[CollectionStatus, ...]:
-        return tuple(s for s in self.collections if not s.ok)
-
-    def status(self, name: str) -> CollectionStatus:
-        for status in self.collections:
-            if status.name == name:
-                return status
-        raise KeyError(name)
-
-    def summary(self) -> str:
-        return "; ".join([super().summary(), *(s.describe() for s in self.collections)])
 
 
 class MultiCollectionRetriever(EngineRetriever):
@@ -297,8 +268,13 @@ class MultiCollectionRetriever(EngineRetriever):
             embedder=None if self.embeddings is None else QuestionEmbedder(self.embeddings),
         )
 
-    def _report(self, result: Any) -> MultiCollectionReport:
-        return MultiCollectionReport.from_result(result, COLLECTION_KEY)
+    def _report(self, result: Any) -> MultiCollectionReport[Document]:
+        return MultiCollectionReport.from_result(
+            result,
+            output=partial(output, collection_key=COLLECTION_KEY),
+            as_dropped=as_dropped,
+            describe=describe,
+        )
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:

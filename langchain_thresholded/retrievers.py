@@ -20,14 +20,15 @@ from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from langchain_thresholded.backend import LangChainBackend, LinkKeys
+from langchain_thresholded.backend import LangChainBackend, LinkKeys, as_dropped, describe, output
+from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
-from langchain_thresholded.report import EVENT_NAME, ThresholdedReport
 from langchain_thresholded.scoring import is_milvus, supports_metric_detection, unknown_store_error
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Call, Collection, Question, adrive, drive, plan, retrieve
 from thresholded.filters import all_of
 from thresholded.policy import RetrievalPolicy, profiled_policy
+from thresholded.report import Report
 from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
@@ -62,18 +63,18 @@ class EngineRetriever(StrictArguments, BaseRetriever):
     # Public API --------------------------------------------------------------------
     def retrieve_with_report(
         self, query: str, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> ThresholdedReport:
+    ) -> Report[Document]:
         """Like ``invoke``, but returns the report: kept, attached and dropped with reasons
         (and, over several collections, each collection's status)."""
-        sink: list[ThresholdedReport] = []
+        sink: list[Report[Document]] = []
         self.invoke(query, config, **kwargs, **{REPORT_SINK: sink})
         return sink[0]
 
     async def aretrieve_with_report(
         self, query: str, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> ThresholdedReport:
+    ) -> Report[Document]:
         """Async ``retrieve_with_report``."""
-        sink: list[ThresholdedReport] = []
+        sink: list[Report[Document]] = []
         await self.ainvoke(query, config, **kwargs, **{REPORT_SINK: sink})
         return sink[0]
 
@@ -88,7 +89,7 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         dispatch_custom_event(EVENT_NAME, data, config={"callbacks": run_manager.get_child()})
         if sink is not None:
             sink.append(report)
-        return report.documents
+        return report.items
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
@@ -102,7 +103,7 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         )
         if sink is not None:
             sink.append(report)
-        return report.documents
+        return report.items
 
     def configurable_fields(self, **kwargs: Any) -> Any:
         """LangChain's ``configurable_fields``; the retriever's own filters are not among
@@ -120,8 +121,8 @@ class EngineRetriever(StrictArguments, BaseRetriever):
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         """The call: its question, collections, policy, filters and store arguments."""
 
-    def _report(self, result: Any) -> ThresholdedReport:
-        return ThresholdedReport.from_result(result)
+    def _report(self, result: Any) -> Report[Document]:
+        return Report.from_result(result, output=output, as_dropped=as_dropped, describe=describe)
 
 
 class ThresholdedRetriever(EngineRetriever):

@@ -22,7 +22,6 @@ from llama_index_thresholded.multi_collection import (
     CollectionSearchError,
     CollectionSpec,
     CollectionStatus,
-    MultiCollectionReport,
     MultiCollectionRetriever,
 )
 from llama_index_thresholded.postprocessor import SimilarityThresholdPostprocessor
@@ -31,10 +30,10 @@ from llama_index_thresholded.query_engine import (
     NOTHING_MATCHED,
     AbstainingQueryEngine,
 )
-from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.errors import CollectionNotFoundError
 from thresholded.policy import RetrievalPolicy
+from thresholded.report import MultiCollectionReport, Report
 
 _MILVUS_NAMES = ("CompatibleMilvusVectorStore", "existing_milvus_store", "milvus_store")
 
@@ -50,8 +49,8 @@ __all__ = [
     "CollectionStatus",
     "MultiCollectionReport",
     "MultiCollectionRetriever",
+    "Report",
     "RetrievalPolicy",
-    "RetrievalReport",
     "SimilarityThresholdPostprocessor",
     "ThresholdSelectionEvent",
     "ThresholdedRetriever",

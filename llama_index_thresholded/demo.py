@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llama_index.core.schema import NodeWithScore
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from llama_index_thresholded.embeddings import load_embed_model
 from llama_index_thresholded.knowledge_base import index_knowledge_base
 from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.query_engine import DEFAULT_NO_MATCH_MESSAGE
-from llama_index_thresholded.report import RetrievalReport
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
+from thresholded.report import Report
 from thresholded.selection import DropReason
 
 COLLECTION = "example_support_kb"
@@ -46,9 +47,9 @@ def build_demo_retriever(
     )
 
 
-def format_report(report: RetrievalReport) -> str:
+def format_report(report: Report[NodeWithScore]) -> str:
     """The kept context with scores and sources, its attachments, and the drops with reasons."""
-    lines = [f"Q: {report.query_str}"]
+    lines = [f"Q: {report.query}"]
     if report.nothing_matched:
         lines.append(f"  {DEFAULT_NO_MATCH_MESSAGE}")
     for node in report.kept:
@@ -64,13 +65,14 @@ def format_report(report: RetrievalReport) -> str:
     counts = report.drop_counts()
     if counts:
         lines.append("  dropped: " + ", ".join(f"{n} {reason}" for reason, n in counts.items()))
-        shown = [d for d in report.dropped if d[1] is not DropReason.OUTSIDE_FILTERS]
-        by_score = sorted(shown, key=lambda d: -(d[0].score or 0.0))
-        for node, reason in by_score[:6]:
+        shown = [d for d in report.dropped if d.reason is not DropReason.OUTSIDE_FILTERS]
+        by_score = sorted(shown, key=lambda d: -(d.item.score or 0.0))
+        for drop in by_score[:6]:
+            node = drop.item
             meta = node.node.metadata
             score = "  -  " if node.score is None else f"{node.score:.3f}"
             lines.append(
-                f"    {score} {reason.value:<16}{meta.get('source')} / {meta.get('section')}"
+                f"    {score} {drop.reason.value:<16}{meta.get('source')} / {meta.get('section')}"
             )
     return "\n".join(lines)
 
@@ -84,7 +86,7 @@ def run_demo(
     min_similarity: float | None = None,
     top_k: int | None = None,
     neighbours: int = 1,
-) -> list[RetrievalReport]:
+) -> list[Report[NodeWithScore]]:
     if "://" not in uri:
         Path(uri).parent.mkdir(parents=True, exist_ok=True)
     retriever = build_demo_retriever(uri, profile=profile, neighbours=neighbours)

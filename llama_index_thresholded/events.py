@@ -18,12 +18,12 @@ from llama_index.core.instrumentation.events.retrieval import (
     RetrievalEndEvent,
     RetrievalStartEvent,
 )
-from llama_index.core.schema import QueryBundle, QueryType
+from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
+
+from thresholded.report import MultiCollectionReport, Report
 
 if TYPE_CHECKING:
     from llama_index.core.instrumentation.dispatcher import Dispatcher
-
-    from llama_index_thresholded.report import RetrievalReport
 
 
 class ThresholdSelectionEvent(BaseEvent):
@@ -35,12 +35,14 @@ class ThresholdSelectionEvent(BaseEvent):
     """The best cosine among the candidates that passed the filters."""
     gate: float | None = None
     """The answer gate in force; None: off."""
-    score_kind: str
+    score_kind: str | None = None
+    """The kind of the sections' scores (``cosine`` for dense search, ``rrf``...); None
+    when the search returned nothing."""
     kept_ids: list[str]
     attached_ids: list[str]
     dropped: list[dict[str, Any]]
     """One entry per dropped candidate: ``id``, ``reason``, ``score`` and ``similarity``
-    (and ``collection`` when several collections were searched)."""
+    (and ``collection`` from a multi-collection retriever)."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -50,12 +52,12 @@ class ThresholdSelectionEvent(BaseEvent):
 @contextmanager
 def retrieval_events(
     retriever: BaseRetriever, dispatcher: Dispatcher, query: QueryType
-) -> Iterator[Callable[[RetrievalReport], None]]:
+) -> Iterator[Callable[[Report[NodeWithScore]], None]]:
     """Wrap one call in its events; the body hands its report to the yielded function."""
     retriever._check_callback_manager()
     dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query))
     query_str = query.query_str if isinstance(query, QueryBundle) else query
-    reports: list[RetrievalReport] = []
+    reports: list[Report[NodeWithScore]] = []
     manager = retriever.callback_manager
     with (
         manager.as_trace("query"),
@@ -63,25 +65,52 @@ def retrieval_events(
     ):
         yield reports.append
         report = reports[0]
-        dropped = report.result.dropped_data()
+        dropped = _dropped(report)
+        collections = (
+            {"thresholded_collections": [s.describe() for s in report.collections]}
+            if isinstance(report, MultiCollectionReport)
+            else {}
+        )
         event.on_end(
             payload={
-                EventPayload.NODES: report.nodes,
+                EventPayload.NODES: report.items,
                 "thresholded_dropped": dropped,
                 "thresholded_min_similarity": report.min_similarity,
-                **report.extra_payload(),
+                **collections,
             }
         )
     dispatcher.event(
         ThresholdSelectionEvent(
-            query_str=report.query_str,
+            query_str=report.query,
             min_similarity=report.min_similarity,
             best_similarity=report.best_similarity,
             gate=report.gate,
-            score_kind=report.score_kind.value,
+            score_kind=_score_kind(report),
             kept_ids=[n.node.node_id for n in report.kept],
             attached_ids=[n.node.node_id for n in report.attached],
             dropped=dropped,
         )
     )
-    dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query, nodes=report.nodes))
+    dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query, nodes=report.items))
+
+
+def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:
+    """One JSON-ready entry per drop: its id, its collection (from a multi-collection
+    retriever), its reason, its raw score (as the store gave it) and its cosine."""
+    return [
+        {
+            "id": d.id,
+            **({"collection": d.collection} if d.collection else {}),
+            "reason": d.reason.value,
+            "score": d.item.score,
+            "similarity": d.similarity,
+        }
+        for d in report.dropped
+    ]
+
+
+def _score_kind(report: Report[NodeWithScore]) -> str | None:
+    """The kind of the sections' scores: the first section's, kept before dropped."""
+    sections = (*report.selection.kept, *(d.candidate for d in report.selection.dropped))
+    kinds = [c.score_kind.value for c in sections if not c.is_attachment]
+    return kinds[0] if kinds else None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -40,7 +40,7 @@ from pydantic import field_validator
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.filters import to_filter
-from llama_index_thresholded.report import RetrievalReport
+from llama_index_thresholded.nodes import as_dropped, describe, output
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
@@ -54,6 +54,7 @@ from thresholded.fanout import (
     check_unique_names,
 )
 from thresholded.policy import RetrievalPolicy, policy_or_none
+from thresholded.report import MultiCollectionReport
 from thresholded.retry import RetryPolicy
 from thresholded.scores import ScoreKind
 
@@ -62,8 +63,8 @@ __all__ = [
     "CollectionSearchError",
     "CollectionSpec",
     "CollectionStatus",
-    "MultiCollectionReport",
     "MultiCollectionRetriever",
+    "collection_of",
 ]
 
 
@@ -91,46 +92,6 @@ class CollectionSpec(BaseCollectionSpec):
         raise ValueError(
             f"a collection is a VectorStoreIndex or a vector store, got {type(value).__name__}"
         )
-
-
-@dataclass(frozen=True)
-class MultiCollectionReport(RetrievalReport):
-    """A ``RetrievalReport`` over several collections, with each collection's status.
-
-    ``min_similarity`` is the lowest floor of the collections (each collection's
-    own floor is in its status). Candidate ids in ``selection`` read
-    ``"<collection>/<node id>"``: node ids need not be unique across collections.
-    """
-
-    collections: tuple[CollectionStatus, ...] = ()
-
-    @property
-    def partial(self) -> bool:
-        """True when some collection failed or timed out: the result may lack its sections."""
-        return any(not s.ok for s in self.collections)
-
-    @property
-    def failed(self) -> tuple[CollectionStatus, ...]:
-        return tuple(s for s in self.collections if not s.ok)
-
-    def status(self, name: str) -> CollectionStatus:
-        for status in self.collections:
-            if status.name == name:
-                return status
-        raise KeyError(name)
-
-    @staticmethod
-    def collection_of(node: NodeWithScore) -> str | None:
-        """The collection a returned node came from."""
-        return node.node.metadata.get(COLLECTION_KEY)
-
-    def extra_payload(self) -> dict[str, Any]:
-        return {"thresholded_collections": [s.describe() for s in self.collections]}
-
-    def explain(self, width: int = 70) -> str:
-        lines = [super().explain(width)]
-        lines.extend(f"  collection {s.describe()}" for s in self.collections)
-        return "\n".join(lines)
 
 
 class MultiCollectionRetriever(EngineRetriever):
@@ -293,8 +254,18 @@ class MultiCollectionRetriever(EngineRetriever):
             fan=Fan(getattr(self, "_pool", None), self._fail_fast, inline=False),
         )
 
-    def _finish(self, result: Any) -> MultiCollectionReport:
-        return MultiCollectionReport.from_result(result, ScoreKind.COSINE, COLLECTION_KEY)
+    def _finish(self, result: Any) -> MultiCollectionReport[NodeWithScore]:
+        return MultiCollectionReport.from_result(
+            result,
+            output=partial(output, collection_key=COLLECTION_KEY),
+            as_dropped=as_dropped,
+            describe=describe,
+        )
+
+
+def collection_of(node: NodeWithScore) -> str | None:
+    """The collection a returned node came from (its ``source_collection`` metadata)."""
+    return node.node.metadata.get(COLLECTION_KEY)
 
 
 # Construction helpers -------------------------------------------------------------------

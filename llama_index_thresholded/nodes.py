@@ -70,3 +70,13 @@ def output(candidate: Candidate[BaseNode], *, collection_key: str | None = None)
     for an attachment) and the package's marks (:func:`thresholded.metadata_keys.marks`)."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
     return NodeWithScore(node=marked_copy(candidate.item, written), score=candidate.score)
+
+
+def as_dropped(candidate: Candidate[BaseNode]) -> NodeWithScore:
+    """A dropped candidate as it came from the store, with its raw score, for a report."""
+    return NodeWithScore(node=candidate.item, score=candidate.score)
+
+
+def describe(node: NodeWithScore) -> str:
+    """A node's text, for a report's ``explain``."""
+    return node.node.get_content()

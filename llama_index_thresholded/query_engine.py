@@ -138,7 +138,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
                 nodes, why = self.retrieve(query_bundle), None
             else:
                 report = with_report(query_bundle)
-                nodes = self._apply_node_postprocessors(report.nodes, query_bundle=query_bundle)
+                nodes = self._apply_node_postprocessors(report.items, query_bundle=query_bundle)
                 why = _abstained_by(report)
             if nodes:
                 response = self.synthesize(query_bundle, nodes)
@@ -157,7 +157,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
             else:
                 report = await with_report(query_bundle)
                 nodes = await self._async_apply_node_postprocessors(
-                    report.nodes, query_bundle=query_bundle
+                    report.items, query_bundle=query_bundle
                 )
                 why = _abstained_by(report)
             if nodes:
@@ -170,4 +170,4 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
 
 def _abstained_by(report: Any) -> str:
     """What emptied a result: the selection's reason, else the postprocessors."""
-    return report.result.emptied_by or "postprocessors"
+    return report.emptied_by or "postprocessors"

@@ -22,10 +22,11 @@ from llama_index.core.vector_stores.types import (
 from llama_index_thresholded.backend import index_collection
 from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.filters import to_filter
-from llama_index_thresholded.report import RetrievalReport
+from llama_index_thresholded.nodes import as_dropped, describe, output
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Question, adrive, drive, plan, retrieve
 from thresholded.policy import RetrievalPolicy, policy_or_none
+from thresholded.report import Report
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 
@@ -42,11 +43,11 @@ class EngineRetriever(BaseRetriever):
     # Retrieval --------------------------------------------------------------------------
     @dispatcher.span
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        return self._report(str_or_query_bundle).nodes
+        return self._report(str_or_query_bundle).items
 
     @dispatcher.span
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        return (await self._areport(str_or_query_bundle)).nodes
+        return (await self._areport(str_or_query_bundle)).items
 
     @dispatcher.span
     def retrieve_with_report(
@@ -58,7 +59,7 @@ class EngineRetriever(BaseRetriever):
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
         min_top_similarity: float | None = None,
-    ) -> RetrievalReport:
+    ) -> Report[NodeWithScore]:
         """Retrieve, and report what was kept, attached and dropped, for this call only.
 
         For this call, ``min_similarity`` replaces the floor (every collection's),
@@ -80,19 +81,19 @@ class EngineRetriever(BaseRetriever):
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
         min_top_similarity: float | None = None,
-    ) -> RetrievalReport:
+    ) -> Report[NodeWithScore]:
         """Async ``retrieve_with_report``: the embedding, search and lookups are awaited."""
         overrides = _overrides(min_similarity, top_k, filters, policy, min_top_similarity)
         return await self._areport(str_or_query_bundle, **overrides)
 
-    def _report(self, query: QueryType, **overrides: Any) -> RetrievalReport:
+    def _report(self, query: QueryType, **overrides: Any) -> Report[NodeWithScore]:
         call = self._plan(question_of(query), **overrides)  # a bad question raises here
         with retrieval_events(self, dispatcher, query) as announce:
             report = self._finish(drive(retrieve(call)))
             announce(report)
         return report
 
-    async def _areport(self, query: QueryType, **overrides: Any) -> RetrievalReport:
+    async def _areport(self, query: QueryType, **overrides: Any) -> Report[NodeWithScore]:
         call = self._plan(question_of(query), **overrides)
         with retrieval_events(self, dispatcher, query) as announce:
             report = self._finish(await adrive(retrieve(call)))
@@ -101,11 +102,11 @@ class EngineRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """Without events (``retrieve`` sends them): for code that calls it directly."""
-        return self._finish(drive(retrieve(self._plan(question_of(query_bundle))))).nodes
+        return self._finish(drive(retrieve(self._plan(question_of(query_bundle))))).items
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         call = self._plan(question_of(query_bundle))
-        return self._finish(await adrive(retrieve(call))).nodes
+        return self._finish(await adrive(retrieve(call))).items
 
 
 class ThresholdedRetriever(EngineRetriever):
@@ -339,8 +340,8 @@ class ThresholdedRetriever(EngineRetriever):
             filters=to_filter(filters),
         )
 
-    def _finish(self, result: Any) -> RetrievalReport:
-        return RetrievalReport.from_result(result, self._collection.score_kind)
+    def _finish(self, result: Any) -> Report[NodeWithScore]:
+        return Report.from_result(result, output=output, as_dropped=as_dropped, describe=describe)
 
 
 def question_of(query: QueryType) -> Question:

@@ -12,10 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.schema import NodeRelationship, QueryBundle, RelatedNodeInfo, TextNode
+from llama_index.core.schema import (
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
+)
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from llama_index_thresholded.report import RetrievalReport
+from thresholded.report import Report
 
 
 @dataclass(frozen=True)
@@ -67,11 +73,11 @@ def synthetic_corpus(
     return SyntheticCorpus(index=index, questions=bundles)
 
 
-def report_fingerprint(report: RetrievalReport) -> tuple:
+def report_fingerprint(report: Report[NodeWithScore]) -> tuple:
     """Everything a query's answer consists of: kept, attached and every drop with its reason."""
     return (
-        report.query_str,
+        report.query,
         tuple((n.node.node_id, round(n.score or 0.0, 6)) for n in report.kept),
         tuple((n.node.node_id, n.node.metadata["attached_to"]) for n in report.attached),
-        tuple(sorted((d.candidate.id, d.reason.value) for d in report.selection.dropped)),
+        tuple(sorted((d.id, d.reason.value) for d in report.dropped)),
     )

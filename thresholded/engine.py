@@ -510,20 +510,6 @@ class Result(Generic[T]):
             return "floor"
         return why
 
-    def dropped_data(self) -> list[dict[str, Any]]:
-        """One JSON-ready entry per drop: id, collection (if several), reason, similarity."""
-        several = len(self.collections) > 1
-        return [
-            {
-                "id": d.candidate.id,
-                **({"collection": d.candidate.collection} if several else {}),
-                "reason": d.reason.value,
-                "score": d.candidate.score,
-                "similarity": None if d.candidate.is_attachment else d.candidate.floor_score,
-            }
-            for d in self.selection.dropped
-        ]
-
 
 def log_result(result: Result[Any]) -> None:
     """DEBUG counts per call, and one warning when a collection (or its attachments) failed."""

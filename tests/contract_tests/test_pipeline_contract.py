@@ -105,7 +105,7 @@ def outcome(framework: str, report: Any) -> Outcome:
     else:
         kept = [d.id for d in report.kept]
         attached = [d.id for d in report.attached]
-    dropped = {d.candidate.id: d.reason.value for d in report.selection.dropped}
+    dropped = {d.id: d.reason.value for d in report.dropped}
     return Outcome(kept, attached, dropped, report)
 
 
@@ -173,7 +173,7 @@ def item_source(framework: str, item: Any) -> str:
 
 
 def report_items(framework: str, report: Any) -> list[Any]:
-    return list(report.nodes) if framework == "llama_index" else list(report.documents)
+    return list(report.items)
 
 
 # Retries --------------------------------------------------------------------------------------
@@ -412,7 +412,7 @@ def test_node_ids_hold_for_attachments_too(fixture, mode):
         node_ids=allowed,
     )
     report = report_of(retriever, mode)
-    returned = [n.node.node_id for n in report.nodes]
+    returned = [n.node.node_id for n in report.items]
     assert returned and set(returned) <= set(allowed)
     outside = {d.candidate.id for d in report.selection.dropped if d.reason == "outside_filters"}
     assert {"g0", "f3", "guide#summary", "faq#summary"} <= outside

@@ -38,7 +38,8 @@ EXPECTED = {
         "ThresholdedRetriever",
         "SimilarityThresholdPostprocessor",
         "AbstainingQueryEngine",
-        "RetrievalReport",
+        "Report",
+        "MultiCollectionReport",
         "MultiCollectionRetriever",
         "milvus_store",
         "existing_milvus_store",
@@ -46,7 +47,10 @@ EXPECTED = {
     "langchain_thresholded": {
         "ThresholdedRetriever",
         "SimilarityThresholdCompressor",
-        "ThresholdedReport",
+        "Report",
+        "MultiCollectionReport",
+        "MultiCollectionRetriever",
+        "EVENT_NAME",
         "AbstainingChain",
     },
 }
@@ -59,6 +63,19 @@ def test_all_names_exist_and_include_the_documented_ones(package: str) -> None:
     assert len(module.__all__) == len(set(module.__all__))
     for name in module.__all__:
         assert hasattr(module, name), f"{package}.{name} is in __all__ but missing"
+
+
+@pytest.mark.parametrize("package", ["llama_index_thresholded", "langchain_thresholded"])
+def test_the_adapters_report_with_the_core_types(package: str) -> None:
+    """One report type: each adapter re-exports the core's, and its own are gone."""
+    import thresholded
+
+    module = importlib.import_module(package)
+    assert module.Report is thresholded.Report
+    assert module.MultiCollectionReport is thresholded.MultiCollectionReport
+    for gone in ("RetrievalReport", "ThresholdedReport", "DroppedDocument"):
+        assert gone not in module.__all__
+        assert not hasattr(module, gone), gone
 
 
 def test_the_top_level_keeps_what_an_application_needs() -> None:

@@ -40,13 +40,12 @@ NOT_BUILT_BY_USERS = {
     "llama_index_thresholded.CollectionNotFoundError",
     "langchain_thresholded.CollectionNotFoundError",
     # reports: what a retrieval returns
-    "llama_index_thresholded.RetrievalReport",
+    "llama_index_thresholded.Report",
     "llama_index_thresholded.MultiCollectionReport",
     "llama_index_thresholded.CollectionStatus",
-    "langchain_thresholded.ThresholdedReport",
+    "langchain_thresholded.Report",
     "langchain_thresholded.MultiCollectionReport",
     "langchain_thresholded.CollectionStatus",
-    "langchain_thresholded.DroppedDocument",
     # events: sent through LlamaIndex's instrumentation
     "llama_index_thresholded.ThresholdSelectionEvent",
     # enums: their members are used, never built with keywords

@@ -93,8 +93,8 @@ def returned(retriever: Any, framework: str, mode: str, call: Any) -> list[tuple
     else:
         report = _LOOP.run_until_complete(retriever.aretrieve_with_report(QUESTION, **kwargs))
     if framework == "llama_index":
-        return [(n.node.node_id, n.node.metadata) for n in report.nodes]
-    return [(d.id, d.metadata) for d in report.documents]
+        return [(n.node.node_id, n.node.metadata) for n in report.items]
+    return [(d.id, d.metadata) for d in report.items]
 
 
 def assert_public(found: list[tuple[str, dict]]) -> None:

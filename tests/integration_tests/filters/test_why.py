@@ -37,11 +37,11 @@ def langchain(leaky, **settings):
 
 
 def llama_ids(report) -> set[str]:
-    return {n.node.node_id for n in report.nodes}
+    return {n.node.node_id for n in report.items}
 
 
 def langchain_ids(report) -> set[str]:
-    return {d.id for d in report.documents}
+    return {d.id for d in report.items}
 
 
 def doc_types(nodes) -> set[str]:
@@ -88,7 +88,7 @@ def test_is_empty_matches_only_rows_without_the_key(leaky) -> None:
         filters=[MetadataFilter(key="restricted_to", value=None, operator=FilterOperator.IS_EMPTY)]
     )
     report = llama(leaky).retrieve_with_report(QUESTION, filters=unrestricted)
-    assert doc_types(report.nodes) == {"public"}
+    assert doc_types(report.items) == {"public"}
     assert llama_ids(report) >= PUBLIC_SECTIONS
 
 
@@ -105,7 +105,7 @@ def test_is_empty_matches_only_rows_without_the_key(leaky) -> None:
 def test_a_call_cannot_widen_the_retriever_filters(leaky, call) -> None:
     retriever = llama(leaky, filters=PUBLIC)
     report = retriever.retrieve_with_report(QUESTION, filters=call)
-    assert doc_types(report.nodes) <= {"public"}
+    assert doc_types(report.items) <= {"public"}
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_from_retriever_keeps_the_wrapped_filters(leaky) -> None:
     wrapped = leaky.llama_index.as_retriever(filters=PUBLIC)
     retriever = li.ThresholdedRetriever.from_retriever(wrapped, POLICY, pushdown=False)
     ops = MetadataFilters(filters=[MetadataFilter(key="source", value="ops")])
-    assert retriever.retrieve_with_report(QUESTION, filters=ops).nodes == []
+    assert retriever.retrieve_with_report(QUESTION, filters=ops).items == []
     assert doc_types(retriever.retrieve(QUESTION)) == {"public"}
 
 
@@ -162,20 +162,20 @@ def test_milvus_scalar_filters_are_kept_with_a_call_filter(leaky) -> None:
     handbook = MetadataFilters(filters=[MetadataFilter(key="source", value="handbook")])
     report = retriever.retrieve_with_report(QUESTION, filters=handbook)
     assert {n.node.node_id for n in report.kept} == {"h0", "h2"}
-    assert doc_types(report.nodes) == {"public"}  # the internal summary is not attached
+    assert doc_types(report.items) == {"public"}  # the internal summary is not attached
 
 
 # A raw expression given at construction holds for attachments too ------------------------------
 def test_langchain_attachments_are_held_to_a_raw_expr(leaky) -> None:
     report = langchain(leaky, expr='doc_type == "public"').retrieve_with_report(QUESTION)
-    assert {d.metadata["doc_type"] for d in report.documents} == {"public"}
+    assert {d.metadata["doc_type"] for d in report.items} == {"public"}
     assert {d.id for d in report.kept} == PUBLIC_SECTIONS
 
 
 def test_llama_index_attachments_are_held_to_a_raw_string_expr(leaky) -> None:
     retriever = llama(leaky, vector_store_kwargs={"string_expr": 'doc_type == "public"'})
     report = retriever.retrieve_with_report(QUESTION)
-    assert doc_types(report.nodes) == {"public"}
+    assert doc_types(report.items) == {"public"}
     assert {n.node.node_id for n in report.kept} == PUBLIC_SECTIONS
 
 
@@ -188,7 +188,7 @@ def test_allowed_filter_keys_in_every_multi_collection_retriever(leaky) -> None:
     source = MetadataFilters(filters=[MetadataFilter(key="source", value="faq")])
     with pytest.raises(UnsafeFilterError, match="allowed"):
         multi.retrieve_with_report(QUESTION, filters=source)
-    assert doc_types(multi.retrieve_with_report(QUESTION, filters=PUBLIC).nodes) == {"public"}
+    assert doc_types(multi.retrieve_with_report(QUESTION, filters=PUBLIC).items) == {"public"}
     chains = lc.MultiCollectionRetriever(
         collections=[lc.CollectionSpec(retriever=langchain(leaky), name="kb")],
         policy=POLICY,

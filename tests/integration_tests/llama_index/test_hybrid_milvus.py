@@ -191,8 +191,8 @@ def test_rrf_scores_are_rank_sums_and_never_meet_the_floor(tmp_path: Path) -> No
     )
     assert report.kept[-1].score == pytest.approx(0.0159, abs=1e-4)  # kept under a 0.5 floor
     assert kinds(report.kept) == {"rrf"}
-    assert report.score_kind is ScoreKind.RRF
-    assert report.dropped == []
+    assert {c.score_kind for c in report.selection.kept} == {ScoreKind.RRF}
+    assert report.dropped == ()
 
 
 def test_strict_mode_refuses_rrf_under_a_floor(tmp_path: Path) -> None:
@@ -213,7 +213,7 @@ def test_weighted_scores_are_never_compared_with_the_floor(tmp_path: Path) -> No
     report = retriever(index, "hybrid", min_similarity=0.95).retrieve_with_report(QUESTION)
     assert set(ids(report.kept)) == {"apple", "banana", "engine"}
     assert kinds(report.kept) == {"weighted"}
-    assert report.score_kind is ScoreKind.WEIGHTED
+    assert {c.score_kind for c in report.selection.kept} == {ScoreKind.WEIGHTED}
     by_id = dict(zip(raw.ids, raw.similarities, strict=True))
     assert [n.score for n in report.kept] == [by_id[i] for i in ids(report.kept)]
     assert all(0.0 < n.score < 0.95 for n in report.kept)  # every one below the floor, kept
@@ -230,7 +230,7 @@ def check_rescored(report: Any) -> None:
     assert kinds(report.kept) == {"rrf"}
     sims = [n.node.metadata[metadata_keys.SIMILARITY] for n in report.kept]
     assert sims == pytest.approx([0.9, 0.6], abs=1e-6)  # the cosine, from float32 vectors
-    assert [(n.node.node_id, reason) for n, reason in report.dropped] == [
+    assert [(d.item.node.node_id, d.reason) for d in report.dropped] == [
         ("engine", DropReason.BELOW_THRESHOLD)
     ]
 
@@ -251,7 +251,7 @@ def test_rescore_applies_the_floor_to_sparse_results(tmp_path: Path, mode: str) 
     assert ids(report.kept) == ["apple"]
     assert report.kept[0].node.metadata[metadata_keys.SIMILARITY] == pytest.approx(0.9, abs=1e-6)
     assert kinds(report.kept) == {"bm25"}
-    assert [(n.node.node_id, reason) for n, reason in report.dropped] == [
+    assert [(d.item.node.node_id, d.reason) for d in report.dropped] == [
         ("banana", DropReason.BELOW_THRESHOLD)
     ]
 

@@ -84,7 +84,7 @@ def test_refund_question_keeps_refund_policy_sections_with_sources(
 def test_weather_question_returns_nothing(retriever: ThresholdedRetriever, kb_index: Any) -> None:
     report = retriever.retrieve_with_report(WEATHER)
     assert report.nothing_matched is True
-    assert report.nodes == []
+    assert report.items == []
     assert retriever.retrieve(WEATHER) == []
     # Without the range-search pushdown, Milvus returns fetch_k candidates; even the best is
     # below the profile's answer gate, so every one of them is dropped by it on the client.
@@ -107,7 +107,7 @@ def test_doc_type_filter_is_applied_in_the_store(retriever: ThresholdedRetriever
     # not dropped after the fact: internal sections were never candidates
     doc_types = {c.item.metadata["doc_type"] for c in candidates(filtered)}
     assert doc_types and "internal" not in doc_types
-    assert all(n.node.metadata["doc_type"] != "internal" for n in filtered.nodes)
+    assert all(n.node.metadata["doc_type"] != "internal" for n in filtered.items)
     # with the floor off, the store still fills fetch_k from the other documents only
     everything = retriever.retrieve_with_report(
         AGENT_LIMITS, filters=customer_facing, min_similarity=0.0
@@ -186,7 +186,7 @@ def test_the_reranker_receives_exactly_the_kept_and_attached_nodes(
     response = engine.query(REFUND)
 
     expected = retriever.retrieve_with_report(REFUND)
-    assert reranker.received == [[n.node.node_id for n in expected.nodes]]
+    assert reranker.received == [[n.node.node_id for n in expected.items]]
     assert len(expected.attached) > 0
     assert [n.node.node_id for n in response.source_nodes] == reranker.received[0]
     assert llm._calls >= 1

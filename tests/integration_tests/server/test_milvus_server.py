@@ -12,11 +12,11 @@ from pymilvus import AsyncMilvusClient, MilvusClient
 
 from llama_index_thresholded import (
     CollectionSpec,
-    MultiCollectionReport,
     MultiCollectionRetriever,
     ThresholdedRetriever,
 )
 from llama_index_thresholded.milvus import milvus_store
+from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.pushdown import PUSHDOWN_EPSILON
 from thresholded import RetrievalPolicy
 
@@ -176,7 +176,7 @@ def test_multi_collection_across_two_databases(two_databases, hand):
     retriever = _multi(laws, faqs)
     assert retriever.collection_names == ("laws/kb", "faqs/kb")
     report = retriever.retrieve_with_report(hand.QUESTION)
-    got = [(MultiCollectionReport.collection_of(n), n.node.node_id) for n in report.kept]
+    got = [(collection_of(n), n.node.node_id) for n in report.kept]
     # f2 (0.5) clears the laws' floor, not its own database's (0.6)
     assert got == [("laws/kb", "l1"), ("faqs/kb", "f1"), ("laws/kb", "l2")]
     assert [s.pushdown for s in report.collections] == [True, True]

@@ -17,7 +17,7 @@ from langchain_thresholded import (
     SimilarityThresholdCompressor,
     ThresholdedRetriever,
 )
-from thresholded import NonCosineScoreError, RetrievalPolicy
+from thresholded import NonCosineScoreError, Report, RetrievalPolicy
 
 Q = "the question"
 
@@ -63,6 +63,23 @@ def test_attachment_is_kept_iff_its_anchor_is_kept():
         "b": "below_threshold",
         "b-next": "anchor_dropped",
     }
+
+
+def test_the_report_holds_the_documents_as_given_and_explains_with_their_text():
+    docs = [
+        doc("a", similarity=0.9),
+        doc("b", similarity=0.1),
+        doc("a-next", attached_to="a", attached_role="neighbour"),
+    ]
+    report = SimilarityThresholdCompressor(min_similarity=0.5).compress_with_report(docs)
+    assert type(report) is Report
+    assert report.items == [docs[0], docs[2]]
+    assert report.items[0] is docs[0]  # never copied
+    assert report.dropped_for("below_threshold") == [docs[1]]
+    lines = report.explain().splitlines()
+    assert lines[0] == "query: ''  (floor 0.5)"
+    assert [line.split()[0] for line in lines[1:]] == ["kept", "+", "dropped"]
+    assert lines[1].endswith("text of a") and lines[3].endswith("text of b")
 
 
 def test_unknown_unscored_documents_are_kept_with_one_warning(caplog):
@@ -212,8 +229,8 @@ def test_chain_reranker_receives_exactly_the_kept_and_attached(corpus, docstore)
 
     out = chain.invoke(Q)
     (received,) = reranker.received
-    assert received == report.documents  # attachments were not dropped by the compressor
-    assert ids(out) == list(reversed(ids(report.documents)))
+    assert received == report.items  # attachments were not dropped by the compressor
+    assert ids(out) == list(reversed(ids(report.items)))
 
 
 async def test_chain_async(corpus, docstore):

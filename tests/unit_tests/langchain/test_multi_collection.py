@@ -111,7 +111,7 @@ def test_each_collection_is_cut_by_its_own_floor_then_merged_by_cosine(two):
         ("b", "ok", 3, 2, 2),
     ]
     assert not report.partial
-    assert retriever.invoke(QUERY) == report.documents
+    assert retriever.invoke(QUERY) == report.items
 
 
 def test_per_call_k_and_floor(two):

@@ -7,7 +7,7 @@ import copy
 import pytest
 from langchain_core.documents import Document
 
-from langchain_thresholded import DropReason, ThresholdedReport, ThresholdedRetriever
+from langchain_thresholded import DropReason, Report, ThresholdedRetriever
 from thresholded import RetrievalPolicy, UncalibratedModelError, metadata_keys
 
 Q = "the question"
@@ -23,7 +23,7 @@ def ids(docs: list[Document] | tuple[Document, ...]) -> list[str | None]:
     return [d.id for d in docs]
 
 
-def reasons(report: ThresholdedReport) -> dict[str, str]:
+def reasons(report: Report[Document]) -> dict[str, str]:
     return {d.id: d.reason.value for d in report.dropped}
 
 
@@ -49,7 +49,7 @@ def test_results_are_in_score_order_with_cosine_marks(corpus):
 def test_nothing_matched_when_everything_is_below_the_floor(corpus):
     c = corpus([("a", 0.25), ("b", 0.125)])
     report = ThresholdedRetriever(vectorstore=c.store, policy=policy()).retrieve_with_report(Q)
-    assert report.kept == () and report.documents == []
+    assert report.kept == () and report.items == []
     assert report.nothing_matched
     assert report.drop_counts() == {"below_threshold": 2}
 
@@ -231,15 +231,15 @@ def test_report_is_per_call_and_not_stored(corpus):
     second = retriever.retrieve_with_report(Q)
     assert first.nothing_matched and not second.nothing_matched
     assert first.min_similarity == 0.9 and second.min_similarity == 0.5
-    assert not any(isinstance(v, ThresholdedReport) for v in vars(retriever).values())
+    assert not any(isinstance(v, Report) for v in vars(retriever).values())
 
 
-def test_report_documents_are_what_invoke_returns(corpus):
+def test_report_items_are_what_invoke_returns(corpus):
     c = corpus([("a", 0.875), ("b", 0.625), ("c", 0.25)])
     retriever = ThresholdedRetriever(vectorstore=c.store, policy=policy())
     report = retriever.retrieve_with_report(Q)
-    assert report.documents == retriever.invoke(Q)
+    assert report.items == retriever.invoke(Q)
     assert report.dropped_for(DropReason.BELOW_THRESHOLD)[0].id == "c"
     assert report.dropped[0].similarity == 0.25
-    assert "similarity" not in report.dropped[0].document.metadata  # the store's, unmarked
+    assert "similarity" not in report.dropped[0].item.metadata  # the store's, unmarked
     assert "kept 2" in report.summary()

@@ -120,9 +120,9 @@ def test_thresholded_retriever_keeps_all_four_and_attaches_their_neighbours(kit,
     assert "similarity" not in attached["s3"].node.metadata
 
     # no duplicates, and a kept section is never replaced by its unscored copy
-    every = ids(report.nodes)
+    every = ids(report.items)
     assert len(every) == len(set(every)) == 7
-    assert report.nodes[:4] == report.kept
+    assert report.items[:4] == list(report.kept)
     # the neighbours of dropped candidates (s0, s1, s2's and s10's) are not attached
     assert not {"s0", "s1", "s2", "s10"} & set(every)
     # below-floor candidates are dropped (on Milvus the engine may already drop them)
@@ -192,7 +192,7 @@ def test_parent_levels_walk_up_the_hierarchy(kit):
         ("book", "parent_summary", "p1"),
     ]
     none = ThresholdedRetriever(index, floor_policy(kit), neighbours=0, parent_summaries=False)
-    assert none.retrieve_with_report(kit.QUESTION).attached == []
+    assert none.retrieve_with_report(kit.QUESTION).attached == ()
 
 
 def test_the_store_and_docstore_nodes_are_not_mutated(kit):
@@ -211,7 +211,7 @@ def test_the_store_and_docstore_nodes_are_not_mutated(kit):
     assert ids(report.kept) == ABOVE
 
     # The store handed out its own objects; the results are copies of them.
-    for node in report.nodes:
+    for node in report.items:
         assert node.node is not held.get(node.node.node_id)
     after = {
         i: (n.metadata, list(n.excluded_llm_metadata_keys), n.embedding) for i, n in held.items()
@@ -226,9 +226,9 @@ def test_an_orthogonal_question_returns_nothing(kit, any_chain):
     # pushdown=False: the drops below the floor are read, so Milvus must return them.
     retriever = ThresholdedRetriever(any_chain, floor_policy(kit), neighbours=1, pushdown=False)
     report = retriever.retrieve_with_report(kit.ORTHOGONAL)
-    assert report.nodes == []
+    assert report.items == []
     assert report.nothing_matched is True
-    assert report.attached == []
+    assert report.attached == ()
     assert retriever.retrieve(kit.ORTHOGONAL) == []
     # every candidate scored 0.0 and was dropped below the floor; on Milvus, the floor
     # is also sent to the engine, so none of them comes back at all

@@ -58,7 +58,7 @@ def test_from_retriever_per_call_filters_narrow_the_inherited_ones(kit):
     )
     german = MetadataFilters(filters=[MetadataFilter(key="lang", value="de")])
     report = retriever.retrieve_with_report(kit.QUESTION, filters=german)
-    assert report.kept == []  # English and German: nothing is both
+    assert report.kept == ()  # English and German: nothing is both
     english = retriever.retrieve_with_report(kit.QUESTION, filters=ENGLISH)
     assert [n.node.node_id for n in english.kept] == ["en0", "en1"]
     assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["en0", "en1"]

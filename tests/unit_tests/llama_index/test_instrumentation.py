@@ -11,7 +11,12 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from pydantic import PrivateAttr
 
-from llama_index_thresholded import ThresholdedRetriever, ThresholdSelectionEvent
+from llama_index_thresholded import (
+    CollectionSpec,
+    MultiCollectionRetriever,
+    ThresholdedRetriever,
+    ThresholdSelectionEvent,
+)
 
 
 class Recorder(BaseEventHandler):
@@ -101,6 +106,35 @@ def test_the_callback_manager_sees_the_dropped_candidates(kit, index):
         "b1": "below_threshold",
     }
     assert payloads[0]["thresholded_min_similarity"] == 0.5
+
+
+def test_a_multi_collection_call_names_its_collections_in_the_callback_payload(kit, index):
+    debug = LlamaDebugHandler()
+    retriever = MultiCollectionRetriever(
+        [CollectionSpec(index, name="kb")],
+        policy(kit),
+        neighbours=0,
+        callback_manager=CallbackManager([debug]),
+    )
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    (payload,) = [
+        end.payload
+        for _, end in debug.get_event_pairs(CBEventType.RETRIEVE)
+        if end.payload and "thresholded_dropped" in end.payload
+    ]
+    assert payload["thresholded_collections"] == [s.describe() for s in report.collections]
+    assert payload["thresholded_collections"][0].startswith("kb: ok")
+    assert {(d["collection"], d["id"], d["reason"]) for d in payload["thresholded_dropped"]} == {
+        ("kb", "a3", "source_cap"),
+        ("kb", "b1", "below_threshold"),
+    }
+    single = LlamaDebugHandler()
+    ThresholdedRetriever(
+        index, policy(kit), neighbours=0, callback_manager=CallbackManager([single])
+    ).retrieve(kit.QUESTION)
+    (_, end), *_ = single.get_event_pairs(CBEventType.RETRIEVE)
+    assert "thresholded_collections" not in end.payload
+    assert all("collection" not in d for d in end.payload["thresholded_dropped"])
 
 
 def test_a_debug_line_counts_kept_attached_and_dropped(kit, index, caplog):

@@ -22,11 +22,10 @@ from pymilvus import MilvusClient
 from llama_index_thresholded import (
     CollectionSearchError,
     CollectionSpec,
-    MultiCollectionReport,
     MultiCollectionRetriever,
     ThresholdedRetriever,
 )
-from llama_index_thresholded.multi_collection import COLLECTION_KEY
+from llama_index_thresholded.multi_collection import COLLECTION_KEY, collection_of
 from thresholded.errors import ModelMismatchError
 from thresholded.selection import DropReason
 
@@ -34,7 +33,7 @@ LOGGER = "thresholded.engine"
 
 
 def kept(report):
-    return [(MultiCollectionReport.collection_of(n), n.node.node_id) for n in report.kept]
+    return [(collection_of(n), n.node.node_id) for n in report.kept]
 
 
 def reasons(report):
@@ -414,7 +413,7 @@ async def test_async_attachments(kit):
         [CollectionSpec(a, name="a")], kit.policy(min_similarity=0.5), neighbours=1
     )
     report = await retriever.aretrieve_with_report(kit.QUESTION)
-    assert [n.node.node_id for n in report.nodes] == ["s1", "s0", "s2"]
+    assert [n.node.node_id for n in report.items] == ["s1", "s0", "s2"]
 
 
 def test_attachments_from_milvus_lite_collections(kit, tmp_path):

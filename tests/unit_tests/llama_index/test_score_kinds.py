@@ -204,8 +204,8 @@ async def every_path(r: ThresholdedRetriever) -> dict[str, list[NodeWithScore]]:
     return {
         "retrieve": r.retrieve(QUESTION),
         "aretrieve": await r.aretrieve(QUESTION),
-        "retrieve_with_report": r.retrieve_with_report(QUESTION).nodes,
-        "aretrieve_with_report": (await r.aretrieve_with_report(QUESTION)).nodes,
+        "retrieve_with_report": r.retrieve_with_report(QUESTION).items,
+        "aretrieve_with_report": (await r.aretrieve_with_report(QUESTION)).items,
     }
 
 
@@ -223,7 +223,7 @@ async def test_every_kept_node_carries_its_score_kind_on_every_path(
         assert ids(nodes) == ["a", "b"], path
         assert kinds(nodes) == [kind.value, kind.value], path
     report = r.retrieve_with_report(QUESTION)
-    assert report.score_kind is kind
+    assert [k["score_kind"] for k in report.to_event_data("retriever")["kept"]] == [kind.value] * 2
     assert [c.score_kind for c in report.selection.kept] == [kind, kind]
 
 
@@ -252,7 +252,7 @@ def test_an_rrf_score_of_0_016_is_kept_under_a_floor_of_0_5(kit: Any) -> None:
     assert ids(report.kept) == ["a", "b"]
     assert [n.score for n in report.kept] == [0.0328, 0.016]  # exactly the store's scores
     assert report.selection.passed_through == (ScoreKind.RRF,)
-    assert report.dropped == []
+    assert report.dropped == ()
     # "pass" never looks for a cosine: no vector fetched, no text embedded
     assert store.fetches == [] and embed.batches == []
     assert all(metadata_keys.SIMILARITY not in n.node.metadata for n in report.kept)
@@ -283,7 +283,9 @@ def test_the_same_scores_as_cosines_are_cut(kit: Any) -> None:
     index, _, _ = setup(kit, {"a": 0.1, "b": 0.1}, [("a", 0.6), ("b", 0.016)])
     report = retriever(index, "default", min_similarity=0.5).retrieve_with_report(QUESTION)
     assert ids(report.kept) == ["a"]
-    assert [(n.node.node_id, r) for n, r in report.dropped] == [("b", DropReason.BELOW_THRESHOLD)]
+    assert [(d.item.node.node_id, d.reason) for d in report.dropped] == [
+        ("b", DropReason.BELOW_THRESHOLD)
+    ]
 
 
 @pytest.mark.parametrize(("mode", "ranker", "kind"), NON_COSINE_MODES)
@@ -317,7 +319,9 @@ def check_rescored(report: Any) -> None:
     assert kinds(report.kept) == ["rrf", "rrf"]
     sims = [n.node.metadata[metadata_keys.SIMILARITY] for n in report.kept]
     assert sims == pytest.approx([0.6, 0.9], abs=1e-12)
-    assert [(n.node.node_id, r) for n, r in report.dropped] == [("far", DropReason.BELOW_THRESHOLD)]
+    assert [(d.item.node.node_id, d.reason) for d in report.dropped] == [
+        ("far", DropReason.BELOW_THRESHOLD)
+    ]
     assert report.selection.passed_through == ()
 
 

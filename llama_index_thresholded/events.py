@@ -30,7 +30,9 @@ class ThresholdSelectionEvent(BaseEvent):
     """Emitted once per retrieval, after the policy and the attachments."""
 
     query_str: str
+    """The question's text."""
     min_similarity: float
+    """The floor in force (over several collections, the lowest)."""
     best_similarity: float | None = None
     """The best cosine among the candidates that passed the filters."""
     gate: float | None = None
@@ -39,7 +41,9 @@ class ThresholdSelectionEvent(BaseEvent):
     """The kind of the sections' scores (``cosine`` for dense search, ``rrf``...); None
     when the search returned nothing."""
     kept_ids: list[str]
+    """The ids of the kept sections, in score order."""
     attached_ids: list[str]
+    """The ids of their neighbours and summaries."""
     dropped: list[dict[str, Any]]
     """One entry per dropped candidate: ``id``, ``reason``, ``score`` and ``similarity``
     (and ``collection`` from a multi-collection retriever)."""

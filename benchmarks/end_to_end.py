@@ -185,8 +185,7 @@ def run_engine(kind: str, total: int, limit: int, uri: str | None = None) -> lis
         insert_s = time.perf_counter() - start
         retriever = ThresholdedRetriever(
             index,
-            policy,
-            collection="xquad-bench",
+            policy,  # the profile's, read for the collection xquad-bench
             embed_model=embed_model,
             neighbours=1,
             parent_summaries=False,

@@ -1,7 +1,10 @@
 """LangChain's standard retriever tests, with the floor off: floor 0, no cap, no budget.
 
-With every limit off, ThresholdedRetriever must behave like any retriever: ``k``
-in the constructor and in ``invoke``, documents from ``invoke`` and ``ainvoke``.
+With every limit off, ThresholdedRetriever must behave like any retriever: ``k`` in
+``invoke``, documents from ``invoke`` and ``ainvoke``. At construction the number of
+documents is ``policy.top_k``, not ``k`` (one name per concept in both adapters): the
+suite's ``k`` constructor test is expected to fail with the ``TypeError`` that names it,
+and ``policy.top_k`` is tested in its place.
 """
 
 from __future__ import annotations
@@ -35,7 +38,22 @@ def _in_memory_store() -> InMemoryVectorStore:
     return store
 
 
-class TestThresholdedRetrieverInMemory(RetrieversIntegrationTests):
+class TopKInThePolicy(RetrieversIntegrationTests):
+    """The suite, with ``policy.top_k`` where it builds the retriever with ``k``."""
+
+    @pytest.mark.xfail(strict=True, raises=TypeError, reason="k at construction is policy.top_k")
+    def test_k_constructor_param(self) -> None:
+        super().test_k_constructor_param()
+
+    def test_top_k_in_the_policy(self) -> None:
+        params = self.retriever_constructor_params
+        for k in (1, 3):
+            policy = params["policy"].with_overrides(top_k=k)
+            retriever = self.retriever_constructor(**{**params, "policy": policy})
+            assert len(retriever.invoke(self.retriever_query_example)) == k
+
+
+class TestThresholdedRetrieverInMemory(TopKInThePolicy):
     @property
     def retriever_constructor(self) -> type[BaseRetriever]:
         return ThresholdedRetriever
@@ -49,15 +67,14 @@ class TestThresholdedRetrieverInMemory(RetrieversIntegrationTests):
         return "How long does a refund take?"
 
 
-class TestThresholdedRetrieverMilvus(RetrieversIntegrationTests):
+class TestThresholdedRetrieverMilvus(TopKInThePolicy):
     """The same suite on Milvus Lite through langchain-milvus, with the packaged MiniLM."""
 
     store: Any = None
 
     @pytest.fixture(autouse=True, scope="class")
-    def _milvus(
-        self, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm: Any
-    ) -> None:
+    @classmethod
+    def _milvus(cls, tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> None:
         pytest.importorskip("langchain_milvus")
         from langchain_core.documents import Document
 
@@ -73,7 +90,7 @@ class TestThresholdedRetrieverMilvus(RetrieversIntegrationTests):
             uri=path,
             collection_name="standard",
         )
-        request.cls.store = store
+        cls.store = store
 
     @property
     def retriever_constructor(self) -> type[BaseRetriever]:

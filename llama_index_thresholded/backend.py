@@ -176,8 +176,10 @@ class LlamaIndexBackend:
 
     def _raw(self, result: VectorStoreQueryResult) -> VectorStoreQueryResult:
         """The result with the store's raw scores: LlamaIndex's Chroma store reports
-        ``exp(-distance)``, read back here as Chroma's distance (see ``store_metric``)."""
-        if not is_chroma_store(self._store) or result.similarities is None:
+        ``exp(-distance)``, read back here as Chroma's distance (see ``store_metric``) where
+        the scores are read in its metric; other modes' scores are left as they are."""
+        read = self._metric is not None and result.similarities is not None
+        if not read or not is_chroma_store(self._store):
             return result
         return replace(result, similarities=chroma_distances(result.similarities))
 

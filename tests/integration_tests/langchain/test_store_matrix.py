@@ -193,6 +193,17 @@ def test_the_off_topic_question_is_emptied_in_every_store(stores, name):
     assert similarities == pytest.approx({k: expected[k] for k in similarities}, abs=1e-5)
 
 
+@pytest.mark.parametrize("name", ["faiss-euclidean", "chroma-cosine", "milvus-l2"])
+async def test_async_calls_give_the_same_cosines(stores, name):
+    retriever = ThresholdedRetriever(vectorstore=stores[name], policy=POLICY)
+    docs = await retriever.ainvoke(ON_TOPIC)
+    assert [d.id for d in docs] == ["s0", "s1", "s2"]
+    expected = numpy_cosines(ON_TOPIC)
+    assert {d.id: d.metadata["similarity"] for d in docs} == pytest.approx(
+        {k: expected[k] for k in ("s0", "s1", "s2")}, abs=1e-5
+    )
+
+
 def test_the_stores_agree_with_each_other(stores):
     first = None
     for name in STORES:

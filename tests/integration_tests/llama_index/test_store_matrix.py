@@ -189,6 +189,16 @@ def test_the_off_topic_question_is_emptied_in_every_store(indexes, name):
     assert similarities == pytest.approx({k: expected[k] for k in similarities}, abs=1e-5)
 
 
+@pytest.mark.parametrize("name", ["faiss-l2", "chroma-cosine", "milvus-l2"])
+async def test_async_calls_give_the_same_cosines(indexes, name):
+    kept = await _retriever(indexes[name]).aretrieve(ON_TOPIC)
+    assert [n.node.node_id for n in kept] == ["s0", "s1", "s2"]
+    expected = numpy_cosines(ON_TOPIC)
+    assert {n.node.node_id: n.score for n in kept} == pytest.approx(
+        {k: expected[k] for k in ("s0", "s1", "s2")}, abs=1e-5
+    )
+
+
 def test_the_stores_agree_with_each_other(indexes):
     first = None
     for name in STORES:

@@ -2,7 +2,7 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-EXTRAS := demo,minilm,multilingual,llama-index-milvus,langchain-milvus,plot,rerank,test,server
+EXTRAS := demo,minilm,multilingual,llama-index-milvus,langchain-milvus,plot,rerank,test,server,stores
 # The second Milvus Lite engine, apart from the venv's 2.5.1 (both are the distribution
 # milvus-lite): the tests of 3.x compatibility and the benchmarks put it first on PYTHONPATH.
 LITE3  := .bench/milvus-lite-3.2.2

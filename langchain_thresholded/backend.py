@@ -20,7 +20,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
 from langchain_thresholded.milvus import _ensure_orm_connection
-from langchain_thresholded.scoring import is_milvus, store_metric
+from langchain_thresholded.scoring import is_chroma, is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.engine import Question, SearchArgs
@@ -152,7 +152,7 @@ class LangChainBackend:
             _ensure_orm_connection(store)
         if self._kind not in _DENSE or args.vector is None:
             return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
-        by_vector = getattr(store, "similarity_search_with_score_by_vector", None)
+        by_vector = _by_vector(store)
         if by_vector is None:  # the store embeds the question again; its vector was checked
             return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
         return by_vector(list(args.vector), k=k, **kwargs)
@@ -167,7 +167,7 @@ class LangChainBackend:
         by_vector = getattr(store, "asimilarity_search_with_score_by_vector", None)
         if by_vector is not None:
             return await by_vector(vector, k=k, **kwargs)
-        sync = getattr(store, "similarity_search_with_score_by_vector", None)
+        sync = _by_vector(store)
         if sync is not None:  # e.g. InMemoryVectorStore: no async by-vector search
             return await run_in_executor(None, sync, vector, k=k, **kwargs)
         return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
@@ -244,6 +244,14 @@ def output(candidate: Candidate[Document], *, collection_key: str | None = None)
     was. Marks the store itself holds are removed first: only this package writes them."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
     return marked_copy(candidate.item, written, remove=_MARKS, doc_id=candidate.id)
+
+
+def _by_vector(store: VectorStore) -> Callable[..., list[tuple[Document, float]]] | None:
+    """The store's search by vector that returns raw scores, where it has one. Chroma's is
+    named ``..._with_relevance_scores`` but returns its space's raw distance."""
+    if is_chroma(store):
+        return store.similarity_search_by_vector_with_relevance_scores
+    return getattr(store, "similarity_search_with_score_by_vector", None)
 
 
 def _raw_expr(search_kwargs: Mapping[str, Any]) -> str | None:

@@ -23,7 +23,12 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from langchain_thresholded.backend import LangChainBackend, LinkKeys, as_dropped, describe, output
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
-from langchain_thresholded.scoring import is_milvus, supports_metric_detection, unknown_store_error
+from langchain_thresholded.scoring import (
+    is_milvus,
+    store_metric,
+    supports_metric_detection,
+    unknown_store_error,
+)
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Call, Collection, Question, adrive, drive, plan, retrieve
 from thresholded.filters import all_of
@@ -364,6 +369,8 @@ class ThresholdedRetriever(EngineRetriever):
         needs_metric = self.score_kind is ScoreKind.COSINE
         if needs_metric and self.metric is None and not supports_metric_detection(self.vectorstore):
             raise unknown_store_error(self.vectorstore)
+        if needs_metric and not is_milvus(self.vectorstore):  # Milvus is read per call
+            store_metric(self.vectorstore, self.metric)  # a contradicting metric= is refused
         embeds = needs_metric or wants_rescore(self._policy, self.score_kind)
         if embeds and self._store_embeddings() is None:
             raise ValueError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,9 @@ from llama_index_thresholded.filters import to_metadata_filters
 from llama_index_thresholded.nodes import source_of, text_length
 from llama_index_thresholded.pushdown import PUSHED_METRICS, is_milvus_store, range_search_kwargs
 from llama_index_thresholded.scoring import (
+    chroma_distances,
     collection_dimension,
+    is_chroma_store,
     score_kind_for,
     store_metric,
     store_uri,
@@ -163,14 +165,23 @@ class LlamaIndexBackend:
         result = self._store.query(query, **kwargs)
         missing = _not_text(result)
         fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
-        return _hits(result, fetched, self._index)
+        return _hits(self._raw(result), fetched, self._index)
 
     async def asearch(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
         query, kwargs = self._query(args)
         result = await self._store.aquery(query, **kwargs)
         missing = _not_text(result)
         fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
-        return _hits(result, fetched, self._index)
+        return _hits(self._raw(result), fetched, self._index)
+
+    def _raw(self, result: VectorStoreQueryResult) -> VectorStoreQueryResult:
+        """The result with the store's raw scores: LlamaIndex's Chroma store reports
+        ``exp(-distance)``, read back here as Chroma's distance (see ``store_metric``) where
+        the scores are read in its metric; other modes' scores are left as they are."""
+        read = self._metric is not None and result.similarities is not None
+        if not read or not is_chroma_store(self._store):
+            return result
+        return replace(result, similarities=chroma_distances(result.similarities))
 
     def _query(self, args: SearchArgs) -> tuple[VectorStoreQuery, dict[str, Any]]:
         call: CallFilters = args.filters

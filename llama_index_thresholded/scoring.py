@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryMode
 
 from thresholded.errors import UnsupportedMetricError
 from thresholded.scores import Metric, ScoreKind
+from thresholded.store_metrics import chroma_metric, contradiction_error, faiss_metric
 
 _NON_DENSE_KINDS = {
     VectorStoreQueryMode.SPARSE: ScoreKind.BM25,
@@ -15,19 +18,59 @@ _NON_DENSE_KINDS = {
 
 
 def store_metric(vector_store: object, metric: Metric | str | None = None) -> Metric:
-    """The metric of a store's dense scores: given, or read from a store we know."""
-    if metric is not None:
-        return Metric.parse(metric)
+    """The metric of a store's dense scores, read from a store we know, else ``metric``.
+
+    ``SimpleVectorStore`` ranks by cosine; a Milvus store scores with its
+    ``similarity_metric``; a FAISS store with its index's metric (inner product, or
+    squared L2); a Chroma store returns its space's distance (``l2``: squared L2,
+    ``ip``: 1 - ip, ``cosine``: 1 - cos), which the backend reads back from
+    LlamaIndex's ``exp(-distance)``. An explicit ``metric`` that contradicts what the
+    store reports is an error; for any other store it is required.
+    """
+    given = None if metric is None else Metric.parse(metric)
+    reported = _reported_metric(vector_store)
+    name = type(vector_store).__name__
+    if given is not None and reported is not None and given is not reported:
+        raise contradiction_error(name, given, reported)
+    found = given or reported
+    if found is None:
+        raise UnsupportedMetricError(
+            f"cannot tell which metric {name} scores with, so its scores cannot be read as "
+            "cosine similarities: pass metric='IP' (unit vectors), 'COSINE', "
+            "'COSINE_DISTANCE' (1 - cosine), 'IP_DISTANCE' (1 - inner product, unit vectors) "
+            "or 'L2' (squared, unit vectors)"
+        )
+    return found
+
+
+def _reported_metric(vector_store: object) -> Metric | None:
+    """The metric the store itself reports, or None where it says nothing."""
     name = type(vector_store).__name__
     lineage = {cls.__name__ for cls in type(vector_store).__mro__}
     if "MilvusVectorStore" in lineage:  # also CompatibleMilvusVectorStore and other subclasses
         return Metric.parse(getattr(vector_store, "similarity_metric", "IP"))
     if name == "SimpleVectorStore":
         return Metric.COSINE  # it ranks by cosine similarity
-    raise UnsupportedMetricError(
-        f"cannot tell which metric {name} scores with, so its scores cannot be read as cosine "
-        "similarities: pass metric='IP' (unit vectors), 'COSINE' or 'L2' (squared, unit vectors)"
-    )
+    if is_faiss_store(vector_store):
+        return faiss_metric(vector_store._faiss_index, name)
+    if is_chroma_store(vector_store):
+        return chroma_metric(vector_store._collection, name)
+    return None
+
+
+def is_faiss_store(vector_store: object) -> bool:
+    """Whether the store is llama-index-vector-stores-faiss's ``FaissVectorStore``."""
+    return "FaissVectorStore" in {cls.__name__ for cls in type(vector_store).__mro__}
+
+
+def is_chroma_store(vector_store: object) -> bool:
+    """Whether the store is llama-index-vector-stores-chroma's ``ChromaVectorStore``."""
+    return "ChromaVectorStore" in {cls.__name__ for cls in type(vector_store).__mro__}
+
+
+def chroma_distances(similarities: list[float]) -> list[float]:
+    """Chroma's raw distances, from the ``exp(-distance)`` LlamaIndex's Chroma store reports."""
+    return [-math.log(s) if s > 0 else math.inf for s in similarities]
 
 
 def score_kind_for(mode: VectorStoreQueryMode | str, vector_store: object) -> ScoreKind:

@@ -348,7 +348,7 @@ def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:
         raise DimensionMismatchError(
             f"the query embedding has {dim} dimensions, but {model} has {model.dimension}"
         )
-    if stage.metric is not None and stage.metric is not Metric.COSINE:
+    if stage.metric is not None and stage.metric.needs_unit_vectors:
         check_unit_norm(vector)  # inner product and L2 are cosines on unit vectors only
 
 
@@ -430,12 +430,12 @@ def _candidates(stage: Stage[T], hits: Sequence[tuple[T, float | None]]) -> list
     """The hits as candidates, dense scores converted from the store's metric to cosines."""
     collection = stage.collection
     backend, source_key, name = collection.backend, stage.policy.source_key, collection.name
-    kind = collection.score_kind
-    metric = stage.metric
-    converts = metric is Metric.L2  # IP on unit vectors and COSINE already are cosines
+    kind, metric = collection.score_kind, stage.metric
     candidates = []
     for item, raw in hits:
-        score = to_cosine(raw, metric) if converts and is_valid_score(raw) else raw
+        score = raw
+        if metric is not None and is_valid_score(raw):  # range-checked, whatever the metric
+            score = to_cosine(raw, metric, store=backend.name)
         item_id, source, chars = backend.identify(item, source_key)
         candidates.append(Candidate(item, item_id, score, kind, source, chars, collection=name))
     return candidates

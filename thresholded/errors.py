@@ -23,6 +23,11 @@ class NotUnitVectorError(ThresholdedError, ValueError):
     """Inner product on vectors that are not unit length is not a cosine."""
 
 
+class ScoreRangeError(ThresholdedError, ValueError):
+    """A store's score reads as a cosine outside [-1, 1]: the vectors are not unit length, or
+    the metric is not the store's."""
+
+
 class DimensionMismatchError(ThresholdedError, ValueError):
     """The query vector's dimension differs from the collection's."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 
-from thresholded.errors import NotUnitVectorError, UnsupportedMetricError
+from thresholded.errors import NotUnitVectorError, ScoreRangeError, UnsupportedMetricError
 
 
 class ScoreKind(StrEnum):
@@ -28,14 +28,26 @@ class ScoreKind(StrEnum):
 
 
 class Metric(StrEnum):
-    """Vector index metrics whose raw scores can be turned into cosines."""
+    """Vector index metrics whose raw scores can be turned into cosines.
+
+    ``COSINE_DISTANCE`` is 1 - cos (Chroma's ``cosine`` space); ``IP_DISTANCE`` is
+    1 - ip (Chroma's ``ip`` space); ``L2`` is the squared Euclidean distance (Milvus,
+    FAISS, Chroma's ``l2`` space). IP, IP_DISTANCE and L2 are cosines on unit vectors only.
+    """
 
     IP = "IP"
     COSINE = "COSINE"
     L2 = "L2"
+    COSINE_DISTANCE = "COSINE_DISTANCE"
+    IP_DISTANCE = "IP_DISTANCE"
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def needs_unit_vectors(self) -> bool:
+        """Whether its scores are cosines only when the vectors are unit length."""
+        return self not in (Metric.COSINE, Metric.COSINE_DISTANCE)
 
     @classmethod
     def parse(cls, value: str | Metric) -> Metric:
@@ -48,21 +60,40 @@ class Metric(StrEnum):
             known = ", ".join(m.value for m in cls)
             raise UnsupportedMetricError(
                 f"unknown metric {value!r}: scores can be read as cosines for {known} "
-                "(IP only on unit vectors, L2 as squared distance on unit vectors)"
+                "(IP and IP_DISTANCE only on unit vectors, L2 as squared distance on unit "
+                "vectors, COSINE_DISTANCE as 1 - cosine)"
             ) from None
 
 
-def to_cosine(raw: float, metric: Metric | str) -> float:
-    """Turn a raw score of ``metric`` into a cosine similarity.
+COSINE_RANGE_TOLERANCE = 1e-3
+"""How far outside [-1, 1] a converted cosine may fall (float32 rounding) and be clamped."""
 
-    IP on unit vectors and COSINE already are cosines. Milvus L2 returns the
-    squared distance d, and for unit vectors d = 2 - 2 cos, so cos = 1 - d / 2.
+
+def to_cosine(raw: float, metric: Metric | str, *, store: str = "the store") -> float:
+    """Turn a raw score of ``metric`` into a cosine similarity, within [-1, 1].
+
+    IP on unit vectors and COSINE already are cosines. L2 is the squared distance
+    d, and for unit vectors d = 2 - 2 cos, so cos = 1 - d / 2. COSINE_DISTANCE is
+    1 - cos, and IP_DISTANCE 1 - ip. A result a hair outside [-1, 1] (float32
+    rounding) is clamped; one further out cannot be a cosine: the vectors are not
+    unit length or the metric is not the store's, and that is an error naming
+    ``store``, the metric and the fix.
     """
     metric = Metric.parse(metric)
     if metric is Metric.L2:
-        # float32 distances can put an identical vector a hair outside [-1, 1]
-        return min(1.0, max(-1.0, 1.0 - raw / 2.0))
-    return raw
+        cosine = 1.0 - raw / 2.0
+    elif metric in (Metric.COSINE_DISTANCE, Metric.IP_DISTANCE):
+        cosine = 1.0 - raw
+    else:
+        cosine = raw
+    if abs(cosine) > 1.0 + COSINE_RANGE_TOLERANCE:
+        raise ScoreRangeError(
+            f"{store} returned the {metric} score {raw!r}, which reads as the cosine "
+            f"{cosine:.4f}, outside [-1, 1]: it is not a cosine similarity. Normalise the "
+            "vectors (the documents' and the question's), or index with COSINE, or pass "
+            "the metric the store really scores with (metric=...)."
+        )
+    return min(1.0, max(-1.0, cosine))
 
 
 UNIT_NORM_TOLERANCE = 1e-2

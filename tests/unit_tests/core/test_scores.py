@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from thresholded import Metric, NotUnitVectorError, ScoreKind, UnsupportedMetricError, to_cosine
+from thresholded import (
+    Metric,
+    NotUnitVectorError,
+    ScoreKind,
+    ScoreRangeError,
+    UnsupportedMetricError,
+    to_cosine,
+)
 from thresholded.scores import check_unit_norm, is_valid_score
 
 
@@ -198,3 +205,46 @@ def test_raw_embedding_unnormalised_is_refused_normalised_accepted() -> None:
 )
 def test_is_valid_score(score: float | None, valid: bool) -> None:
     assert is_valid_score(score) is valid
+
+
+# distances and the range -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cosine", [-1.0, -0.6, 0.0, 0.35, 0.99, 1.0])
+def test_cosine_and_ip_distances_are_one_minus_the_cosine(cosine: float) -> None:
+    assert to_cosine(1.0 - cosine, "COSINE_DISTANCE") == pytest.approx(cosine, abs=1e-12)
+    assert to_cosine(1.0 - cosine, Metric.IP_DISTANCE) == pytest.approx(cosine, abs=1e-12)
+
+
+def test_only_cosine_metrics_accept_vectors_of_any_length() -> None:
+    assert {m for m in Metric if not m.needs_unit_vectors} == {
+        Metric.COSINE,
+        Metric.COSINE_DISTANCE,
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "metric", "cosine"),
+    [(1.0009, "IP", 1.0), (-1.0009, "COSINE", -1.0), (-0.0009, "L2", 1.0), (4.0018, "L2", -1.0)],
+)
+def test_a_hair_outside_the_range_is_clamped(raw: float, metric: str, cosine: float) -> None:
+    assert to_cosine(raw, metric) == cosine
+
+
+@pytest.mark.parametrize(
+    ("raw", "metric"),
+    [(1.07, "IP"), (1.07, "COSINE"), (5.0, "L2"), (-0.3, "L2"), (2.1, "COSINE_DISTANCE")],
+)
+def test_beyond_the_range_is_an_error_naming_the_store_the_metric_and_the_fix(
+    raw: float, metric: str
+) -> None:
+    with pytest.raises(ScoreRangeError) as info:
+        to_cosine(raw, metric, store="collection 'kb'")
+    message = str(info.value)
+    assert "collection 'kb'" in message and Metric.parse(metric).value in message
+    assert "Normalise" in message and "COSINE" in message and "metric=" in message
+
+
+def test_l2_at_any_distance_is_no_longer_clamped_silently() -> None:
+    with pytest.raises(ScoreRangeError):
+        to_cosine(9.0, "L2")  # vectors of norm 2 at opposite ends: no cosine reads as -3.5

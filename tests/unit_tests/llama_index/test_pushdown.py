@@ -17,6 +17,7 @@ from pymilvus.exceptions import MilvusException
 
 from llama_index_thresholded import ThresholdedRetriever
 from llama_index_thresholded.pushdown import PUSHDOWN_EPSILON, range_search_kwargs
+from thresholded import ScoreRangeError
 
 COSINES = {
     "top": 0.95,
@@ -154,9 +155,10 @@ async def test_async_pushdown_matches_client_side_filtering(kit, index, monkeypa
 
 
 def test_a_near_unit_vector_scoring_above_one_is_kept(kit, milvus_uri):
-    """No range_filter is sent: 1.0 + eps as upper bound would drop this section."""
+    """No range_filter is sent: 1.0 + eps as upper bound would drop this section. Its score,
+    a hair above 1 (within the range tolerance), is clamped to 1 on both paths."""
     nodes = [
-        kit.section("long", embedding=[1.005] + [0.0] * (kit.DIM - 1)),
+        kit.section("long", embedding=[1.0005] + [0.0] * (kit.DIM - 1)),
         kit.section("ok", 0.6),
     ]
     store = kit.milvus_store(milvus_uri, "near_unit", dim=kit.DIM)
@@ -166,7 +168,20 @@ def test_a_near_unit_vector_scoring_above_one_is_kept(kit, milvus_uri):
     assert _kept(pushed.retrieve_with_report(kit.QUESTION)) == _kept(
         client_side.retrieve_with_report(kit.QUESTION)
     )
-    assert [i for i, _ in _kept(pushed.retrieve_with_report(kit.QUESTION))] == ["long", "ok"]
+    kept = _kept(pushed.retrieve_with_report(kit.QUESTION))
+    assert [i for i, _ in kept] == ["long", "ok"]
+    assert kept[0][1] == 1.0
+
+
+def test_a_score_beyond_the_range_tolerance_is_an_error_on_both_paths(kit, milvus_uri):
+    """An inner product of 1.005 is no cosine: the stored vector is not unit length."""
+    nodes = [kit.section("long", embedding=[1.005] + [0.0] * (kit.DIM - 1))]
+    store = kit.milvus_store(milvus_uri, "beyond", dim=kit.DIM)
+    index = kit.build_index(nodes, kit.embedding(), store=store)
+    for pushdown in (True, False):
+        retriever = ThresholdedRetriever(index, _policy(kit), neighbours=0, pushdown=pushdown)
+        with pytest.raises(ScoreRangeError, match=r"'beyond'.*IP score.*Normalise"):
+            retriever.retrieve(kit.QUESTION)
 
 
 def test_cosine_metric_is_pushed_too(kit, sections, milvus_uri, monkeypatch):

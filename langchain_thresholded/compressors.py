@@ -1,4 +1,10 @@
-"""A document compressor that applies the cosine floor to documents already scored."""
+"""A document compressor that applies the cosine floor to documents already retrieved.
+
+It trusts the marks (``similarity``, ``score_kind``, ``attached_role``,
+``attached_to``) only on documents this package's retriever produced in this process;
+any other document is judged by the cosine it computes with ``embeddings``. See
+:mod:`thresholded.trusted_scores`.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,8 @@ from langchain_core.callbacks import (
     dispatch_custom_event,
 )
 from langchain_core.documents import BaseDocumentCompressor, Document
-from pydantic import Field, field_validator
+from langchain_core.embeddings import Embeddings
+from pydantic import ConfigDict, Field, field_validator
 
 from langchain_thresholded._documents import document_id, read_kind, read_role, read_score
 from langchain_thresholded.backend import describe
@@ -21,10 +28,12 @@ from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import policy_in_force
+from thresholded.provenance import is_registered
 from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
 from thresholded.strict import StrictArguments
+from thresholded.trusted_scores import cosines, nothing_to_judge_error
 
 _Item = tuple[int, Document]
 
@@ -48,15 +57,26 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
     ``policy`` is the policy in force (the floor-only one for ``min_similarity=``) and
     ``min_similarity`` its floor; both are read-only.
 
-    It reads the cosine from ``metadata["similarity"]`` and the kind from
-    ``metadata["score_kind"]`` (default: ``score_kind``). ``similarity`` is always a
-    cosine, so it meets the floor whatever the kind (a re-scored hybrid result carries
-    its dense cosine there); a hybrid or sparse result without one passes. It is safe
-    in any position: it keeps the order it is given (a reranker's order survives), and
-    a document with no score is not dropped for it: an attachment (``attached_to``)
-    stays exactly when its section stays, anything else stays with one warning per
-    call. Documents are returned as given, never copied or changed.
+    Which cosine meets the floor (the same rule as the postprocessor's):
+
+    - a document ``ThresholdedRetriever`` produced in this process: its marks. The cosine
+      is ``metadata["similarity"]`` and the kind ``metadata["score_kind"]`` (default:
+      ``score_kind``); ``similarity`` is always a cosine, so it meets the floor whatever
+      the kind (a re-scored hybrid result carries its dense cosine there); a hybrid or
+      sparse result without one passes; an attachment (``attached_to``) stays exactly
+      when its section stays;
+    - any other document (marks in its metadata are ignored: anyone can write them):
+      with ``embeddings``, the cosine between the query and its ``page_content``, computed
+      here (the query embedded once, the texts in one batch, as ``EmbeddingsFilter``
+      does); without, it has no score and is dropped as ``unscored``, and when no
+      document at all was produced by the retriever the call is an error that says to
+      pass ``embeddings``.
+
+    It keeps the order it is given (a reranker's order survives). Documents are returned
+    as given, never copied or changed.
     """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
 
@@ -66,8 +86,12 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
     document's source). Built from ``min_similarity=`` (the cosine floor) and
     ``min_top_similarity=`` (the answer gate; None or 0: off), which the constructor also
     takes: the floor and gate only."""
-    score_kind: ScoreKind = ScoreKind.COSINE
-    """What a score is when its document does not say (``metadata["score_kind"]``)."""
+    score_kind: ScoreKind | None = None
+    """What the score of a document the retriever produced is when it does not say
+    (``metadata["score_kind"]``); None: a cosine."""
+    embeddings: Embeddings | None = None
+    """The model the store was built with: the cosine of every document this package did
+    not produce is computed with it (the query embedded once, the texts in one batch)."""
     embedding_model: str | None = Field(default=None, frozen=True)
     """The model in use (name or name@dimension): the floor when none is given is its
     calibrated default, and a policy measured for another model is refused."""
@@ -100,9 +124,13 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         """The answer gate in force (None or 0: off): ``policy.min_top_similarity``."""
         return self.policy.min_top_similarity
 
-    def compress_with_report(self, documents: Sequence[Document]) -> Report[Document]:
-        """Apply the policy and return what was kept, kept as attachments, and dropped."""
-        candidates = [self._candidate(i, doc) for i, doc in enumerate(documents)]
+    def compress_with_report(
+        self, documents: Sequence[Document], query: str | None = None
+    ) -> Report[Document]:
+        """Apply the policy and return what was kept, kept as attachments, and dropped;
+        ``query`` is needed when ``embeddings`` computes cosines."""
+        computed = self._computed_cosines(documents, query)
+        candidates = [self._candidate(i, doc, computed.get(i)) for i, doc in enumerate(documents)]
         selection = select(candidates, self.policy, self.min_similarity)
         return Report.build(
             "", selection, output=_document_of, as_dropped=_document_of, describe=describe
@@ -115,7 +143,7 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
         """The documents that clear the floor, in the order given."""
-        report = self.compress_with_report(documents)
+        report = self.compress_with_report(documents, query)
         if _has_parent_run(callbacks):
             data = {**report.to_event_data("compressor"), "query": query}
             dispatch_custom_event(EVENT_NAME, data, config={"callbacks": callbacks})
@@ -128,7 +156,7 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
         """Async ``compress_documents``: the selection itself is pure computation."""
-        report = self.compress_with_report(documents)
+        report = self.compress_with_report(documents, query)
         if _has_parent_run(callbacks):
             data = {**report.to_event_data("compressor"), "query": query}
             if isinstance(callbacks, AsyncCallbackManager):
@@ -137,11 +165,29 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
                 dispatch_custom_event(EVENT_NAME, data, config={"callbacks": callbacks})
         return _in_input_order(documents, report)
 
-    def _candidate(self, index: int, doc: Document) -> Candidate[_Item]:
+    def _computed_cosines(
+        self, documents: Sequence[Document], query: str | None
+    ) -> dict[int, float]:
+        """The cosine of each document this package did not produce, by its position;
+        without ``embeddings``, none (and an error when no document can be judged)."""
+        foreign = [i for i, doc in enumerate(documents) if not is_registered(doc)]
+        if not foreign:
+            return {}
+        if self.embeddings is None:
+            if len(foreign) == len(documents):
+                raise nothing_to_judge_error(type(self).__name__, "embeddings")
+            return {}
+        if query is None:
+            raise ValueError(
+                f"{type(self).__name__} computes cosines with embeddings and needs the query: "
+                "use compress_documents(documents, query)"
+            )
+        question = self.embeddings.embed_query(query)
+        vectors = self.embeddings.embed_documents([documents[i].page_content for i in foreign])
+        return dict(zip(foreign, cosines(question, vectors), strict=True))
+
+    def _candidate(self, index: int, doc: Document, computed: float | None) -> Candidate[_Item]:
         meta = doc.metadata
-        score = read_score(meta.get(metadata_keys.SIMILARITY))
-        kind = read_kind(meta.get(metadata_keys.SCORE_KIND), self.score_kind)
-        anchor = meta.get(metadata_keys.ATTACHED_TO)
         doc_id = document_id(doc, self.id_key)
         source = meta.get(self.policy.source_key)
         common: dict[str, Any] = {
@@ -150,8 +196,15 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
             "source": str(source) if source is not None and str(source) != "" else doc_id,
             "chars": len(doc.page_content),
         }
+        if not is_registered(doc):  # its marks are anyone's: its computed cosine, or none
+            if computed is not None:
+                return Candidate(**common, score=computed, score_kind=ScoreKind.COSINE)
+            return Candidate(**common, score=None, score_kind=ScoreKind.UNKNOWN, is_attachment=True)
+        score = read_score(meta.get(metadata_keys.SIMILARITY))
+        kind = read_kind(meta.get(metadata_keys.SCORE_KIND), self.score_kind or ScoreKind.COSINE)
+        anchor = meta.get(metadata_keys.ATTACHED_TO)
         if score is None and (anchor is not None or kind is ScoreKind.COSINE):
-            # No score to judge: an attachment follows its section; an unknown one stays.
+            # No score to judge: an attachment follows its section; anything else is unscored.
             return Candidate(
                 **common,
                 score=None,

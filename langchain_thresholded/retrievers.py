@@ -21,6 +21,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from langchain_thresholded.backend import LangChainBackend, LinkKeys, as_dropped, describe, output
+from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.scoring import is_milvus, supports_metric_detection, unknown_store_error
@@ -215,8 +216,10 @@ class ThresholdedRetriever(EngineRetriever):
     """Seconds: the deadline of the whole search, retries included; when it passes, the call
     raises ``CollectionSearchError`` (an empty result would read as "nothing matched")."""
     allow_model_mismatch: bool = False
-    """Use ``policy``'s floor even when ``policy.embedding_model`` differs from the embeddings'
-    ``model_id``. A floor measured for one model means nothing for another: only when you know."""
+    """Use ``policy``'s floor even when ``policy.embedding_model`` differs from the model the
+    embeddings name (``model_id``, ``model_name`` or ``model``), or when they name none (a
+    profile or policy for a named model is otherwise refused). A floor measured for one model
+    means nothing for another: only when you know."""
 
     _collection: Collection[Document] = PrivateAttr()
     _policy: RetrievalPolicy = PrivateAttr()
@@ -372,13 +375,13 @@ class ThresholdedRetriever(EngineRetriever):
             link_keys=LinkKeys(self.prev_id_key, self.next_id_key, self.parent_id_key),
             id_key=self._id_key(),
         )
-        model = getattr(self._store_embeddings(), "model_id", None)
+        model = model_of(self._store_embeddings())
         attach = self.docstore is not None
         keys = self.allowed_filter_keys
         return Collection(
             backend=backend,
             score_kind=self.score_kind,
-            model=model if isinstance(model, str) else None,
+            model=model,
             allow_model_mismatch=self.allow_model_mismatch,
             retry=RetryPolicy(max_retries=self.max_retries, backoff=self.retry_backoff),
             attachments=AttachmentSpec(

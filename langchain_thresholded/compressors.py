@@ -129,12 +129,29 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
     ) -> Report[Document]:
         """Apply the policy and return what was kept, kept as attachments, and dropped;
         ``query`` is needed when ``embeddings`` computes cosines."""
-        computed = self._computed_cosines(documents, query)
-        candidates = [self._candidate(i, doc, computed.get(i)) for i, doc in enumerate(documents)]
-        selection = select(candidates, self.policy, self.min_similarity)
-        return Report.build(
-            "", selection, output=_document_of, as_dropped=_document_of, describe=describe
-        )
+        computed: dict[int, float] = {}
+        wanted = self._to_embed(documents, query)
+        if wanted is not None:
+            embeddings, foreign, text = wanted
+            question = embeddings.embed_query(text)
+            vectors = embeddings.embed_documents([documents[i].page_content for i in foreign])
+            computed = dict(zip(foreign, cosines(question, vectors), strict=True))
+        return self._report(documents, computed)
+
+    async def acompress_with_report(
+        self, documents: Sequence[Document], query: str | None = None
+    ) -> Report[Document]:
+        """Async ``compress_with_report``: the query and the texts are embedded with the
+        embeddings' async calls."""
+        computed: dict[int, float] = {}
+        wanted = self._to_embed(documents, query)
+        if wanted is not None:
+            embeddings, foreign, text = wanted
+            question = await embeddings.aembed_query(text)
+            texts = [documents[i].page_content for i in foreign]
+            vectors = await embeddings.aembed_documents(texts)
+            computed = dict(zip(foreign, cosines(question, vectors), strict=True))
+        return self._report(documents, computed)
 
     def compress_documents(
         self,
@@ -155,8 +172,8 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         query: str,
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
-        """Async ``compress_documents``: the selection itself is pure computation."""
-        report = self.compress_with_report(documents, query)
+        """Async ``compress_documents``."""
+        report = await self.acompress_with_report(documents, query)
         if _has_parent_run(callbacks):
             data = {**report.to_event_data("compressor"), "query": query}
             if isinstance(callbacks, AsyncCallbackManager):
@@ -165,26 +182,34 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
                 dispatch_custom_event(EVENT_NAME, data, config={"callbacks": callbacks})
         return _in_input_order(documents, report)
 
-    def _computed_cosines(
+    def _report(
+        self, documents: Sequence[Document], computed: dict[int, float]
+    ) -> Report[Document]:
+        candidates = [self._candidate(i, doc, computed.get(i)) for i, doc in enumerate(documents)]
+        selection = select(candidates, self.policy, self.min_similarity)
+        return Report.build(
+            "", selection, output=_document_of, as_dropped=_document_of, describe=describe
+        )
+
+    def _to_embed(
         self, documents: Sequence[Document], query: str | None
-    ) -> dict[int, float]:
-        """The cosine of each document this package did not produce, by its position;
-        without ``embeddings``, none (and an error when no document can be judged)."""
+    ) -> tuple[Embeddings, list[int], str] | None:
+        """The embeddings, the positions of the documents this package did not produce and
+        the query, when they are to be embedded for their cosines; None when nothing is.
+        Without embeddings, documents none of which can be judged are an error."""
         foreign = [i for i, doc in enumerate(documents) if not is_registered(doc)]
         if not foreign:
-            return {}
+            return None
         if self.embeddings is None:
             if len(foreign) == len(documents):
                 raise nothing_to_judge_error(type(self).__name__, "embeddings")
-            return {}
+            return None
         if query is None:
             raise ValueError(
                 f"{type(self).__name__} computes cosines with embeddings and needs the query: "
                 "use compress_documents(documents, query)"
             )
-        question = self.embeddings.embed_query(query)
-        vectors = self.embeddings.embed_documents([documents[i].page_content for i in foreign])
-        return dict(zip(foreign, cosines(question, vectors), strict=True))
+        return self.embeddings, foreign, query
 
     def _candidate(self, index: int, doc: Document, computed: float | None) -> Candidate[_Item]:
         meta = doc.metadata

@@ -132,43 +132,65 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
     ) -> Selection[NodeWithScore]:
         """The full selection, with every drop and its reason; ``query`` (the question) is
         needed when ``embed_model`` computes cosines."""
-        computed = self._computed_cosines(nodes, query)
-        candidates = [self._candidate(n, computed.get(id(n))) for n in nodes]
-        return select(candidates, self.policy, self.min_similarity)
+        computed: dict[int, float] = {}
+        wanted = self._to_embed(nodes, query)
+        if wanted is not None:
+            model, foreign, text = wanted
+            question = model.get_query_embedding(text)
+            vectors = model.get_text_embedding_batch(_texts(foreign))
+            computed = _by_node(foreign, cosines(question, vectors))
+        return self._select(nodes, computed)
+
+    async def aselect(
+        self, nodes: list[NodeWithScore], query: str | QueryBundle | None = None
+    ) -> Selection[NodeWithScore]:
+        """Async ``select``: the question and the texts are embedded with the model's async
+        calls."""
+        computed: dict[int, float] = {}
+        wanted = self._to_embed(nodes, query)
+        if wanted is not None:
+            model, foreign, text = wanted
+            question = await model.aget_query_embedding(text)
+            vectors = await model.aget_text_embedding_batch(_texts(foreign))
+            computed = _by_node(foreign, cosines(question, vectors))
+        return self._select(nodes, computed)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        selection = self.select(nodes, query_bundle)
-        return [*(_with_kind(c) for c in selection.kept), *(c.item for c in selection.attached)]
+        return _output(self.select(nodes, query_bundle))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return self._postprocess_nodes(nodes, query_bundle)
+        return _output(await self.aselect(nodes, query_bundle))
 
-    def _computed_cosines(
+    def _select(
+        self, nodes: list[NodeWithScore], computed: dict[int, float]
+    ) -> Selection[NodeWithScore]:
+        candidates = [self._candidate(n, computed.get(id(n))) for n in nodes]
+        return select(candidates, self.policy, self.min_similarity)
+
+    def _to_embed(
         self, nodes: list[NodeWithScore], query: str | QueryBundle | None
-    ) -> dict[int, float]:
-        """The cosine of each node this package did not produce, by ``id`` of its
-        ``NodeWithScore``; without ``embed_model``, none (and the checks of the rule)."""
+    ) -> tuple[BaseEmbedding, list[NodeWithScore], str] | None:
+        """The model, the nodes this package did not produce and the question, when they
+        are to be embedded for their cosines; None when nothing is. Without a model,
+        nodes none of which can be judged are an error."""
         foreign = [n for n in nodes if not is_registered(n.node)]
         if not foreign:
-            return {}
+            return None
         if self.embed_model is None:
             if len(foreign) == len(nodes) and all(n.score is None for n in nodes):
                 raise nothing_to_judge_error(type(self).__name__, "embed_model")
-            return {}
+            return None
         text = query.query_str if isinstance(query, QueryBundle) else query
         if text is None:
             raise ValueError(
                 f"{type(self).__name__} computes cosines with embed_model and needs the "
                 "question: pass the query bundle (postprocess_nodes(nodes, query_str=...))"
             )
-        question = self.embed_model.get_query_embedding(text)
-        texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in foreign]
-        vectors = self.embed_model.get_text_embedding_batch(texts)
-        return {id(n): c for n, c in zip(foreign, cosines(question, vectors), strict=True)}
+        return self.embed_model, foreign, text
 
     def _candidate(self, scored: NodeWithScore, computed: float | None) -> Candidate[NodeWithScore]:
         node = scored.node
@@ -216,6 +238,20 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
         if declared is None:
             raise undeclared_score_error(type(self).__name__, "embed_model", scored.score)
         return Candidate(score=scored.score, score_kind=declared, **common)
+
+
+def _texts(nodes: list[NodeWithScore]) -> list[str]:
+    """The texts of nodes as an index embeds them."""
+    return [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+
+
+def _by_node(nodes: list[NodeWithScore], values: list[float]) -> dict[int, float]:
+    return {id(n): value for n, value in zip(nodes, values, strict=True)}
+
+
+def _output(selection: Selection[NodeWithScore]) -> list[NodeWithScore]:
+    """The kept nodes, marked, then their attachments."""
+    return [*(_with_kind(c) for c in selection.kept), *(c.item for c in selection.attached)]
 
 
 def _with_kind(candidate: Candidate[NodeWithScore]) -> NodeWithScore:

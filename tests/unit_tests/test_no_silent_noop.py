@@ -168,3 +168,13 @@ def test_compressor_over_a_standard_retriever_computes_the_cosines():
         lc.SimilarityThresholdCompressor(policy=POLICY).compress_documents(docs, QUESTION)
     compressor = lc.SimilarityThresholdCompressor(policy=POLICY, embeddings=FixedEmbeddings())
     assert texts(compressor.compress_documents(docs, QUESTION)) == ["close", "near"]
+
+
+async def test_the_async_paths_embed_with_the_async_calls():
+    nodes = llama_index().as_retriever(similarity_top_k=3).retrieve(QUESTION)
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY, embed_model=Fixed())
+    out = await post.apostprocess_nodes(nodes, QueryBundle(QUESTION))
+    assert sorted(n.node.node_id for n in out) == ["close", "near"]
+    docs = langchain_store().as_retriever(search_kwargs={"k": 3}).invoke(QUESTION)
+    compressor = lc.SimilarityThresholdCompressor(policy=POLICY, embeddings=FixedEmbeddings())
+    assert texts(await compressor.acompress_documents(docs, QUESTION)) == ["close", "near"]

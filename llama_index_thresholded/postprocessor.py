@@ -88,9 +88,11 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
     )
     embed_model: BaseEmbedding | None = Field(
         default=None,
+        exclude=True,
         description=(
             "The model the store was built with: the cosine of every node this package did "
-            "not produce is computed with it (the question embedded once, texts in a batch)."
+            "not produce is computed with it (the question embedded once, texts in a batch). "
+            "Not serialised: give it again to from_dict(data, embed_model=...)."
         ),
     )
     embedding_model: str | None = Field(

@@ -178,3 +178,11 @@ async def test_the_async_paths_embed_with_the_async_calls():
     docs = langchain_store().as_retriever(search_kwargs={"k": 3}).invoke(QUESTION)
     compressor = lc.SimilarityThresholdCompressor(policy=POLICY, embeddings=FixedEmbeddings())
     assert texts(await compressor.acompress_documents(docs, QUESTION)) == ["close", "near"]
+
+
+def test_the_postprocessor_round_trips_without_its_model():
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY, embed_model=Fixed())
+    data = post.to_dict()
+    assert "embed_model" not in data
+    restored = li.SimilarityThresholdPostprocessor.from_dict(data, embed_model=Fixed())
+    assert restored.policy == post.policy and isinstance(restored.embed_model, Fixed)

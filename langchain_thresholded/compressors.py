@@ -24,8 +24,10 @@ from pydantic import ConfigDict, Field, field_validator
 
 from langchain_thresholded._documents import document_id, read_kind, read_role, read_score
 from langchain_thresholded.backend import describe
+from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
+from thresholded.models import check_model_in_use
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import policy_in_force
 from thresholded.provenance import is_registered
@@ -91,7 +93,11 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
     (``metadata["score_kind"]``); None: a cosine."""
     embeddings: Embeddings | None = None
     """The model the store was built with: the cosine of every document this package did
-    not produce is computed with it (the query embedded once, the texts in one batch)."""
+    not produce is computed with it (the query embedded once, the texts in one batch). When the
+    policy names a model, it must be the model these embeddings name."""
+    allow_model_mismatch: bool = False
+    """Compute cosines with ``embeddings`` even when they are not the policy's model, or name
+    none: a floor measured for one model means nothing for another; only when you know."""
     embedding_model: str | None = Field(default=None, frozen=True)
     """The model in use (name or name@dimension): the floor when none is given is its
     calibrated default, and a policy measured for another model is refused."""
@@ -108,6 +114,13 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
             embedding_model=data.get("embedding_model"),
         )
         super().__init__(**data)
+        if self.embeddings is not None and not self.allow_model_mismatch:
+            check_model_in_use(
+                self.policy.embedding_model,
+                model_of(self.embeddings),
+                what="this policy's threshold",
+                where="the embeddings",
+            )
 
     @field_validator("score_kind", mode="before")
     @classmethod

@@ -19,8 +19,10 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field
 
+from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.nodes import marked_copy, marks_of, source_of, text_length
 from thresholded import metadata_keys
+from thresholded.models import check_model_in_use
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import policy_in_force
 from thresholded.provenance import is_registered, register
@@ -92,7 +94,15 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
         description=(
             "The model the store was built with: the cosine of every node this package did "
             "not produce is computed with it (the question embedded once, texts in a batch). "
-            "Not serialised: give it again to from_dict(data, embed_model=...)."
+            "Not serialised: give it again to from_dict(data, embed_model=...). When the "
+            "policy names a model, it must be that model."
+        ),
+    )
+    allow_model_mismatch: bool = Field(
+        default=False,
+        description=(
+            "Compute cosines with embed_model even when it is not the policy's model, or names "
+            "none: a floor measured for one model means nothing for another; only when you know."
         ),
     )
     embedding_model: str | None = Field(
@@ -114,6 +124,13 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
             embedding_model=data.get("embedding_model"),
         )
         super().__init__(**data)
+        if self.embed_model is not None and not self.allow_model_mismatch:
+            check_model_in_use(
+                self.policy.embedding_model,
+                model_id_of(self.embed_model),
+                what="this policy's threshold",
+                where="embed_model",
+            )
 
     @classmethod
     def class_name(cls) -> str:

@@ -192,7 +192,7 @@ class Collection(Generic[T]):
             check_named_model(
                 policy.embedding_model,
                 what="this policy's threshold",
-                where=f"neither the embeddings nor {self.backend.name or 'the store'}",
+                where=f"the embeddings or {self.backend.name or 'the store'}",
             )
         return policy.resolve_min_similarity(model)
 

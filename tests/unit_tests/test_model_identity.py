@@ -45,7 +45,9 @@ def test_langchain_refuses_a_named_profile_for_embeddings_that_name_no_model():
 
 def test_langchain_refuses_a_named_policy_for_embeddings_that_name_no_model():
     policy = RetrievalPolicy(min_similarity=0.3, embedding_model=MINILM)
-    with pytest.raises(ModelMismatchError, match="name no model"):
+    with pytest.raises(
+        ModelMismatchError, match="no model is named by the embeddings or InMemoryVectorStore"
+    ):
         lc.ThresholdedRetriever(vectorstore=langchain_store(), policy=policy)
 
 
@@ -85,3 +87,21 @@ def test_llama_index_refuses_a_named_profile_for_a_model_that_names_none():
         llama_index(), profile=PROFILE, collection="xquad-bench", allow_model_mismatch=True
     )
     allowed.retrieve("one")
+
+
+def test_the_filters_refuse_a_model_that_is_not_the_policy_s():
+    policy = RetrievalPolicy(min_similarity=0.3, embedding_model=MINILM)
+    with pytest.raises(ModelMismatchError, match="no model is named by the embeddings"):
+        lc.SimilarityThresholdCompressor(
+            policy=policy, embeddings=DeterministicFakeEmbedding(size=8)
+        )
+    with pytest.raises(ModelMismatchError, match="allow_model_mismatch=True"):
+        li.SimilarityThresholdPostprocessor(policy=policy, embed_model=MockEmbedding(embed_dim=8))
+    lc.SimilarityThresholdCompressor(
+        policy=policy, embeddings=DeterministicFakeEmbedding(size=8), allow_model_mismatch=True
+    )
+    li.SimilarityThresholdPostprocessor(
+        policy=policy, embed_model=MockEmbedding(embed_dim=8), allow_model_mismatch=True
+    )
+    unnamed = RetrievalPolicy(min_similarity=0.3)
+    lc.SimilarityThresholdCompressor(policy=unnamed, embeddings=DeterministicFakeEmbedding(size=8))

@@ -27,6 +27,7 @@ from thresholded.engine import Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, matches, to_milvus
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import check_expression
+from thresholded.provenance import register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
@@ -241,9 +242,10 @@ class QuestionEmbedder:
 
 def output(candidate: Candidate[Document], *, collection_key: str | None = None) -> Document:
     """The returned copy of a kept section or an attachment, marked; the store's is left as it
-    was. Marks the store itself holds are removed first: only this package writes them."""
+    was. Marks the store itself holds are removed first: only this package writes them. The
+    copy is registered as this package's (:mod:`thresholded.provenance`)."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
-    return marked_copy(candidate.item, written, remove=_MARKS, doc_id=candidate.id)
+    return register(marked_copy(candidate.item, written, remove=_MARKS, doc_id=candidate.id))
 
 
 def _by_vector(store: VectorStore) -> Callable[..., list[tuple[Document, float]]] | None:

@@ -1,4 +1,10 @@
-"""A document compressor that applies the cosine floor to documents already scored."""
+"""A document compressor that applies the cosine floor to documents already retrieved.
+
+It trusts the marks (``similarity``, ``score_kind``, ``attached_role``,
+``attached_to``) only on documents this package's retriever produced in this process;
+any other document is judged by the cosine it computes with ``embeddings``. See
+:mod:`thresholded.trusted_scores`.
+"""
 
 from __future__ import annotations
 
@@ -13,18 +19,23 @@ from langchain_core.callbacks import (
     dispatch_custom_event,
 )
 from langchain_core.documents import BaseDocumentCompressor, Document
-from pydantic import Field, field_validator
+from langchain_core.embeddings import Embeddings
+from pydantic import ConfigDict, Field, field_validator
 
 from langchain_thresholded._documents import document_id, read_kind, read_role, read_score
 from langchain_thresholded.backend import describe
+from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
+from thresholded.models import check_model_in_use
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import policy_in_force
+from thresholded.provenance import is_registered
 from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
 from thresholded.strict import StrictArguments
+from thresholded.trusted_scores import cosines, nothing_to_judge_error
 
 _Item = tuple[int, Document]
 
@@ -48,15 +59,26 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
     ``policy`` is the policy in force (the floor-only one for ``min_similarity=``) and
     ``min_similarity`` its floor; both are read-only.
 
-    It reads the cosine from ``metadata["similarity"]`` and the kind from
-    ``metadata["score_kind"]`` (default: ``score_kind``). ``similarity`` is always a
-    cosine, so it meets the floor whatever the kind (a re-scored hybrid result carries
-    its dense cosine there); a hybrid or sparse result without one passes. It is safe
-    in any position: it keeps the order it is given (a reranker's order survives), and
-    a document with no score is not dropped for it: an attachment (``attached_to``)
-    stays exactly when its section stays, anything else stays with one warning per
-    call. Documents are returned as given, never copied or changed.
+    Which cosine meets the floor (the same rule as the postprocessor's):
+
+    - a document ``ThresholdedRetriever`` produced in this process: its marks. The cosine
+      is ``metadata["similarity"]`` and the kind ``metadata["score_kind"]`` (default:
+      ``score_kind``); ``similarity`` is always a cosine, so it meets the floor whatever
+      the kind (a re-scored hybrid result carries its dense cosine there); a hybrid or
+      sparse result without one passes; an attachment (``attached_to``) stays exactly
+      when its section stays;
+    - any other document (marks in its metadata are ignored: anyone can write them):
+      with ``embeddings``, the cosine between the query and its ``page_content``, computed
+      here (the query embedded once, the texts in one batch, as ``EmbeddingsFilter``
+      does); without, it has no score and is dropped as ``unscored``, and when no
+      document at all was produced by the retriever the call is an error that says to
+      pass ``embeddings``.
+
+    It keeps the order it is given (a reranker's order survives). Documents are returned
+    as given, never copied or changed.
     """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
 
@@ -66,8 +88,16 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
     document's source). Built from ``min_similarity=`` (the cosine floor) and
     ``min_top_similarity=`` (the answer gate; None or 0: off), which the constructor also
     takes: the floor and gate only."""
-    score_kind: ScoreKind = ScoreKind.COSINE
-    """What a score is when its document does not say (``metadata["score_kind"]``)."""
+    score_kind: ScoreKind | None = None
+    """What the score of a document the retriever produced is when it does not say
+    (``metadata["score_kind"]``); None: a cosine."""
+    embeddings: Embeddings | None = None
+    """The model the store was built with: the cosine of every document this package did
+    not produce is computed with it (the query embedded once, the texts in one batch). When the
+    policy names a model, it must be the model these embeddings name."""
+    allow_model_mismatch: bool = False
+    """Compute cosines with ``embeddings`` even when they are not the policy's model, or name
+    none: a floor measured for one model means nothing for another; only when you know."""
     embedding_model: str | None = Field(default=None, frozen=True)
     """The model in use (name or name@dimension): the floor when none is given is its
     calibrated default, and a policy measured for another model is refused."""
@@ -84,6 +114,13 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
             embedding_model=data.get("embedding_model"),
         )
         super().__init__(**data)
+        if self.embeddings is not None and not self.allow_model_mismatch:
+            check_model_in_use(
+                self.policy.embedding_model,
+                model_of(self.embeddings),
+                what="this policy's threshold",
+                where="the embeddings",
+            )
 
     @field_validator("score_kind", mode="before")
     @classmethod
@@ -100,13 +137,34 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         """The answer gate in force (None or 0: off): ``policy.min_top_similarity``."""
         return self.policy.min_top_similarity
 
-    def compress_with_report(self, documents: Sequence[Document]) -> Report[Document]:
-        """Apply the policy and return what was kept, kept as attachments, and dropped."""
-        candidates = [self._candidate(i, doc) for i, doc in enumerate(documents)]
-        selection = select(candidates, self.policy, self.min_similarity)
-        return Report.build(
-            "", selection, output=_document_of, as_dropped=_document_of, describe=describe
-        )
+    def compress_with_report(
+        self, documents: Sequence[Document], query: str | None = None
+    ) -> Report[Document]:
+        """Apply the policy and return what was kept, kept as attachments, and dropped;
+        ``query`` is needed when ``embeddings`` computes cosines."""
+        computed: dict[int, float] = {}
+        wanted = self._to_embed(documents, query)
+        if wanted is not None:
+            embeddings, foreign, text = wanted
+            question = embeddings.embed_query(text)
+            vectors = embeddings.embed_documents([documents[i].page_content for i in foreign])
+            computed = dict(zip(foreign, cosines(question, vectors), strict=True))
+        return self._report(documents, computed)
+
+    async def acompress_with_report(
+        self, documents: Sequence[Document], query: str | None = None
+    ) -> Report[Document]:
+        """Async ``compress_with_report``: the query and the texts are embedded with the
+        embeddings' async calls."""
+        computed: dict[int, float] = {}
+        wanted = self._to_embed(documents, query)
+        if wanted is not None:
+            embeddings, foreign, text = wanted
+            question = await embeddings.aembed_query(text)
+            texts = [documents[i].page_content for i in foreign]
+            vectors = await embeddings.aembed_documents(texts)
+            computed = dict(zip(foreign, cosines(question, vectors), strict=True))
+        return self._report(documents, computed)
 
     def compress_documents(
         self,
@@ -115,7 +173,7 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
         """The documents that clear the floor, in the order given."""
-        report = self.compress_with_report(documents)
+        report = self.compress_with_report(documents, query)
         if _has_parent_run(callbacks):
             data = {**report.to_event_data("compressor"), "query": query}
             dispatch_custom_event(EVENT_NAME, data, config={"callbacks": callbacks})
@@ -127,8 +185,8 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         query: str,
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
-        """Async ``compress_documents``: the selection itself is pure computation."""
-        report = self.compress_with_report(documents)
+        """Async ``compress_documents``."""
+        report = await self.acompress_with_report(documents, query)
         if _has_parent_run(callbacks):
             data = {**report.to_event_data("compressor"), "query": query}
             if isinstance(callbacks, AsyncCallbackManager):
@@ -137,11 +195,37 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
                 dispatch_custom_event(EVENT_NAME, data, config={"callbacks": callbacks})
         return _in_input_order(documents, report)
 
-    def _candidate(self, index: int, doc: Document) -> Candidate[_Item]:
+    def _report(
+        self, documents: Sequence[Document], computed: dict[int, float]
+    ) -> Report[Document]:
+        candidates = [self._candidate(i, doc, computed.get(i)) for i, doc in enumerate(documents)]
+        selection = select(candidates, self.policy, self.min_similarity)
+        return Report.build(
+            "", selection, output=_document_of, as_dropped=_document_of, describe=describe
+        )
+
+    def _to_embed(
+        self, documents: Sequence[Document], query: str | None
+    ) -> tuple[Embeddings, list[int], str] | None:
+        """The embeddings, the positions of the documents this package did not produce and
+        the query, when they are to be embedded for their cosines; None when nothing is.
+        Without embeddings, documents none of which can be judged are an error."""
+        foreign = [i for i, doc in enumerate(documents) if not is_registered(doc)]
+        if not foreign:
+            return None
+        if self.embeddings is None:
+            if len(foreign) == len(documents):
+                raise nothing_to_judge_error(type(self).__name__, "embeddings")
+            return None
+        if query is None:
+            raise ValueError(
+                f"{type(self).__name__} computes cosines with embeddings and needs the query: "
+                "use compress_documents(documents, query)"
+            )
+        return self.embeddings, foreign, query
+
+    def _candidate(self, index: int, doc: Document, computed: float | None) -> Candidate[_Item]:
         meta = doc.metadata
-        score = read_score(meta.get(metadata_keys.SIMILARITY))
-        kind = read_kind(meta.get(metadata_keys.SCORE_KIND), self.score_kind)
-        anchor = meta.get(metadata_keys.ATTACHED_TO)
         doc_id = document_id(doc, self.id_key)
         source = meta.get(self.policy.source_key)
         common: dict[str, Any] = {
@@ -150,8 +234,15 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
             "source": str(source) if source is not None and str(source) != "" else doc_id,
             "chars": len(doc.page_content),
         }
+        if not is_registered(doc):  # its marks are anyone's: its computed cosine, or none
+            if computed is not None:
+                return Candidate(**common, score=computed, score_kind=ScoreKind.COSINE)
+            return Candidate(**common, score=None, score_kind=ScoreKind.UNKNOWN, is_attachment=True)
+        score = read_score(meta.get(metadata_keys.SIMILARITY))
+        kind = read_kind(meta.get(metadata_keys.SCORE_KIND), self.score_kind or ScoreKind.COSINE)
+        anchor = meta.get(metadata_keys.ATTACHED_TO)
         if score is None and (anchor is not None or kind is ScoreKind.COSINE):
-            # No score to judge: an attachment follows its section; an unknown one stays.
+            # No score to judge: an attachment follows its section; anything else is unscored.
             return Candidate(
                 **common,
                 score=None,

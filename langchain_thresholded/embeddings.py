@@ -141,3 +141,14 @@ def load_embeddings(
         f"unknown embedding model {name!r}: use 'minilm', 'use-multilingual' or the local "
         "directory of a sentence-transformers model"
     )
+
+
+def model_of(embeddings: object) -> str | None:
+    """The model a LangChain embeddings object names: its ``model_id`` (this package's), else
+    its ``model_name`` (e.g. ``HuggingFaceEmbeddings``) or ``model`` (e.g. OpenAI's); None
+    when it names none (e.g. ``DeterministicFakeEmbedding``)."""
+    for attribute in ("model_id", "model_name", "model"):
+        value = getattr(embeddings, attribute, None)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None

@@ -63,6 +63,8 @@ def to_filter(filters: Any) -> Filter | None:
     """A structured LangChain filter (or the dict form) in the core model; None: no filter."""
     if filters is None:
         return None
+    if isinstance(filters, Condition | Group):  # already in the core model
+        return filters
     if isinstance(filters, Comparison | Operation):
         return _structured(filters)
     if isinstance(filters, Mapping):

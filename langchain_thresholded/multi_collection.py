@@ -30,6 +30,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from langchain_thresholded.backend import QuestionEmbedder, as_dropped, describe, output
+from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.retrievers import (
     STORE_OPTIONS,
     EngineRetriever,
@@ -176,11 +177,10 @@ class MultiCollectionRetriever(EngineRetriever):
         super().__init__(**data)
         specs = [_spec(c) for c in self.collections]
         self._collections = tuple(self._collection(spec, i) for i, spec in enumerate(specs))
-        model = getattr(self.embeddings, "model_id", None)
         check_one_model(
             self._collections,
             self.policy,
-            embeddings_model=model if isinstance(model, str) else None,
+            embeddings_model=model_of(self.embeddings),
         )
         check_unique_names([c.name for c in self._collections])
 

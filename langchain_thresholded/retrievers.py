@@ -17,10 +17,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig
 from langchain_core.stores import BaseStore
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from langchain_thresholded.backend import LangChainBackend, LinkKeys, as_dropped, describe, output
+from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.scoring import (
@@ -220,8 +221,10 @@ class ThresholdedRetriever(EngineRetriever):
     """Seconds: the deadline of the whole search, retries included; when it passes, the call
     raises ``CollectionSearchError`` (an empty result would read as "nothing matched")."""
     allow_model_mismatch: bool = False
-    """Use ``policy``'s floor even when ``policy.embedding_model`` differs from the embeddings'
-    ``model_id``. A floor measured for one model means nothing for another: only when you know."""
+    """Use ``policy``'s floor even when ``policy.embedding_model`` differs from the model the
+    embeddings name (``model_id``, ``model_name`` or ``model``), or when they name none (a
+    profile or policy for a named model is otherwise refused). A floor measured for one model
+    means nothing for another: only when you know."""
 
     _collection: Collection[Document] = PrivateAttr()
     _policy: RetrievalPolicy = PrivateAttr()
@@ -271,6 +274,20 @@ class ThresholdedRetriever(EngineRetriever):
     ) -> ThresholdedRetriever:
         """Apply the policy to another retriever's results, e.g. an ``EnsembleRetriever``.
 
+        A ``VectorStoreRetriever`` (``store.as_retriever()``) is read for its store, which
+        is then searched as ``ThresholdedRetriever(vectorstore=store)`` does: its
+        ``search_type="similarity"`` is the normal search, its scores read as cosines;
+        ``"mmr"`` runs the retriever's own MMR search, its results of kind ``mmr`` (never
+        cut by the floor unless ``policy.hybrid_policy="rescore"``); and
+        ``"similarity_score_threshold"`` is refused (its relevance scores are not
+        cosines: set the floor with ``policy.min_similarity``). Its ``search_kwargs["k"]``
+        is replaced by ``policy.top_k * policy.over_fetch``, and its
+        ``search_kwargs["filter"]`` becomes a filter of the new retriever (ANDed with
+        ``filters=``) when it is a structured filter or its dict form (a Milvus ``expr``
+        string stays the raw expression); any other form (a function, a dict of
+        operators the filter model does not accept) is an error that says to pass
+        ``filters=``.
+
         An ensemble's documents get their weighted RRF score (kind ``rrf``), which is
         never compared with the floor; with ``policy.hybrid_policy="rescore"`` the floor
         meets each document's dense cosine, computed with ``embeddings``, and the RRF
@@ -279,9 +296,48 @@ class ThresholdedRetriever(EngineRetriever):
         """
         from langchain_thresholded.ensemble import RetrieverSource
 
+        if isinstance(retriever, VectorStoreRetriever):
+            if score_key is not None:
+                raise TypeError(
+                    "score_key is for retrievers that return no scores; a VectorStoreRetriever "
+                    "is searched through its store, whose scores are read in its metric"
+                )
+            return cls._over_store_retriever(retriever, embeddings, fields)
         source = RetrieverSource(retriever, embeddings=embeddings, score_key=score_key)
         fields.setdefault("score_kind", source.score_kind)
         return cls(vectorstore=source, embeddings=embeddings, **fields)
+
+    @classmethod
+    def _over_store_retriever(
+        cls, retriever: VectorStoreRetriever, embeddings: Embeddings | None, fields: dict[str, Any]
+    ) -> ThresholdedRetriever:
+        """``from_retriever`` over ``store.as_retriever(...)``: see there."""
+        from langchain_thresholded.ensemble import RetrieverSource
+
+        search_type = retriever.search_type
+        if search_type == "similarity_score_threshold":
+            raise ValueError(
+                "a retriever of search_type='similarity_score_threshold' cuts on relevance "
+                "scores, which are not cosines (langchain-milvus maps a cosine c to (c+1)/2, and "
+                "each store has its own function): build it with search_type='similarity' and "
+                "set the floor with policy=RetrievalPolicy(min_similarity=...)"
+            )
+        store_kwargs = {k: v for k, v in retriever.search_kwargs.items() if k != "k"}
+        raw = store_kwargs.pop("filter", None)
+        base, raw_expr = _inherited_filter(retriever.vectorstore, raw)
+        fields["filters"] = all_of(base, to_filter(fields.get("filters")))
+        if search_type == "mmr":
+            policy = fields.get("policy") or RetrievalPolicy()
+            inner_kwargs = {**retriever.search_kwargs, "k": policy.top_k * policy.over_fetch}
+            inner = retriever.model_copy(update={"search_kwargs": inner_kwargs})
+            store_embeddings = embeddings or retriever.vectorstore.embeddings
+            source = RetrieverSource(inner, embeddings=store_embeddings)
+            fields.setdefault("score_kind", ScoreKind.MMR)
+            return cls(vectorstore=source, embeddings=store_embeddings, **fields)
+        if raw_expr is not None:
+            store_kwargs["filter"] = raw_expr
+        fields["search_kwargs"] = {**store_kwargs, **(fields.get("search_kwargs") or {})}
+        return cls(vectorstore=retriever.vectorstore, embeddings=embeddings, **fields)
 
     # BaseRetriever -----------------------------------------------------------------
     def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
@@ -324,13 +380,13 @@ class ThresholdedRetriever(EngineRetriever):
             link_keys=LinkKeys(self.prev_id_key, self.next_id_key, self.parent_id_key),
             id_key=self._id_key(),
         )
-        model = getattr(self._store_embeddings(), "model_id", None)
+        model = model_of(self._store_embeddings())
         attach = self.docstore is not None
         keys = self.allowed_filter_keys
         return Collection(
             backend=backend,
             score_kind=self.score_kind,
-            model=model if isinstance(model, str) else None,
+            model=model,
             allow_model_mismatch=self.allow_model_mismatch,
             retry=RetryPolicy(max_retries=self.max_retries, backoff=self.retry_backoff),
             attachments=AttachmentSpec(
@@ -391,6 +447,27 @@ class ThresholdedRetriever(EngineRetriever):
         if is_milvus(self.vectorstore):
             return str(getattr(self.vectorstore, "_primary_field", "pk"))
         return "id"
+
+
+def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:
+    """A wrapped retriever's ``search_kwargs["filter"]``: a structured filter, or a Milvus
+    ``expr`` string (kept raw); anything else cannot be checked, so it is refused."""
+    if raw is None:
+        return None, None
+    if isinstance(raw, str) and is_milvus(store):
+        return None, raw
+    why = "a filter function cannot be checked" if callable(raw) else None
+    if why is None and not isinstance(raw, str):
+        try:
+            return to_filter(raw), None
+        except (TypeError, ValueError) as exc:
+            why = f"it is not a filter this package can check ({exc})"
+    raise ValueError(
+        f"the wrapped retriever's search_kwargs['filter'] ({raw!r}) cannot be inherited: "
+        f"{why or 'a raw filter string is a Milvus expression, and this store is not Milvus'}. "
+        "Build the retriever without it and pass filters=... (a structured filter or a dict "
+        "such as {'doc_type': 'public'}), which holds for every result and attachment"
+    )
 
 
 def filters_of_call(options: dict[str, Any], configured: Any = None) -> tuple[Any, dict[str, Any]]:

@@ -11,10 +11,20 @@ import functools
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
 from thresholded import metadata_keys
+from thresholded.provenance import register
 from thresholded.scores import ScoreKind
 from thresholded.selection import AttachedRole, Candidate
 
 _HIDDEN_KEYS = list(metadata_keys.ALL_KEYS)
+MARK_KEYS = frozenset(
+    {
+        metadata_keys.SIMILARITY,
+        metadata_keys.SCORE_KIND,
+        metadata_keys.ATTACHED_ROLE,
+        metadata_keys.ATTACHED_TO,
+    }
+)
+"""The marks only this package writes: a stored node's own are removed from its copy."""
 
 
 def source_of(node: BaseNode, source_key: str) -> str | None:
@@ -46,12 +56,14 @@ def marks_of(node: BaseNode) -> tuple[ScoreKind | None, str | None, AttachedRole
 def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
     """A copy of ``node`` with ``marks`` in its metadata, hidden from the LLM and embedder.
 
+    Marks the node itself holds (stored metadata, anyone's to write) are removed first.
     The node is left as it was: the copy gets new metadata and key lists (the values
     are of the fields' own types, so the copy is made without validating them again).
     """
+    metadata = {k: v for k, v in node.metadata.items() if k not in MARK_KEYS}
     return node.model_copy(
         update={
-            "metadata": {**node.metadata, **marks},
+            "metadata": {**metadata, **marks},
             "excluded_llm_metadata_keys": list(_hidden(tuple(node.excluded_llm_metadata_keys))),
             "excluded_embed_metadata_keys": list(_hidden(tuple(node.excluded_embed_metadata_keys))),
             "embedding": None,
@@ -67,9 +79,11 @@ def _hidden(keys: tuple[str, ...]) -> tuple[str, ...]:
 
 def output(candidate: Candidate[BaseNode], *, collection_key: str | None = None) -> NodeWithScore:
     """The output node of a kept section or an attachment: a copy carrying its score (None
-    for an attachment) and the package's marks (:func:`thresholded.metadata_keys.marks`)."""
+    for an attachment) and the package's marks (:func:`thresholded.metadata_keys.marks`),
+    registered as this package's (:mod:`thresholded.provenance`)."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
-    return NodeWithScore(node=marked_copy(candidate.item, written), score=candidate.score)
+    node = register(marked_copy(candidate.item, written))
+    return NodeWithScore(node=node, score=candidate.score)
 
 
 def as_dropped(candidate: Candidate[BaseNode]) -> NodeWithScore:

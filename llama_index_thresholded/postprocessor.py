@@ -1,27 +1,35 @@
 """``SimilarityThresholdPostprocessor``: the same policy for query engines that have a retriever.
 
 Where it belongs: directly after the retriever, before any neighbour
-postprocessor (``PrevNextNodePostprocessor``) and before any reranker. It is
-safe in any position all the same: a node with no score is never dropped for
-lacking one. An attachment is kept exactly when its section is kept; an
-unscored node it cannot tie to a section is kept, with one warning.
+postprocessor (``PrevNextNodePostprocessor``) and before any reranker. It trusts
+the marks (``similarity``, ``score_kind``, ``attached_role``, ``attached_to``) only
+on nodes this package's retriever produced in this process: an attachment among
+them is kept exactly when its section is kept. Any other node is judged by the
+cosine it computes with ``embed_model``; without one, by its score when
+``score_kind="cosine"`` is declared; an unscored one is dropped as ``unscored``.
+See :mod:`thresholded.trusted_scores`.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field
 
+from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.nodes import marked_copy, marks_of, source_of, text_length
 from thresholded import metadata_keys
+from thresholded.models import check_model_in_use
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import policy_in_force
+from thresholded.provenance import is_registered, register
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, Selection, select
 from thresholded.strict import StrictArguments
+from thresholded.trusted_scores import cosines, nothing_to_judge_error, undeclared_score_error
 
 
 class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
@@ -43,13 +51,22 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
     ``min_similarity`` its floor; both are read-only. ``callback_manager`` is LlamaIndex's,
     as for every postprocessor.
 
-    Incoming scores are read as cosines (``score_kind="cosine"``) unless a node's
-    metadata says otherwise, or carries its cosine in ``similarity`` (as the
-    nodes of ``ThresholdedRetriever`` do, so a reranker's score before this
-    postprocessor is never mistaken for a cosine). A hybrid or sparse node that
-    carries a ``similarity`` (re-scored by the retriever) meets the floor with
-    that cosine and keeps its hybrid score and order; one without passes the
-    floor untouched. Every kept node leaves with its ``score_kind`` in metadata.
+    Which score meets the floor (the same rule as the compressor's):
+
+    - a node ``ThresholdedRetriever`` produced in this process: its marks, ``similarity``
+      (its cosine, so a reranker's score before this postprocessor is never mistaken for
+      one) and ``score_kind``; a hybrid or sparse node re-scored by the retriever meets
+      the floor with its ``similarity`` and keeps its hybrid score and order, one without
+      passes the floor untouched; an attachment is kept exactly when its section is;
+    - any other node (marks in its metadata are ignored: anyone can write them): with
+      ``embed_model``, the cosine between the question and its text, computed here (the
+      question embedded once, the texts in one batch); without, its score, read as
+      ``score_kind`` only when ``score_kind`` is given (a raw score of unknown kind is an
+      error: a Chroma or L2 distance read as a cosine would be silently wrong); a node
+      with no score is dropped as ``unscored``. When no node has a trusted mark or a
+      score, the error says to pass ``embed_model``.
+
+    Every kept node leaves with its ``score_kind`` and cosine in metadata.
     """
 
     _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
@@ -63,8 +80,30 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
             "None or 0: off), which the constructor also takes: the floor and gate only."
         ),
     )
-    score_kind: ScoreKind = Field(
-        default=ScoreKind.COSINE, description="What incoming scores are, unless a node says."
+    score_kind: ScoreKind | None = Field(
+        default=None,
+        description=(
+            "What the scores of nodes this package did not produce are, e.g. 'cosine' when "
+            "you know they are cosine similarities; None: unknown (such a score is an error "
+            "without embed_model)."
+        ),
+    )
+    embed_model: BaseEmbedding | None = Field(
+        default=None,
+        exclude=True,
+        description=(
+            "The model the store was built with: the cosine of every node this package did "
+            "not produce is computed with it (the question embedded once, texts in a batch). "
+            "Not serialised: give it again to from_dict(data, embed_model=...). When the "
+            "policy names a model, it must be that model."
+        ),
+    )
+    allow_model_mismatch: bool = Field(
+        default=False,
+        description=(
+            "Compute cosines with embed_model even when it is not the policy's model, or names "
+            "none: a floor measured for one model means nothing for another; only when you know."
+        ),
     )
     embedding_model: str | None = Field(
         default=None,
@@ -85,6 +124,13 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
             embedding_model=data.get("embedding_model"),
         )
         super().__init__(**data)
+        if self.embed_model is not None and not self.allow_model_mismatch:
+            check_model_in_use(
+                self.policy.embedding_model,
+                model_id_of(self.embed_model),
+                what="this policy's threshold",
+                where="embed_model",
+            )
 
     @classmethod
     def class_name(cls) -> str:
@@ -100,31 +146,82 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
         """The answer gate in force (None or 0: off): ``policy.min_top_similarity``."""
         return self.policy.min_top_similarity
 
-    def select(self, nodes: list[NodeWithScore]) -> Selection[NodeWithScore]:
-        """The full selection, with every drop and its reason."""
-        candidates = [self._candidate(n) for n in nodes]
-        return select(candidates, self.policy, self.min_similarity)
+    def select(
+        self, nodes: list[NodeWithScore], query: str | QueryBundle | None = None
+    ) -> Selection[NodeWithScore]:
+        """The full selection, with every drop and its reason; ``query`` (the question) is
+        needed when ``embed_model`` computes cosines."""
+        computed: dict[int, float] = {}
+        wanted = self._to_embed(nodes, query)
+        if wanted is not None:
+            model, foreign, text = wanted
+            question = model.get_query_embedding(text)
+            vectors = model.get_text_embedding_batch(_texts(foreign))
+            computed = _by_node(foreign, cosines(question, vectors))
+        return self._select(nodes, computed)
+
+    async def aselect(
+        self, nodes: list[NodeWithScore], query: str | QueryBundle | None = None
+    ) -> Selection[NodeWithScore]:
+        """Async ``select``: the question and the texts are embedded with the model's async
+        calls."""
+        computed: dict[int, float] = {}
+        wanted = self._to_embed(nodes, query)
+        if wanted is not None:
+            model, foreign, text = wanted
+            question = await model.aget_query_embedding(text)
+            vectors = await model.aget_text_embedding_batch(_texts(foreign))
+            computed = _by_node(foreign, cosines(question, vectors))
+        return self._select(nodes, computed)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        selection = self.select(nodes)
-        return [*(_with_kind(c) for c in selection.kept), *(c.item for c in selection.attached)]
+        return _output(self.select(nodes, query_bundle))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return self._postprocess_nodes(nodes, query_bundle)
+        return _output(await self.aselect(nodes, query_bundle))
 
-    def _candidate(self, scored: NodeWithScore) -> Candidate[NodeWithScore]:
+    def _select(
+        self, nodes: list[NodeWithScore], computed: dict[int, float]
+    ) -> Selection[NodeWithScore]:
+        candidates = [self._candidate(n, computed.get(id(n))) for n in nodes]
+        return select(candidates, self.policy, self.min_similarity)
+
+    def _to_embed(
+        self, nodes: list[NodeWithScore], query: str | QueryBundle | None
+    ) -> tuple[BaseEmbedding, list[NodeWithScore], str] | None:
+        """The model, the nodes this package did not produce and the question, when they
+        are to be embedded for their cosines; None when nothing is. Without a model,
+        nodes none of which can be judged are an error."""
+        foreign = [n for n in nodes if not is_registered(n.node)]
+        if not foreign:
+            return None
+        if self.embed_model is None:
+            if len(foreign) == len(nodes) and all(n.score is None for n in nodes):
+                raise nothing_to_judge_error(type(self).__name__, "embed_model")
+            return None
+        text = query.query_str if isinstance(query, QueryBundle) else query
+        if text is None:
+            raise ValueError(
+                f"{type(self).__name__} computes cosines with embed_model and needs the "
+                "question: pass the query bundle (postprocess_nodes(nodes, query_str=...))"
+            )
+        return self.embed_model, foreign, text
+
+    def _candidate(self, scored: NodeWithScore, computed: float | None) -> Candidate[NodeWithScore]:
         node = scored.node
-        kind, anchor, role = marks_of(node)
         common: dict[str, Any] = {
             "item": scored,
             "id": node.node_id,
             "source": source_of(node, self.policy.source_key),
             "chars": text_length(node),
         }
+        if not is_registered(node):
+            return self._foreign_candidate(scored, computed, common)
+        kind, anchor, role = marks_of(node)
         if anchor is not None or role is not None or scored.score is None:
             return Candidate(
                 score=None,
@@ -136,7 +233,7 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
             )
         similarity = node.metadata.get(metadata_keys.SIMILARITY)
         has_similarity = isinstance(similarity, (int, float)) and not isinstance(similarity, bool)
-        kind = kind or self.score_kind
+        kind = kind or self.score_kind or ScoreKind.COSINE
         if has_similarity and kind is not ScoreKind.COSINE:
             # re-scored hybrid or sparse result: the floor reads the cosine, the order the score
             return Candidate(
@@ -146,18 +243,50 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
             return Candidate(score=float(similarity), score_kind=ScoreKind.COSINE, **common)
         return Candidate(score=scored.score, score_kind=kind, **common)
 
+    def _foreign_candidate(
+        self, scored: NodeWithScore, computed: float | None, common: dict[str, Any]
+    ) -> Candidate[NodeWithScore]:
+        """A node this package did not produce: its marks are ignored (see the class)."""
+        declared = self.score_kind
+        if computed is not None:
+            if scored.score is not None and declared not in (None, ScoreKind.COSINE):
+                return Candidate(score=scored.score, score_kind=declared, cosine=computed, **common)
+            return Candidate(score=computed, score_kind=ScoreKind.COSINE, **common)
+        if scored.score is None:  # tied to no section: dropped as unscored
+            return Candidate(score=None, score_kind=ScoreKind.UNKNOWN, is_attachment=True, **common)
+        if declared is None:
+            raise undeclared_score_error(type(self).__name__, "embed_model", scored.score)
+        return Candidate(score=scored.score, score_kind=declared, **common)
+
+
+def _texts(nodes: list[NodeWithScore]) -> list[str]:
+    """The texts of nodes as an index embeds them."""
+    return [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+
+
+def _by_node(nodes: list[NodeWithScore], values: list[float]) -> dict[int, float]:
+    return {id(n): value for n, value in zip(nodes, values, strict=True)}
+
+
+def _output(selection: Selection[NodeWithScore]) -> list[NodeWithScore]:
+    """The kept nodes, marked, then their attachments."""
+    return [*(_with_kind(c) for c in selection.kept), *(c.item for c in selection.attached)]
+
 
 def _with_kind(candidate: Candidate[NodeWithScore]) -> NodeWithScore:
-    """A kept node, marked with its score kind (and cosine) when it does not say yet.
+    """A kept node, marked with its score kind (and cosine) when it does not say yet; a node
+    this package did not produce always leaves as a marked, registered copy.
 
     The node's score is left as it came in: it may be a reranker's.
     """
     node = candidate.item.node
-    marks: dict[str, object] = {}
-    if node.metadata.get(metadata_keys.SCORE_KIND) != candidate.score_kind.value:
-        marks[metadata_keys.SCORE_KIND] = candidate.score_kind.value
-    if metadata_keys.SIMILARITY not in node.metadata and candidate.floor_score is not None:
-        marks[metadata_keys.SIMILARITY] = candidate.floor_score
-    if not marks:
+    trusted = is_registered(node)
+    marks: dict[str, object] = {metadata_keys.SCORE_KIND: candidate.score_kind.value}
+    similarity = node.metadata.get(metadata_keys.SIMILARITY) if trusted else None
+    if similarity is None:
+        similarity = candidate.floor_score
+    if similarity is not None:
+        marks[metadata_keys.SIMILARITY] = similarity
+    if trusted and all(node.metadata.get(k) == v for k, v in marks.items()):
         return candidate.item
-    return NodeWithScore(node=marked_copy(node, marks), score=candidate.item.score)
+    return NodeWithScore(node=register(marked_copy(node, marks)), score=candidate.item.score)

@@ -263,8 +263,12 @@ class ThresholdedRetriever(EngineRetriever):
 
         Its ``similarity_top_k`` is replaced by ``policy.top_k * policy.over_fetch``. Its
         filters, ``doc_ids``, ``node_ids`` and ``vector_store_kwargs`` restrictions stay in
-        force: ``filters=`` given here is combined with its filters (AND).
+        force: ``filters=`` given here is combined with its filters (AND). Any other
+        retriever (e.g. an ``AutoMergingRetriever``) is an error that says to wrap the
+        vector retriever inside it.
         """
+        if not isinstance(retriever, VectorIndexRetriever):
+            raise TypeError(_not_a_vector_retriever(retriever))
         inherited = {
             "filters": _both(retriever._filters, kwargs.pop("filters", None)),
             "vector_store_query_mode": retriever._vector_store_query_mode,
@@ -392,3 +396,20 @@ def _overrides(
         "policy": policy,
         "min_top_similarity": min_top_similarity,
     }
+
+
+def _not_a_vector_retriever(retriever: object) -> str:
+    name = type(retriever).__name__
+    inner = getattr(retriever, "_vector_retriever", None)
+    if isinstance(inner, VectorIndexRetriever):
+        hint = (
+            f"wrap the vector retriever inside it instead: {name}("
+            "ThresholdedRetriever.from_retriever(vector_retriever, policy), ...)"
+        )
+    else:
+        hint = "wrap the VectorIndexRetriever it searches (index.as_retriever()) instead"
+    return (
+        f"ThresholdedRetriever.from_retriever takes a VectorIndexRetriever, whose scores it "
+        f"can read as cosines; {name} is not one (its scores and merged nodes are its own): "
+        f"{hint}"
+    )

@@ -42,7 +42,7 @@ from thresholded.fanout import (
 )
 from thresholded.filters import Filter, all_of, matches, none_match
 from thresholded.filters.model import check_keys
-from thresholded.models import ModelId
+from thresholded.models import ModelId, check_named_model
 from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PUSHDOWN_EPSILON, PushdownSwitch
 from thresholded.rescore import Vector, needs_cosine, rescore, wants_rescore
@@ -182,10 +182,18 @@ class Collection(Generic[T]):
             raise ValueError(f"retrieve_k must be at least 1, got {self.retrieve_k}")
 
     def floor(self, policy: RetrievalPolicy) -> float:
-        """The floor in force under ``policy``, checked against the model in use."""
+        """The floor in force under ``policy``, checked against the model in use. A policy
+        (or profile) for a named model is refused when the collection names no model,
+        unless ``allow_model_mismatch``."""
         model = self.model
         if self.allow_model_mismatch and policy.embedding_model is not None:
             model = None
+        elif model is None and policy.embedding_model is not None:
+            check_named_model(
+                policy.embedding_model,
+                what="this policy's threshold",
+                where=f"the embeddings or {self.backend.name or 'the store'}",
+            )
         return policy.resolve_min_similarity(model)
 
     def rescores(self, policy: RetrievalPolicy) -> bool:

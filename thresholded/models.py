@@ -163,3 +163,31 @@ def check_same_model(expected: ModelId | str, actual: ModelId | str, *, what: st
             "model's cosine floor means nothing for another. Calibrate for this model, or "
             "override explicitly (allow_model_mismatch=True) if you know better."
         )
+
+
+def check_named_model(expected: ModelId | str, *, what: str, where: str) -> None:
+    """Refuse a threshold measured for a named model where no model is named at all.
+
+    ``where`` names what should have named it (the embeddings, the store). Nothing can
+    show that the vectors are the model's, and a floor means nothing for another model.
+    """
+    raise ModelMismatchError(
+        f"{what} was measured for the embedding model {ModelId.parse(expected)}, but no "
+        f"model is named by {where}, so nothing shows the vectors are that model's (a fake or "
+        "another model's cosines would be cut at its floor). Use embeddings that name the "
+        "model (e.g. a model_id or model_name), a policy without embedding_model and your "
+        "own min_similarity, or allow_model_mismatch=True if you know the model is the same."
+    )
+
+
+def check_model_in_use(
+    expected: ModelId | str | None, actual: ModelId | str | None, *, what: str, where: str
+) -> None:
+    """Refuse a threshold measured for ``expected`` when ``actual`` (the model that embeds,
+    as ``where`` names it) is another model or no named model at all; no ``expected``: any."""
+    if expected is None:
+        return
+    if actual is None:
+        check_named_model(expected, what=what, where=where)
+    else:
+        check_same_model(expected, actual, what=what)

@@ -8,7 +8,8 @@ is one, or the ``cosine`` a hybrid or sparse candidate was re-scored with; any
 other score passes the floor untouched. Every dropped candidate keeps its
 reason. Attachments (neighbours and parent summaries) carry no score of their
 own: they live and die with the section they were attached to, and are never
-compared with the floor.
+compared with the floor. An unscored result tied to no section among the
+candidates is dropped as ``unscored``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class DropReason(StrEnum):
     ATTACHMENT_BUDGET = "attachment_budget"
     OUTSIDE_FILTERS = "outside_filters"
     """A section, neighbour or parent summary that the call's filters exclude."""
+    UNSCORED = "unscored"
+    """A result with no score that cannot be tied to a section among the candidates: no
+    floor can vouch for it (e.g. a node another postprocessor added)."""
 
     def __str__(self) -> str:
         return self.value
@@ -353,12 +357,12 @@ def _select_attachments(
     policy: RetrievalPolicy,
     dropped: list[Dropped[T]],
 ) -> list[Candidate[T]]:
-    """Keep an attachment exactly when its section is kept; never compare it with the floor."""
+    """Keep an attachment exactly when its section is kept; never compare it with the floor.
+    One tied to no candidate section cannot be vouched for: dropped as ``unscored``."""
     kept_keys: list[tuple[str, str | None]] = [c.key for c in kept]
     candidate_keys = {c.key for c in primaries}
     kept_set = set(kept_keys)
     seen: set[tuple[str, str | None]] = set(kept_keys)
-    orphans = 0
     by_anchor: dict[tuple[str, str | None] | None, list[Candidate[T]]] = {}
     for att in attachments:
         if att.key in seen:
@@ -371,14 +375,8 @@ def _select_attachments(
         elif att.attached_to is not None and anchor in candidate_keys:
             dropped.append(Dropped(att, DropReason.ANCHOR_DROPPED))
         else:
-            orphans += 1
-            seen.add(att.key)
-            by_anchor.setdefault(None, []).append(att)
-    if orphans:
-        logger.warning(
-            "%d unscored result(s) could not be tied to a retrieved section; kept them", orphans
-        )
-    ordered = [att for anchor in [*kept_keys, None] for att in by_anchor.get(anchor, [])]
+            dropped.append(Dropped(att, DropReason.UNSCORED))
+    ordered = [att for anchor in kept_keys for att in by_anchor.get(anchor, [])]
     return _apply_budget(
         ordered, policy.max_attachment_chars, DropReason.ATTACHMENT_BUDGET, dropped
     )

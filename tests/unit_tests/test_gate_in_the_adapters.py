@@ -17,6 +17,7 @@ import langchain_thresholded as lc
 import llama_index_thresholded as li
 from thresholded import RetrievalPolicy
 from thresholded.metadata_keys import SIMILARITY
+from thresholded.provenance import register
 
 QUESTION = "the question"
 VECTORS = {
@@ -77,14 +78,15 @@ def test_the_query_engine_says_what_made_it_abstain(index, gate, floor, why):
 def test_the_postprocessor_applies_the_gate():
     nodes = [NodeWithScore(node=TextNode(id_=t, text=t), score=s) for t, s in [("a", 0.6)]]
     gated = li.SimilarityThresholdPostprocessor(
-        policy=POLICY.model_copy(update={"min_top_similarity": 0.7})
+        policy=POLICY.model_copy(update={"min_top_similarity": 0.7}), score_kind="cosine"
     )
     assert gated.postprocess_nodes(nodes) == []
-    assert len(li.SimilarityThresholdPostprocessor(policy=POLICY).postprocess_nodes(nodes)) == 1
+    ungated = li.SimilarityThresholdPostprocessor(policy=POLICY, score_kind="cosine")
+    assert len(ungated.postprocess_nodes(nodes)) == 1
 
 
 def test_the_compressor_applies_the_gate():
-    docs = [Document(page_content="a", metadata={SIMILARITY: 0.6})]
+    docs = [register(Document(page_content="a", metadata={SIMILARITY: 0.6}))]  # a retriever's
     gated = lc.SimilarityThresholdCompressor(min_similarity=0.2, min_top_similarity=0.7)
     assert gated.compress_documents(docs, QUESTION) == []
     assert lc.SimilarityThresholdCompressor(min_similarity=0.2).compress_documents(docs, QUESTION)

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from langchain_thresholded import SimilarityThresholdCompressor
 from llama_index_thresholded import SimilarityThresholdPostprocessor
 from thresholded import RetrievalPolicy, UncalibratedModelError
+from thresholded.provenance import register
 
 # 8 items from 3 sources; every cosine clears the floor of 0.3.
 TABLE = [
@@ -35,14 +36,18 @@ CLASSES = [SimilarityThresholdPostprocessor, SimilarityThresholdCompressor]
 
 def nodes() -> list[NodeWithScore]:
     return [
-        NodeWithScore(node=TextNode(id_=i, text=f"text of {i}", metadata={"source": s}), score=c)
+        NodeWithScore(
+            node=register(TextNode(id_=i, text=f"text of {i}", metadata={"source": s})), score=c
+        )
         for i, s, c in TABLE
     ]
 
 
 def documents() -> list[Document]:
     return [
-        Document(id=i, page_content=f"text of {i}", metadata={"source": s, "similarity": c})
+        register(
+            Document(id=i, page_content=f"text of {i}", metadata={"source": s, "similarity": c})
+        )
         for i, s, c in TABLE
     ]
 

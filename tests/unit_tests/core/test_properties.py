@@ -184,8 +184,8 @@ def check_attachments_follow_their_anchor(
                 assert id(a) in attached or reasons[id(a)] is DropReason.ATTACHMENT_BUDGET
         elif a.attached_to in prim_ids:
             assert reasons[id(a)] is DropReason.ANCHOR_DROPPED
-        elif policy.max_attachment_chars is None:
-            assert id(a) in attached  # unknown anchor: kept
+        else:
+            assert reasons[id(a)] is DropReason.UNSCORED  # tied to no candidate: unscored
     originals = {id(a): a.score for a in atts}
     for a in sel.attached:
         assert a.is_attachment

@@ -606,20 +606,19 @@ def test_attachments_follow_the_order_of_their_sections() -> None:
     ]
     sel = select(cands, only(), 0.5)
     assert ids(sel.kept) == ["a", "b"]
-    assert ids(sel.attached) == ["a-n", "a-p", "b-n", "orphan"]
+    assert ids(sel.attached) == ["a-n", "a-p", "b-n"]
+    assert reasons(sel) == {"orphan": DropReason.UNSCORED}
 
 
 @pytest.mark.parametrize("anchor", ["unknown-id", None])
-def test_attachment_with_unknown_anchor_is_kept_with_one_warning(
-    anchor: str | None, caplog: pytest.LogCaptureFixture
+def test_an_unscored_result_tied_to_no_candidate_is_dropped_as_unscored(
+    anchor: str | None,
 ) -> None:
+    # it used to be kept with a warning: nothing vouches for it
     cands = [cand("a", 0.9), att("o1", anchor), att("o2", anchor)]
-    with caplog.at_level(logging.WARNING, logger=LOGGER):
-        sel = select(cands, only(), 0.5)
-    assert ids(sel.attached) == ["o1", "o2"]
-    warnings = [r for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
-    assert len(warnings) == 1
-    assert "2" in warnings[0].getMessage()
+    sel = select(cands, only(), 0.5)
+    assert sel.attached == ()
+    assert reasons(sel) == {"o1": DropReason.UNSCORED, "o2": DropReason.UNSCORED}
 
 
 def test_no_warning_without_orphans(caplog: pytest.LogCaptureFixture) -> None:
@@ -650,7 +649,8 @@ def test_two_attachments_with_the_same_id_are_kept_once() -> None:
 def test_attachments_alone_match_nothing() -> None:
     sel = select([att("n", "a")], only(), 0.5)
     assert sel.nothing_matched
-    assert ids(sel.attached) == ["n"]  # an orphan, kept
+    assert sel.attached == ()
+    assert reasons(sel) == {"n": DropReason.UNSCORED}
 
 
 def test_attachment_of_a_duplicate_anchor_follows_the_kept_copy() -> None:
@@ -682,12 +682,11 @@ def test_attach_drops_attachments_of_dropped_sections() -> None:
     assert reasons(after) == {"b": DropReason.BELOW_THRESHOLD, "b-n": DropReason.ANCHOR_DROPPED}
 
 
-def test_attach_keeps_orphans_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+def test_attach_drops_orphans_as_unscored() -> None:
     sel = select([cand("a", 0.9)], only(), 0.5)
-    with caplog.at_level(logging.WARNING, logger=LOGGER):
-        after = attach(sel, [att("o1", "elsewhere"), att("o2", None)], only())
-    assert ids(after.attached) == ["o1", "o2"]
-    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+    after = attach(sel, [att("o1", "elsewhere"), att("o2", None)], only())
+    assert after.attached == ()
+    assert reasons(after) == {"o1": DropReason.UNSCORED, "o2": DropReason.UNSCORED}
 
 
 def test_attach_never_duplicates_a_kept_section_or_an_attachment() -> None:
@@ -779,6 +778,7 @@ def test_drop_reason_values() -> None:
         "anchor_dropped",
         "attachment_budget",
         "outside_filters",
+        "unscored",
     }
     assert str(DropReason.BUDGET) == "budget"
     assert str(AttachedRole.PARENT_SUMMARY) == "parent_summary"

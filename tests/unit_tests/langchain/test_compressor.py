@@ -1,4 +1,4 @@
-"""SimilarityThresholdCompressor: the floor on scored documents, safe in any position."""
+"""SimilarityThresholdCompressor: the floor on documents it can vouch for."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ from langchain_thresholded import (
     ThresholdedRetriever,
 )
 from thresholded import NonCosineScoreError, Report, RetrievalPolicy
+from thresholded.provenance import register
 
 Q = "the question"
 
 
 def doc(doc_id: str, **metadata: Any) -> Document:
-    return Document(id=doc_id, page_content=f"text of {doc_id}", metadata=metadata)
+    """A document as ThresholdedRetriever returns it: its marks are trusted."""
+    return register(Document(id=doc_id, page_content=f"text of {doc_id}", metadata=metadata))
 
 
 def ids(docs: Sequence[Document]) -> list[str | None]:
@@ -82,13 +84,12 @@ def test_the_report_holds_the_documents_as_given_and_explains_with_their_text():
     assert lines[1].endswith("text of a") and lines[3].endswith("text of b")
 
 
-def test_unknown_unscored_documents_are_kept_with_one_warning(caplog):
+def test_unscored_documents_tied_to_no_section_are_dropped_as_unscored():
+    # they used to be kept with a warning: nothing vouches for them
     docs = [doc("a", similarity=0.9), doc("x"), doc("y"), doc("gone-anchor", attached_to="zz")]
-    with caplog.at_level(logging.WARNING, logger="thresholded.selection"):
-        out = SimilarityThresholdCompressor(min_similarity=0.5).compress_documents(docs, Q)
-    assert ids(out) == ["a", "x", "y", "gone-anchor"]
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "3 unscored" in warnings[0].getMessage()
+    report = SimilarityThresholdCompressor(min_similarity=0.5).compress_with_report(docs)
+    assert ids(report.items) == ["a"]
+    assert report.drop_counts() == {"unscored": 3}
 
 
 def test_non_cosine_kinds_without_a_cosine_pass_the_floor(caplog):
@@ -142,24 +143,24 @@ def test_unreadable_scores_are_invalid():
     assert report.drop_counts() == {"invalid_score": 3}
 
 
-def test_floor_zero_keeps_everything():
+def test_floor_zero_keeps_everything_scored():
     docs = [doc("a", similarity=-0.9), doc("b", similarity=float("nan")), doc("c")]
     out = SimilarityThresholdCompressor(min_similarity=0).compress_documents(docs, Q)
-    assert ids(out) == ["a", "b", "c"]
+    assert ids(out) == ["a", "b"]  # c: no score, tied to no section: unscored
 
 
 def test_configurable_id_key():
     docs = [
-        Document(page_content="one", metadata={"similarity": 0.9, "uid": "1"}),
-        Document(page_content="two", metadata={"similarity": 0.2, "uid": "2"}),
-        Document(page_content="three", metadata={"attached_to": "1"}),
+        register(Document(page_content="one", metadata={"similarity": 0.9, "uid": "1"})),
+        register(Document(page_content="two", metadata={"similarity": 0.2, "uid": "2"})),
+        register(Document(page_content="three", metadata={"attached_to": "1"})),
     ]
     compressor = SimilarityThresholdCompressor(min_similarity=0.5, id_key="uid")
     assert [d.page_content for d in compressor.compress_documents(docs, Q)] == ["one", "three"]
 
 
 def test_documents_without_ids_are_known_by_their_text():
-    docs = [Document(page_content="same", metadata={"similarity": 0.9})] * 2
+    docs = [register(Document(page_content="same", metadata={"similarity": 0.9}))] * 2
     out = SimilarityThresholdCompressor(min_similarity=0.5).compress_documents(docs, Q)
     assert len(out) == 1
 

@@ -7,18 +7,19 @@ import math
 
 import pytest
 from llama_index.core.postprocessor import PrevNextNodePostprocessor, SimilarityPostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from llama_index_thresholded import SimilarityThresholdPostprocessor, ThresholdedRetriever
 from thresholded.errors import UncalibratedModelError
 from thresholded.policy import RetrievalPolicy
+from thresholded.provenance import register
 from thresholded.selection import DropReason
 
 
 def scored(node_id, score, *, source="manual", text=None, **metadata):
     meta = {"source": source, **metadata} if source is not None else dict(metadata)
     node = TextNode(id_=node_id, text=text or f"Section {node_id}.", metadata=meta)
-    return NodeWithScore(node=node, score=score)
+    return NodeWithScore(node=register(node), score=score)  # as the retriever returns it
 
 
 def ids(nodes):
@@ -74,12 +75,15 @@ def test_source_cap_falls_back_to_the_document():
     assert reasons(processor.select(nodes)) == {"x2": DropReason.SOURCE_CAP}
 
 
-def test_nodes_without_a_score_are_never_dropped_for_lacking_one(caplog):
+def test_a_node_without_a_score_or_a_section_is_dropped_as_unscored():
+    # it used to be kept with a warning: nothing vouches for it
     nodes = [scored("a", 0.9), scored("free", None), scored("low", 0.1)]
-    with caplog.at_level(logging.WARNING):
-        out = post(min_similarity=0.5).postprocess_nodes(nodes)
-    assert ids(out) == ["a", "free"]
-    assert out[1].score is None
+    processor = post(min_similarity=0.5)
+    assert ids(processor.postprocess_nodes(nodes)) == ["a"]
+    assert reasons(processor.select(nodes)) == {
+        "free": DropReason.UNSCORED,
+        "low": DropReason.BELOW_THRESHOLD,
+    }
 
 
 def test_an_attachment_is_kept_exactly_when_its_anchor_is_kept():
@@ -98,18 +102,18 @@ def test_an_attachment_is_kept_exactly_when_its_anchor_is_kept():
     }
 
 
-def test_attachments_with_an_unknown_anchor_are_kept_with_one_warning(caplog):
+def test_attachments_with_an_unknown_anchor_are_dropped_as_unscored():
     nodes = [
         scored("kept", 0.9),
         scored("orphan-1", None, attached_role="neighbour", attached_to="elsewhere"),
         scored("orphan-2", None),
     ]
-    with caplog.at_level(logging.WARNING):
-        out = post(min_similarity=0.5).postprocess_nodes(nodes)
-    assert ids(out) == ["kept", "orphan-1", "orphan-2"]
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1
-    assert "2 unscored" in warnings[0].getMessage()
+    processor = post(min_similarity=0.5)
+    assert ids(processor.postprocess_nodes(nodes)) == ["kept"]
+    assert reasons(processor.select(nodes)) == {
+        "orphan-1": DropReason.UNSCORED,
+        "orphan-2": DropReason.UNSCORED,
+    }
 
 
 def test_rrf_scores_pass_through(caplog):
@@ -155,7 +159,7 @@ def test_after_a_reranker_on_thresholded_retriever_output(kit):
     assert set(ids(out)) == {"r1", "r2"}
 
 
-def test_after_prev_next_it_keeps_the_unscored_neighbours(kit):
+def test_after_prev_next_it_judges_the_neighbours_it_cannot_vouch_for(kit):
     sections = [kit.section(f"s{i}", c, axis=1 + i) for i, c in enumerate([0.2, 0.9, 0.3])]
     kit.link_chain(sections)
     index = kit.build_index(sections, kit.embedding())
@@ -168,10 +172,19 @@ def test_after_prev_next_it_keeps_the_unscored_neighbours(kit):
 
     # LlamaIndex's own filter deletes the neighbours it just fetched ...
     assert ids(SimilarityPostprocessor(similarity_cutoff=0.5).postprocess_nodes(widened)) == ["s1"]
-    # ... ours keeps them: they were never compared with the floor.
-    ours = post(min_similarity=0.5).postprocess_nodes(widened)
-    assert sorted(ids(ours)) == ["s0", "s1", "s2"]
-    assert ids(ours)[0] == "s1"
+    # ... ours cannot tie these copies to a section: with the model, it computes their cosine
+    texts = {s.get_content(metadata_mode=MetadataMode.EMBED): s.embedding for s in sections}
+    model = kit.embedding(texts)  # the store's model: the text as the index embedded it
+    judged = SimilarityThresholdPostprocessor(min_similarity=0.5, embed_model=model)
+    assert ids(judged.postprocess_nodes(widened, query_str=kit.QUESTION)) == ["s1"]
+    assert reasons(judged.select(widened, kit.QUESTION)) == {
+        "s0": DropReason.BELOW_THRESHOLD,
+        "s2": DropReason.BELOW_THRESHOLD,
+    }
+    # without it, the declared cosine of s1 is judged and the unscored copies are dropped
+    declared = SimilarityThresholdPostprocessor(min_similarity=0.5, score_kind="cosine")
+    assert ids(declared.postprocess_nodes(widened)) == ["s1"]
+    assert set(reasons(declared.select(widened)).values()) == {DropReason.UNSCORED}
 
 
 def test_min_similarity_none_resolves_from_the_embedding_model():
@@ -214,4 +227,4 @@ async def test_async_postprocess_matches_sync():
     processor = post(min_similarity=0.5)
     sync = processor.postprocess_nodes(nodes, QueryBundle("q"))
     asynchronous = await processor.apostprocess_nodes(nodes, QueryBundle("q"))
-    assert ids(asynchronous) == ids(sync) == ["a", "c"]
+    assert ids(asynchronous) == ids(sync) == ["a"]  # c: unscored

@@ -27,6 +27,7 @@ from llama_index_thresholded import SimilarityThresholdPostprocessor, Thresholde
 from thresholded import metadata_keys
 from thresholded.errors import NonCosineScoreError
 from thresholded.policy import RetrievalPolicy
+from thresholded.provenance import register
 from thresholded.scores import ScoreKind
 from thresholded.selection import DropReason
 
@@ -422,9 +423,8 @@ def test_rescored_nodes_keep_their_cosine_through_the_postprocessor(kit: Any) ->
 
 
 def scored(node_id: str, score: float, **metadata: Any) -> NodeWithScore:
-    return NodeWithScore(
-        node=TextNode(id_=node_id, text=text_of(node_id), metadata=metadata), score=score
-    )
+    node = TextNode(id_=node_id, text=text_of(node_id), metadata=metadata)
+    return NodeWithScore(node=register(node), score=score)  # as the retriever returns it
 
 
 @pytest.mark.parametrize("kind", [ScoreKind.RRF, ScoreKind.WEIGHTED, ScoreKind.BM25])

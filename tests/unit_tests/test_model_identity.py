@@ -1,0 +1,107 @@
+"""A floor belongs to one model: where nothing names the model, a named profile is refused.
+
+A MiniLM profile applied to a store whose embeddings name no model
+(``DeterministicFakeEmbedding``, ``MockEmbedding``) used to pass without a word in LangChain.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores import SimpleVectorStore
+
+import langchain_thresholded as lc
+import llama_index_thresholded as li
+from thresholded import ModelMismatchError, RetrievalPolicy
+
+PROFILE = Path(__file__).parents[2] / "data" / "profiles" / "xquad-minilm-en.json"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2@384"
+
+
+def langchain_store() -> InMemoryVectorStore:
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    store.add_texts(["one", "two"])
+    return store
+
+
+def llama_index() -> VectorStoreIndex:
+    nodes = [TextNode(id_=t, text=t, embedding=[1.0] + [0.0] * 7) for t in ("one", "two")]
+    storage = StorageContext.from_defaults(vector_store=SimpleVectorStore())
+    return VectorStoreIndex(nodes, storage_context=storage, embed_model=MockEmbedding(embed_dim=8))
+
+
+def test_langchain_refuses_a_named_profile_for_embeddings_that_name_no_model():
+    with pytest.raises(ModelMismatchError, match="allow_model_mismatch=True"):
+        lc.ThresholdedRetriever(
+            vectorstore=langchain_store(), profile=PROFILE, collection="xquad-bench"
+        )
+
+
+def test_langchain_refuses_a_named_policy_for_embeddings_that_name_no_model():
+    policy = RetrievalPolicy(min_similarity=0.3, embedding_model=MINILM)
+    with pytest.raises(
+        ModelMismatchError, match="no model is named by the embeddings or InMemoryVectorStore"
+    ):
+        lc.ThresholdedRetriever(vectorstore=langchain_store(), policy=policy)
+
+
+def test_langchain_allows_it_when_told():
+    retriever = lc.ThresholdedRetriever(
+        vectorstore=langchain_store(),
+        profile=PROFILE,
+        collection="xquad-bench",
+        allow_model_mismatch=True,
+    )
+    retriever.invoke("one")  # no error
+
+
+def test_langchain_reads_the_model_the_embeddings_name():
+    class Named(DeterministicFakeEmbedding):
+        model_name: str = "sentence-transformers/all-MiniLM-L6-v2"
+
+    store = InMemoryVectorStore(Named(size=8))
+    store.add_texts(["one"])
+    policy = RetrievalPolicy(min_similarity=0.3, embedding_model=MINILM)
+    lc.ThresholdedRetriever(vectorstore=store, policy=policy).invoke("one")  # the same model
+    other = RetrievalPolicy(min_similarity=0.3, embedding_model="BAAI/bge-m3")
+    with pytest.raises(ModelMismatchError, match="measured for the embedding model BAAI/bge-m3"):
+        lc.ThresholdedRetriever(vectorstore=store, policy=other)
+
+
+def test_an_unnamed_policy_needs_no_model():
+    policy = RetrievalPolicy(min_similarity=0.3)
+    lc.ThresholdedRetriever(vectorstore=langchain_store(), policy=policy).invoke("one")
+    li.ThresholdedRetriever(llama_index(), policy).retrieve("one")
+
+
+def test_llama_index_refuses_a_named_profile_for_a_model_that_names_none():
+    with pytest.raises(ModelMismatchError, match="allow_model_mismatch=True"):
+        li.ThresholdedRetriever(llama_index(), profile=PROFILE, collection="xquad-bench")
+    allowed = li.ThresholdedRetriever(
+        llama_index(), profile=PROFILE, collection="xquad-bench", allow_model_mismatch=True
+    )
+    allowed.retrieve("one")
+
+
+def test_the_filters_refuse_a_model_that_is_not_the_policy_s():
+    policy = RetrievalPolicy(min_similarity=0.3, embedding_model=MINILM)
+    with pytest.raises(ModelMismatchError, match="no model is named by the embeddings"):
+        lc.SimilarityThresholdCompressor(
+            policy=policy, embeddings=DeterministicFakeEmbedding(size=8)
+        )
+    with pytest.raises(ModelMismatchError, match="allow_model_mismatch=True"):
+        li.SimilarityThresholdPostprocessor(policy=policy, embed_model=MockEmbedding(embed_dim=8))
+    lc.SimilarityThresholdCompressor(
+        policy=policy, embeddings=DeterministicFakeEmbedding(size=8), allow_model_mismatch=True
+    )
+    li.SimilarityThresholdPostprocessor(
+        policy=policy, embed_model=MockEmbedding(embed_dim=8), allow_model_mismatch=True
+    )
+    unnamed = RetrievalPolicy(min_similarity=0.3)
+    lc.SimilarityThresholdCompressor(policy=unnamed, embeddings=DeterministicFakeEmbedding(size=8))

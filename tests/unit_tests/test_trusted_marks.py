@@ -1,0 +1,191 @@
+"""Marks cannot be forged: only what this package's retriever produced is judged by its marks.
+
+A stored document's metadata is anyone's to write. The retrievers strip the package's
+mark keys from it, and the postprocessor and the compressor ignore the marks of objects
+the retriever did not produce in this process (see ``thresholded.provenance``).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import NodeWithScore, TextNode
+from llama_index.core.vector_stores import SimpleVectorStore
+
+import langchain_thresholded as lc
+import llama_index_thresholded as li
+from thresholded import NonCosineScoreError, RetrievalPolicy
+from thresholded.provenance import is_registered, register
+from thresholded.selection import DropReason
+
+QUESTION = "the question"
+VECTORS = {
+    QUESTION: [1.0, 0.0],
+    "near": [0.6, 0.8],  # cosine 0.6
+    "far": [0.28, 0.96],  # cosine 0.28
+}
+FORGED = {"similarity": 0.99, "score_kind": "cosine"}
+FLOOR = 0.5
+POLICY = RetrievalPolicy(min_similarity=FLOOR, max_per_source=None, max_chars=None)
+
+
+def vector_of(text: str) -> list[float]:
+    return VECTORS[text.split("\n\n")[-1]]  # LlamaIndex puts the metadata before the text
+
+
+class Fixed(BaseEmbedding):
+    @classmethod
+    def class_name(cls) -> str:
+        return "Fixed"
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return vector_of(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return vector_of(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return vector_of(text)
+
+
+class FixedEmbeddings(Embeddings):
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [vector_of(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return vector_of(text)
+
+
+def ids(nodes: list[NodeWithScore]) -> list[str]:
+    return [n.node.node_id for n in nodes]
+
+
+def dropped(selection) -> dict[str, DropReason]:
+    return {d.candidate.id: d.reason for d in selection.dropped}
+
+
+# The registry -----------------------------------------------------------------------------
+
+
+def test_the_registry_knows_the_object_not_an_equal_copy():
+    doc = register(Document(page_content="near"))
+    assert is_registered(doc)
+    assert not is_registered(doc.model_copy())
+    assert not is_registered(Document(page_content="near"))
+
+
+def test_the_registry_keeps_nothing_alive():
+    doc = register(Document(page_content="near"))
+    key = id(doc)
+    del doc
+    gc.collect()
+    from thresholded import provenance
+
+    assert key not in provenance._REGISTRY
+
+
+# The retrievers strip stored marks --------------------------------------------------------
+
+
+def test_llama_index_retriever_strips_the_marks_a_stored_node_holds():
+    stored = {**FORGED, "attached_role": "neighbour", "attached_to": "near", "topic": "t"}
+    nodes = [
+        TextNode(id_="far", text="far", embedding=VECTORS["far"], metadata=stored),
+        TextNode(id_="near", text="near", embedding=VECTORS["near"]),
+    ]
+    storage = StorageContext.from_defaults(vector_store=SimpleVectorStore())
+    index = VectorStoreIndex(nodes, storage_context=storage, embed_model=Fixed())
+    retriever = li.ThresholdedRetriever(index, POLICY.model_copy(update={"min_similarity": 0.2}))
+    out = {n.node.node_id: n for n in retriever.retrieve(QUESTION)}
+    meta = out["far"].node.metadata
+    assert meta["similarity"] == pytest.approx(0.28)  # the true cosine, not the stored 0.99
+    assert "attached_role" not in meta and "attached_to" not in meta
+    assert meta["topic"] == "t"
+    # and below the floor, the stored similarity does not save it
+    assert ids(li.ThresholdedRetriever(index, POLICY).retrieve(QUESTION)) == ["near"]
+
+
+def test_langchain_retriever_strips_the_marks_a_stored_document_holds():
+    store = InMemoryVectorStore(FixedEmbeddings())
+    stored = {**FORGED, "attached_role": "neighbour", "attached_to": "near", "topic": "t"}
+    store.add_texts(["far", "near"], metadatas=[stored, {}], ids=["far", "near"])
+    low = POLICY.model_copy(update={"min_similarity": 0.2})
+    out = {d.id: d for d in lc.ThresholdedRetriever(vectorstore=store, policy=low).invoke(QUESTION)}
+    meta = out["far"].metadata
+    assert meta["similarity"] == pytest.approx(0.28)
+    assert "attached_role" not in meta and "attached_to" not in meta
+    assert meta["topic"] == "t"
+    kept = lc.ThresholdedRetriever(vectorstore=store, policy=POLICY).invoke(QUESTION)
+    assert [d.id for d in kept] == ["near"]
+
+
+# The postprocessor ------------------------------------------------------------------------
+
+
+def test_postprocessor_ignores_a_stored_similarity():
+    forged = NodeWithScore(node=TextNode(id_="far", text="far", metadata=FORGED), score=0.1)
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY, score_kind="cosine")
+    assert post.postprocess_nodes([forged]) == []
+    assert dropped(post.select([forged])) == {"far": DropReason.BELOW_THRESHOLD}
+
+
+def test_postprocessor_ignores_a_stored_attachment_role():
+    kept = NodeWithScore(node=register(TextNode(id_="near", text="near")), score=0.9)
+    fake = {"attached_role": "neighbour", "attached_to": "near"}
+    intruder = NodeWithScore(node=TextNode(id_="x", text="x", metadata=fake), score=None)
+    lone = NodeWithScore(node=TextNode(id_="y", text="y", metadata={"attached_role": "neighbour"}))
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY)
+    assert ids(post.postprocess_nodes([kept, intruder, lone])) == ["near"]
+    assert dropped(post.select([kept, intruder, lone])) == {
+        "x": DropReason.UNSCORED,
+        "y": DropReason.UNSCORED,
+    }
+
+
+def test_postprocessor_output_of_the_retriever_is_trusted():
+    nodes = [
+        TextNode(id_="far", text="far", embedding=VECTORS["far"]),
+        TextNode(id_="near", text="near", embedding=VECTORS["near"]),
+    ]
+    storage = StorageContext.from_defaults(vector_store=SimpleVectorStore())
+    index = VectorStoreIndex(nodes, storage_context=storage, embed_model=Fixed())
+    low = POLICY.model_copy(update={"min_similarity": 0.0})
+    retrieved = li.ThresholdedRetriever(index, low, neighbours=0).retrieve(QUESTION)
+    reranked = [NodeWithScore(node=n.node, score=1.0 - (n.score or 0)) for n in retrieved]
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY)  # no model needed: trusted marks
+    assert ids(post.postprocess_nodes(reranked)) == ["near"]
+
+
+# The compressor ---------------------------------------------------------------------------
+
+
+def test_compressor_ignores_a_stored_similarity():
+    forged = Document(id="far", page_content="far", metadata=FORGED)
+    compressor = lc.SimilarityThresholdCompressor(policy=POLICY, embeddings=FixedEmbeddings())
+    assert compressor.compress_documents([forged], QUESTION) == []
+    report = compressor.compress_with_report([forged], QUESTION)
+    assert report.drop_counts() == {"below_threshold": 1}
+
+
+def test_compressor_ignores_a_stored_attachment_role():
+    kept = register(Document(id="near", page_content="near", metadata={"similarity": 0.6}))
+    fake = {"attached_role": "neighbour", "attached_to": "near"}
+    intruder = Document(id="x", page_content="x", metadata=fake)
+    compressor = lc.SimilarityThresholdCompressor(policy=POLICY)
+    out = compressor.compress_documents([kept, intruder], QUESTION)
+    assert [d.id for d in out] == ["near"]
+    report = compressor.compress_with_report([kept, intruder], QUESTION)
+    assert report.drop_counts() == {"unscored": 1}
+
+
+def test_compressor_without_a_model_and_nothing_it_can_trust_is_an_error():
+    forged = Document(id="far", page_content="far", metadata=FORGED)
+    compressor = lc.SimilarityThresholdCompressor(policy=POLICY)
+    with pytest.raises(NonCosineScoreError, match="embeddings="):
+        compressor.compress_documents([forged], QUESTION)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import uuid
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,8 +89,10 @@ def in_memory(_: Path) -> VectorStore:
 def faiss(strategy: str) -> Callable[[Path], VectorStore]:
     def make(_: Path) -> VectorStore:
         pytest.importorskip("faiss")
-        from langchain_community.vectorstores import FAISS
-        from langchain_community.vectorstores.utils import DistanceStrategy
+        with warnings.catch_warnings():  # LangChain's FAISS store lives only there
+            warnings.filterwarnings("ignore", "`langchain-community` is being sunset")
+            from langchain_community.vectorstores import FAISS
+            from langchain_community.vectorstores.utils import DistanceStrategy
 
         docs = _documents()
         return FAISS.from_documents(

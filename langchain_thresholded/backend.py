@@ -20,11 +20,12 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
 from langchain_thresholded.milvus import _ensure_orm_connection
-from langchain_thresholded.scoring import is_chroma, is_milvus, store_metric
+from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.engine import Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, matches, to_milvus
+from thresholded.filters.chroma import to_chroma
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import check_expression
 from thresholded.provenance import register
@@ -38,6 +39,8 @@ _MARKS = (
     metadata_keys.ATTACHED_ROLE,
     metadata_keys.ATTACHED_TO,
 )
+FAISS_FILTER_ROWS = 10_000
+"""A filtered FAISS search considers every row of an index up to this size."""
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
@@ -78,6 +81,7 @@ class LangChainBackend:
         self._links = link_keys
         self._id_key = id_key
         self._milvus = is_milvus(store)
+        self._faiss = is_faiss(store)
         self._raw_expr = _raw_expr(self._search_kwargs) if self._milvus else None
         self._engine_dialect: Dialect | None = None
         raw = self._search_kwargs.get("filter")
@@ -90,10 +94,14 @@ class LangChainBackend:
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Mapping[str, Any] | None = None) -> dict:
         """The store arguments of a call: the retriever's ``search_kwargs`` with the call's
-        (which hold no filter), and every filter in force. On Milvus that is one ``expr``:
+        (which hold no filter), and every filter in force, sent to the store so that its
+        search returns the nearest documents inside them. On Milvus that is one ``expr``:
         the retriever's raw expression, verbatim, AND the filters written by the core. An
-        ``InMemoryVectorStore`` gets them as its ``filter`` function. Other stores get the
-        retriever's own arguments; the engine checks every document against ``where``."""
+        ``InMemoryVectorStore`` gets them as its ``filter`` function, a FAISS store as its
+        ``filter`` function on metadata, a Chroma store as a ``where`` clause (the parts
+        Chroma cannot express exactly are left out of it). Other stores get the
+        retriever's own arguments. Whatever the store did, the engine checks every document
+        against ``where``."""
         extra = dict((options or {}).get("search_kwargs") or {})
         kwargs = {**self._search_kwargs, **extra}
         if "k" in kwargs:
@@ -108,8 +116,17 @@ class LangChainBackend:
             if parts:
                 kwargs["expr"] = " and ".join(parts)
             return kwargs
-        if where is not None and isinstance(self._store, InMemoryVectorStore):
+        if where is None:
+            return kwargs
+        if isinstance(self._store, InMemoryVectorStore):
             kwargs["filter"] = _both(kwargs.get("filter"), _matcher(where))
+        elif self._faiss:
+            kwargs["filter"] = _faiss_filter(self._store, kwargs.get("filter"), where)
+        elif is_chroma(self._store):
+            written = to_chroma(where).where
+            raw = kwargs.get("filter")
+            if written is not None:
+                kwargs["filter"] = {"$and": [raw, written]} if raw else written
         return kwargs
 
     def _dialect(self) -> Dialect:
@@ -148,7 +165,7 @@ class LangChainBackend:
 
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
-        store, k, kwargs = self._store, args.k, args.filters
+        store, k, kwargs = self._store, args.k, self._with_fetch_k(args)
         if self._milvus:
             _ensure_orm_connection(store)
         if self._kind not in _DENSE or args.vector is None:
@@ -159,7 +176,7 @@ class LangChainBackend:
         return by_vector(list(args.vector), k=k, **kwargs)
 
     async def asearch(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
-        store, k, kwargs = self._store, args.k, args.filters
+        store, k, kwargs = self._store, args.k, self._with_fetch_k(args)
         if self._milvus:
             _ensure_orm_connection(store)
         if self._kind not in _DENSE or args.vector is None:
@@ -172,6 +189,18 @@ class LangChainBackend:
         if sync is not None:  # e.g. InMemoryVectorStore: no async by-vector search
             return await run_in_executor(None, sync, vector, k=k, **kwargs)
         return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
+
+    def _with_fetch_k(self, args: SearchArgs) -> Mapping[str, Any]:
+        """FAISS filters the ``fetch_k`` nearest rows after its search (20 by default): with a
+        filter, it considers every row of an index up to :data:`FAISS_FILTER_ROWS` rows, and
+        at least that many (or ``10 * k``) of a larger one. A ``fetch_k`` in the retriever's
+        ``search_kwargs`` widens this."""
+        kwargs = args.filters
+        if not self._faiss or kwargs.get("filter") is None:
+            return kwargs
+        total = int(getattr(getattr(self._store, "index", None), "ntotal", 0) or 0)
+        wanted = total if total <= FAISS_FILTER_ROWS else max(FAISS_FILTER_ROWS, 10 * args.k)
+        return {**kwargs, "fetch_k": max(int(kwargs.get("fetch_k") or 0), wanted, args.k)}
 
     # Sections by id ------------------------------------------------------------------------
     def fetch(self, ids: list[str]) -> dict[str, Document]:
@@ -263,6 +292,18 @@ def _raw_expr(search_kwargs: Mapping[str, Any]) -> str | None:
 
 def _matcher(where: Filter) -> Callable[[Document], bool]:
     return lambda doc: matches(where, doc.metadata)
+
+
+def _faiss_filter(
+    store: VectorStore, raw: Any, where: Filter
+) -> Callable[[Mapping[str, Any]], bool]:
+    """FAISS's ``filter`` as a function on metadata: the reference itself, so exact for every
+    operator (its dict form compares ``True == 1`` and fails on an ordering of a missing key),
+    AND the retriever's own ``filter`` (a function, or a dict FAISS reads)."""
+    own = None if raw is None else type(store)._create_filter_func(raw)
+    if own is None:
+        return lambda meta: matches(where, meta)
+    return lambda meta: bool(own(meta)) and matches(where, meta)
 
 
 def _both(

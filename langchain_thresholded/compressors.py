@@ -149,7 +149,7 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
             question = embeddings.embed_query(text)
             vectors = embeddings.embed_documents([documents[i].page_content for i in foreign])
             computed = dict(zip(foreign, cosines(question, vectors), strict=True))
-        return self._report(documents, computed)
+        return self._report(documents, computed, query)
 
     async def acompress_with_report(
         self, documents: Sequence[Document], query: str | None = None
@@ -164,7 +164,7 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
             texts = [documents[i].page_content for i in foreign]
             vectors = await embeddings.aembed_documents(texts)
             computed = dict(zip(foreign, cosines(question, vectors), strict=True))
-        return self._report(documents, computed)
+        return self._report(documents, computed, query)
 
     def compress_documents(
         self,
@@ -196,12 +196,12 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
         return _in_input_order(documents, report)
 
     def _report(
-        self, documents: Sequence[Document], computed: dict[int, float]
+        self, documents: Sequence[Document], computed: dict[int, float], query: str | None
     ) -> Report[Document]:
         candidates = [self._candidate(i, doc, computed.get(i)) for i, doc in enumerate(documents)]
         selection = select(candidates, self.policy, self.min_similarity)
         return Report.build(
-            "", selection, output=_document_of, as_dropped=_document_of, describe=describe
+            query or "", selection, output=_document_of, as_dropped=_document_of, describe=describe
         )
 
     def _to_embed(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from thresholded.attachments import AttachmentSpec, Links, walk
-from thresholded.errors import DimensionMismatchError
+from thresholded.errors import DimensionMismatchError, ScoreRangeError
 from thresholded.fanout import (
     CollectionStatus,
     Found,
@@ -441,12 +441,24 @@ def _candidates(stage: Stage[T], hits: Sequence[tuple[T, float | None]]) -> list
     kind, metric = collection.score_kind, stage.metric
     candidates = []
     for item, raw in hits:
-        score = raw
-        if metric is not None and is_valid_score(raw):  # range-checked, whatever the metric
-            score = to_cosine(raw, metric, store=backend.name)
+        score = _number(raw, backend.name)
+        if metric is not None and is_valid_score(score):  # range-checked, whatever the metric
+            score = to_cosine(score, metric, store=backend.name)
         item_id, source, chars = backend.identify(item, source_key)
         candidates.append(Candidate(item, item_id, score, kind, source, chars, collection=name))
     return candidates
+
+
+def _number(raw: Any, store: str) -> float | None:
+    """A store's raw score as a Python float (numpy's are not JSON data, nor ``float``)."""
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise ScoreRangeError(
+            f"{store} returned the score {raw!r} ({type(raw).__name__}), which is not a number"
+        ) from None
 
 
 def _rescore(

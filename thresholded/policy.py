@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -250,6 +251,16 @@ def profiled_policy(
         return policy
     fields = (policy or RetrievalPolicy()).model_dump(exclude={"min_similarity", "embedding_model"})
     scope = collection or store_collection
+    if scope is None:
+        from thresholded.profile import CalibrationProfile
+
+        measured_on = CalibrationProfile.load(profile).collection
+        if measured_on is not None:
+            raise ValueError(
+                f"profile {profile} was measured for collection {measured_on!r}, and the store "
+                "names no collection, so it cannot be checked that the profile is this "
+                f"store's: pass collection={measured_on!r} to say it is"
+            )
     return RetrievalPolicy.from_profile(profile, collection=scope, **fields)
 
 
@@ -269,10 +280,13 @@ def _policy_object(text: str | bytes, *, what: str) -> dict[str, Any]:
 
 
 def policy_or_none(value: object, *, what: str = "policy") -> RetrievalPolicy | None:
-    """``value`` when it is a policy (or None); anything else is a clear error."""
+    """``value`` when it is a policy (or None); a mapping is read as a stored policy, as
+    pydantic reads one (``{"min_similarity": 0.4}``); anything else is a clear error."""
     if value is None or isinstance(value, RetrievalPolicy):
         return value
+    if isinstance(value, Mapping):
+        return RetrievalPolicy.from_dict(dict(value))
     raise TypeError(
-        f"{what} must be a RetrievalPolicy, got {type(value).__name__}; for a stored one use "
-        "RetrievalPolicy.from_dict(...) or RetrievalPolicy.load(path)"
+        f"{what} must be a RetrievalPolicy or its dict, got {type(value).__name__}; for a "
+        "stored one use RetrievalPolicy.load(path)"
     )

@@ -52,8 +52,13 @@ def test_an_empty_question_is_refused_in_both_adapters(
         langchain_retriever.invoke(question)
 
 
-def test_a_policy_given_as_a_dict_names_the_fix(llama_retriever):
-    with pytest.raises(TypeError, match=r"RetrievalPolicy\.from_dict"):
-        li.ThresholdedRetriever(llama_retriever._index, {"min_similarity": 0.3})
-    with pytest.raises(TypeError, match=r"RetrievalPolicy\.from_dict"):
-        llama_retriever.retrieve_with_report("q", policy={"min_similarity": 0.3})
+def test_a_policy_given_as_a_dict_is_read_as_a_stored_policy(llama_retriever):
+    """As LangChain's pydantic fields read it; a misspelt field is refused, naming it."""
+    retriever = li.ThresholdedRetriever(llama_retriever._index, {"min_similarity": 0.3})
+    assert retriever.policy == RetrievalPolicy(min_similarity=0.3)
+    with pytest.raises(ValueError, match="min_similarty"):
+        li.ThresholdedRetriever(llama_retriever._index, {"min_similarty": 0.3})
+    with pytest.raises(ValueError, match="min_similarty"):
+        llama_retriever.retrieve_with_report("q", policy={"min_similarty": 0.3})
+    with pytest.raises(TypeError, match="RetrievalPolicy or its dict"):
+        li.ThresholdedRetriever(llama_retriever._index, "min_similarity=0.3")

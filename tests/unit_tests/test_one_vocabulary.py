@@ -304,6 +304,16 @@ def test_a_profile_of_another_collection_is_refused(build, profile):
 
 
 @pytest.mark.parametrize("build", ADAPTERS)
+def test_a_profile_of_a_named_collection_needs_collection_on_a_store_that_names_none(
+    build, profile
+):
+    """An in-memory store names no collection: the caller says the profile is its own."""
+    with pytest.raises(ValueError, match=r"names no collection.*pass collection='kb'"):
+        build(policy=POLICY, profile=profile("kb"))
+    assert floor_of(build(policy=POLICY, profile=profile(None, 0.7))) == 0.7
+
+
+@pytest.mark.parametrize("build", ADAPTERS)
 def test_collection_without_a_profile_is_refused(build):
     with pytest.raises(ValueError, match="give profile="):
         build(policy=POLICY, collection="kb")

@@ -461,7 +461,8 @@ def _milvus_result(store: Any, hits: Any) -> VectorStoreQueryResult:
     """A Milvus search's hits parsed as the store parses them, each node with its vector."""
     nodes, similarities, ids = store._parse_from_milvus_results(hits)
     for node, hit in zip(nodes, hits[0], strict=True):
-        node.embedding = _plain(hit["entity"].get(store.embedding_field))
+        # the parse just built these nodes: set without re-validating every float
+        node.__dict__["embedding"] = _plain(hit["entity"].get(store.embedding_field))
     return VectorStoreQueryResult(nodes=nodes, similarities=similarities, ids=ids)
 
 
@@ -493,7 +494,7 @@ def _is_store(store: Any, name: str) -> bool:
 
 def _plain(vector: Any) -> Vector | None:
     """A vector as a list of floats (pymilvus may hand back its own sequence types)."""
-    return None if vector is None else list(vector)
+    return vector if vector is None or isinstance(vector, list) else list(vector)
 
 
 def _vectors(nodes: Sequence[BaseNode]) -> dict[str, Vector]:

@@ -13,9 +13,8 @@ to check.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-
-import numpy as np
 
 from thresholded.errors import NotUnitVectorError
 from thresholded.scores import UNIT_NORM_TOLERANCE, Metric
@@ -29,18 +28,13 @@ FIX = (
 
 
 def norms(vectors: Sequence[Vector]) -> list[float]:
-    """The Euclidean norm of each vector, in order."""
-    if not vectors:
-        return []
-    try:
-        m = np.asarray(vectors, dtype=np.float64)
-    except ValueError:  # vectors of several lengths: one at a time
-        return [float(np.linalg.norm(np.asarray(v, dtype=np.float64))) for v in vectors]
-    return [float(n) for n in np.sqrt(np.einsum("ij,ij->i", m, m))]
+    """The Euclidean norm of each vector, in order (``math.hypot``: one C loop a vector,
+    without converting the store's lists of floats to arrays)."""
+    return [math.hypot(*vector) for vector in vectors]
 
 
 def is_unit(norm: float) -> bool:
-    return bool(np.isfinite(norm)) and abs(norm - 1.0) <= UNIT_NORM_TOLERANCE
+    return math.isfinite(norm) and abs(norm - 1.0) <= UNIT_NORM_TOLERANCE
 
 
 def check_stored_norms(vectors: Mapping[str, Vector | None], *, store: str, metric: Metric) -> None:

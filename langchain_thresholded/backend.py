@@ -294,7 +294,9 @@ def _is_store(store: Any, name: str) -> bool:
 
 def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
     """The vector field of ``ids`` in a langchain-milvus collection, in one query."""
-    pk, field = str(store._primary_field), str(store._vector_field)
+    pk, field = str(store._primary_field), store._vector_field
+    if not isinstance(field, str):  # several vector fields (hybrid): which one is dense?
+        return {}
     keys: list[Any] = list(ids)
     if not _varchar_key(store):
         keys = [int(i) for i in ids if i.lstrip("-").isdigit()]

@@ -69,7 +69,7 @@ def llama_index_backend(store: Any) -> Any:
     nodes = [TextNode(id_=i, text=i, embedding=v) for i, v in VECTORS.items()]
     storage = StorageContext.from_defaults(vector_store=store)
     index = VectorStoreIndex(nodes, storage_context=storage, embed_model=MockEmbedding(embed_dim=3))
-    return index_collection(index, None, metric="IP").backend
+    return index_collection(index, None).backend  # the metric is read from the store
 
 
 def test_llama_index_faiss():

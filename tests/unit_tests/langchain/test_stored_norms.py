@@ -164,3 +164,33 @@ def test_a_store_whose_vectors_cannot_be_read_is_refused_under_ip_and_l2(
     retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, metric=metric)
     with pytest.raises(NotUnitVectorError, match="gave back no stored vector for section 'a'"):
         retriever.invoke(QUERY)
+
+
+# Chroma: its ip space returns 1 - ip (IP_DISTANCE), a cosine on unit vectors only --------------
+def chroma_store(tmp_path: Path, space: str, vectors: dict[str, list[float]]) -> Any:
+    pytest.importorskip("langchain_chroma")
+    import chromadb
+    from langchain_chroma import Chroma
+
+    docs, embeddings = documents(vectors)
+    return Chroma.from_documents(
+        docs,
+        embeddings,
+        ids=[str(d.id) for d in docs],
+        client=chromadb.PersistentClient(path=str(tmp_path / "chroma")),
+        collection_name=f"norms_{space}",
+        collection_metadata={"hnsw:space": space},
+    )
+
+
+def test_chroma_ip_space_a_document_stored_with_norm_2_5_is_refused(tmp_path):
+    store = chroma_store(tmp_path, "ip", IP_CASE)
+    with pytest.raises(NotUnitVectorError) as error:
+        ThresholdedRetriever(vectorstore=store, policy=POLICY).invoke(QUERY)
+    refused(error, "long", "2.5000")
+
+
+def test_chroma_cosine_space_is_not_checked(tmp_path):
+    store = chroma_store(tmp_path, "cosine", IP_CASE)
+    docs = ThresholdedRetriever(vectorstore=store, policy=POLICY).invoke(QUERY)
+    assert [d.id for d in docs] == ["ok"]

@@ -8,6 +8,7 @@ candidates and back. The pipeline itself is the engine's.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -227,13 +228,32 @@ class LangChainBackend:
         return found
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+        """Stored vectors by id: an ``InMemoryVectorStore``'s or a FAISS index's own, a Milvus
+        collection's vector field in one query, Chroma's embeddings in one ``get``; other
+        stores cannot read theirs back."""
+        store = self._store
+        if isinstance(store, InMemoryVectorStore):
+            return _in_memory_vectors(store, ids)
+        if self._milvus:
+            _ensure_orm_connection(store)
+            return _milvus_vectors(store, ids)
+        if _is_store(store, "FAISS") and hasattr(store, "index_to_docstore_id"):
+            return _faiss_vectors(store, ids)
+        if _is_store(store, "Chroma") and hasattr(store, "_collection"):
+            found = store._collection.get(ids=ids, include=["embeddings"])
+            return {str(i): list(v) for i, v in zip(found["ids"], found["embeddings"], strict=True)}
         return {}
 
     async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
-        return {}
+        if self._milvus:  # the store's blocking client, in a thread
+            return await run_in_executor(None, self.fetch_vectors, ids)
+        return self.fetch_vectors(ids)
 
     # Translation ---------------------------------------------------------------------------
     def stored_vector(self, item: Document) -> Vector | None:
+        """An ``InMemoryVectorStore`` holds its vectors in memory: read, not fetched."""
+        if isinstance(self._store, InMemoryVectorStore) and item.id is not None:
+            return _in_memory_vectors(self._store, [item.id]).get(item.id)
         return None
 
     def links(self, item: Document) -> Links:
@@ -283,6 +303,49 @@ def _by_vector(store: VectorStore) -> Callable[..., list[tuple[Document, float]]
     if is_chroma(store):
         return store.similarity_search_by_vector_with_relevance_scores
     return getattr(store, "similarity_search_with_score_by_vector", None)
+
+
+def _in_memory_vectors(store: InMemoryVectorStore, ids: list[str]) -> dict[str, Vector]:
+    entries = ((i, store.store.get(i)) for i in ids)
+    return {i: entry["vector"] for i, entry in entries if entry and entry.get("vector") is not None}
+
+
+def _faiss_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
+    """A FAISS index's vectors, read back from their positions."""
+    wanted = set(ids)
+    positions = {i: pos for pos, i in store.index_to_docstore_id.items() if i in wanted}
+    return {i: [float(x) for x in store.index.reconstruct(int(p))] for i, p in positions.items()}
+
+
+def _is_store(store: Any, name: str) -> bool:
+    return any(cls.__name__ == name for cls in type(store).__mro__)
+
+
+def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
+    """The vector field of ``ids`` in a langchain-milvus collection, in one query."""
+    pk, field = str(store._primary_field), store._vector_field
+    if not isinstance(field, str):  # several vector fields (hybrid): which one is dense?
+        return {}
+    keys: list[Any] = list(ids)
+    if not _varchar_key(store):
+        keys = [int(i) for i in ids if i.lstrip("-").isdigit()]
+    if not keys:
+        return {}
+    rows = store.client.query(
+        store.collection_name,
+        filter=f"{pk} in {json.dumps(keys)}",
+        output_fields=[pk, field],
+        timeout=getattr(store, "timeout", None),
+    )
+    return {str(row[pk]): list(row[field]) for row in rows if row.get(field) is not None}
+
+
+def _varchar_key(store: Any) -> bool:
+    """Whether a langchain-milvus collection's primary key is a string."""
+    from pymilvus import DataType
+
+    col = store.col
+    return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
 
 
 def _raw_expr(search_kwargs: Mapping[str, Any]) -> str | None:

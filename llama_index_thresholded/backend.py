@@ -162,14 +162,22 @@ class LlamaIndexBackend:
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
         query, kwargs = self._query(args)
-        result = self._store.query(query, **kwargs)
+        if self._keeps_vectors():
+            search = self._milvus_search(query, kwargs)
+            result = _milvus_result(self._store, self._store.client.search(**search))
+        else:
+            result = self._store.query(query, **kwargs)
         missing = _not_text(result)
         fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
 
     async def asearch(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
         query, kwargs = self._query(args)
-        result = await self._store.aquery(query, **kwargs)
+        if self._keeps_vectors():
+            search = self._milvus_search(query, kwargs)
+            result = _milvus_result(self._store, await self._store.aclient.search(**search))
+        else:
+            result = await self._store.aquery(query, **kwargs)
         missing = _not_text(result)
         fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
@@ -211,6 +219,35 @@ class LlamaIndexBackend:
         )
         return query, kwargs
 
+    def _keeps_vectors(self) -> bool:
+        """A dense Milvus search under IP or L2, whose stored vectors the engine checks: the
+        vector field comes back with the hits (``output_fields``), and is kept on each node,
+        which the store's own ``query`` would drop."""
+        return (
+            is_milvus_store(self._store)
+            and self.mode is VectorStoreQueryMode.DEFAULT
+            and self._metric is not None
+            and self._metric.needs_unit_vectors
+        )
+
+    def _milvus_search(self, query: VectorStoreQuery, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The arguments of the store's own dense search (``MilvusVectorStore._default_search``),
+        its vector field among the output fields."""
+        store = self._store
+        _, fields = store._prepare_before_search(query, **kwargs)
+        if "*" not in fields and store.embedding_field not in fields:
+            fields = [*fields, store.embedding_field]
+        return {
+            "collection_name": store.collection_name,
+            "data": [query.query_embedding],
+            "filter": kwargs.get("string_expr", ""),
+            "limit": query.similarity_top_k,
+            "output_fields": fields,
+            "search_params": kwargs.get("milvus_search_config", store.search_config),
+            "anns_field": store.embedding_field,
+            "partition_names": kwargs.get("milvus_partition_names"),
+        }
+
     # Sections by id ------------------------------------------------------------------------
     def fetch(self, ids: list[str]) -> dict[str, BaseNode]:
         found = {n.node_id: n for n in self._docstore.get_nodes(ids, raise_error=False)}
@@ -239,11 +276,26 @@ class LlamaIndexBackend:
         return {i: n for i, n in found.items() if i in allowed}
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+        """Stored vectors by id, in one batch: Milvus's vector field, a FAISS index's vectors,
+        Chroma's embeddings, else the nodes of a store that can read them back."""
+        store = self._store
+        if is_milvus_store(store):
+            return _milvus_vectors(store, store.client.query(**_by_id(store, ids)))
+        if _is_store(store, "FaissVectorStore"):
+            return _faiss_vectors(store, self._index, ids)
+        if _is_store(store, "ChromaVectorStore"):
+            found = store._collection.get(ids=ids, include=["embeddings"])
+            return {str(i): list(v) for i, v in zip(found["ids"], found["embeddings"], strict=True)}
         if not self._store_can_fetch:
             return {}
         return _vectors(self._store_nodes(ids))
 
     async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+        store = self._store
+        if is_milvus_store(store):
+            return _milvus_vectors(store, await store.aclient.query(**_by_id(store, ids)))
+        if _is_store(store, "FaissVectorStore") or _is_store(store, "ChromaVectorStore"):
+            return self.fetch_vectors(ids)  # in memory, or Chroma's local client
         if not self._store_can_fetch:
             return {}
         return _vectors(await self._astore_nodes(ids))
@@ -403,6 +455,46 @@ def _hits(
     else:
         raise ValueError("the vector store's query result has neither nodes nor ids")
     return [(node, scores[i] if scores is not None else None) for i, node in enumerate(nodes)]
+
+
+def _milvus_result(store: Any, hits: Any) -> VectorStoreQueryResult:
+    """A Milvus search's hits parsed as the store parses them, each node with its vector."""
+    nodes, similarities, ids = store._parse_from_milvus_results(hits)
+    for node, hit in zip(nodes, hits[0], strict=True):
+        # the parse just built these nodes: set without re-validating every float
+        node.__dict__["embedding"] = _plain(hit["entity"].get(store.embedding_field))
+    return VectorStoreQueryResult(nodes=nodes, similarities=similarities, ids=ids)
+
+
+def _by_id(store: Any, ids: list[str]) -> dict[str, Any]:
+    """A Milvus query for the vectors of ``ids``, and nothing else."""
+    return {
+        "collection_name": store.collection_name,
+        "ids": ids,
+        "output_fields": [store.embedding_field],
+    }
+
+
+def _milvus_vectors(store: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Vector]:
+    found = ((str(r.get("id")), _plain(r.get(store.embedding_field))) for r in rows)
+    return {i: v for i, v in found if v is not None}
+
+
+def _faiss_vectors(store: Any, index: VectorStoreIndex, ids: list[str]) -> dict[str, Vector]:
+    """A FAISS index's vectors of ``ids`` (node ids), read back from their positions."""
+    wanted = set(ids)
+    positions = {n: v for v, n in index.index_struct.nodes_dict.items() if n in wanted}
+    faiss_index = store.client
+    return {n: [float(x) for x in faiss_index.reconstruct(int(v))] for n, v in positions.items()}
+
+
+def _is_store(store: Any, name: str) -> bool:
+    return any(cls.__name__ == name for cls in type(store).__mro__)
+
+
+def _plain(vector: Any) -> Vector | None:
+    """A vector as a list of floats (pymilvus may hand back its own sequence types)."""
+    return vector if vector is None or isinstance(vector, list) else list(vector)
 
 
 def _vectors(nodes: Sequence[BaseNode]) -> dict[str, Vector]:

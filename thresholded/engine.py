@@ -43,6 +43,7 @@ from thresholded.fanout import (
 from thresholded.filters import Filter, all_of, matches, none_match
 from thresholded.filters.model import check_keys
 from thresholded.models import ModelId, check_named_model
+from thresholded.norms import check_stored_norms
 from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PUSHDOWN_EPSILON, PushdownSwitch
 from thresholded.rescore import Vector, needs_cosine, rescore, wants_rescore
@@ -379,6 +380,8 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
     args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
     hits, pushed = yield from _search(collection, args)
     candidates, outside = within_filters([stage], _candidates(stage, hits))
+    if stage.metric is not None and stage.metric.needs_unit_vectors:
+        yield from _check_stored_norms(stage, candidates)
     if collection.rescores(stage.policy) and vector is not None:
         candidates = yield from _rescore(collection, vector, candidates)
     selection = select(candidates, stage.policy, stage.floor)
@@ -459,6 +462,26 @@ def _number(raw: Any, store: str) -> float | None:
         raise ScoreRangeError(
             f"{store} returned the score {raw!r} ({type(raw).__name__}), which is not a number"
         ) from None
+
+
+def _check_stored_norms(stage: Stage[T], candidates: Sequence[Candidate[T]]) -> Pipeline[None]:
+    """Every candidate that could be kept has a unit stored vector (IP and L2 only): the one
+    the search returned with it, else read back by id, in one batch. Below-floor candidates
+    are checked too: a vector that is too short hides a cosine above the floor."""
+    collection = stage.collection
+    backend = collection.backend
+    vectors = {c.id: backend.stored_vector(c.item) for c in candidates if is_valid_score(c.score)}
+    missing = [i for i, v in vectors.items() if v is None]
+    if missing:
+        vectors.update((yield FetchVectors(collection, missing)))
+    assert stage.metric is not None
+    check_stored_norms(vectors, store=_label(collection), metric=stage.metric)
+
+
+def _label(collection: Collection[Any]) -> str:
+    """The collection, for messages: its store, and its label among several."""
+    name = collection.backend.name
+    return f"collection {collection.name!r} ({name})" if collection.name else name
 
 
 def _rescore(

@@ -188,8 +188,12 @@ _SEARCHES = (
 def fail_first_search(monkeypatch: pytest.MonkeyPatch, store: Any, failures: int = 1) -> Counter:
     """The store's searches raise ConnectionError (transient) ``failures`` times, then answer."""
     calls: Counter = Counter()
-    cls = type(store)
-    for name in _SEARCHES:
+    targets = [(type(store), name) for name in _SEARCHES]
+    # a dense Milvus search under IP or L2 goes to the client, to keep the stored vectors
+    for client in ("client", "aclient"):
+        if _is_milvus_client(getattr(store, client, None)):
+            targets.append((type(getattr(store, client)), "search"))
+    for cls, name in targets:
         original = getattr(cls, name, None)
         if original is None:
             continue
@@ -211,6 +215,10 @@ def fail_first_search(monkeypatch: pytest.MonkeyPatch, store: Any, failures: int
 
         monkeypatch.setattr(cls, name, wrapper)
     return calls
+
+
+def _is_milvus_client(client: Any) -> bool:
+    return type(client).__name__ in ("MilvusClient", "AsyncMilvusClient")
 
 
 def store_of(fixture: Any, framework: str) -> Any:

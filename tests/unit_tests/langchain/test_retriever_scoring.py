@@ -30,22 +30,6 @@ def test_in_memory_store_scores_are_cosines(corpus):
     assert similarities(docs) == {"a": 0.875, "b": 0.5}
 
 
-def test_l2_squared_distance_is_converted_to_cosine(corpus, transform_store):
-    c = corpus(SPECS)
-    store = transform_store(c.store, lambda cos: 2.0 - 2.0 * cos)  # Milvus L2 on unit vectors
-    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, metric="l2")
-    report = retriever.retrieve_with_report(Q)
-    assert similarities(report.kept) == {"a": 0.875, "b": 0.5}
-    assert {d.id: d.similarity for d in report.dropped} == {"c": 0.375, "d": -0.25}
-
-
-def test_ip_scores_are_cosines_on_unit_vectors(corpus, transform_store):
-    c = corpus(SPECS)
-    store = transform_store(c.store, lambda cos: cos)
-    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, metric=Metric.IP)
-    assert similarities(retriever.invoke(Q)) == {"a": 0.875, "b": 0.5}
-
-
 @pytest.mark.parametrize("metric", ["IP", "L2"])
 def test_ip_and_l2_refuse_a_query_that_is_not_unit_length(corpus, transform_store, metric):
     c = corpus(SPECS)

@@ -383,7 +383,8 @@ def test_rescore_leaves_dense_search_alone(kit: Any) -> None:
     ).retrieve_with_report(QUESTION)
     assert ids(report.kept) == ["mid", "near"]
     assert [n.node.metadata[metadata_keys.SIMILARITY] for n in report.kept] == [0.9, 0.6]
-    assert store.fetches == [] and embed.batches == []
+    # nothing re-scored or embedded; one fetch: the stored norms, checked under IP
+    assert store.fetches == [["mid", "near", "far"]] and embed.batches == []
 
 
 def test_strict_mode_accepts_rescored_results(kit: Any) -> None:

@@ -31,7 +31,16 @@ from langchain_thresholded.scoring import (
     unknown_store_error,
 )
 from thresholded.attachments import AttachmentSpec
-from thresholded.engine import Call, Collection, Question, adrive, drive, plan, retrieve
+from thresholded.engine import (
+    Call,
+    Collection,
+    Question,
+    adrive,
+    check_judgeable,
+    drive,
+    plan,
+    retrieve,
+)
 from thresholded.filters import all_of
 from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.report import Report
@@ -243,7 +252,8 @@ class ThresholdedRetriever(EngineRetriever):
         )
         self._check_scoring()  # raise the metric error itself, not wrapped by pydantic
         self._collection = self._build_collection()
-        self._collection.floor(self.as_policy())  # a bad floor is refused now
+        policy = self.as_policy()
+        check_judgeable(self._collection, policy, self._collection.floor(policy))  # now
 
     @field_validator("metric", mode="before")
     @classmethod

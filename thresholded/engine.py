@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from thresholded.attachments import AttachmentSpec, Links, walk
-from thresholded.errors import DimensionMismatchError, ScoreRangeError
+from thresholded.errors import DimensionMismatchError, NonCosineScoreError, ScoreRangeError
 from thresholded.fanout import (
     CollectionStatus,
     Found,
@@ -298,8 +298,23 @@ def plan(
         prepared = collection.backend.prepare(where, options)
         metric = collection.backend.metric(prepared) if _reads_metric(collection) else None
         floor = collection.floor(own)
+        check_judgeable(collection, own, floor)
         stages.append(Stage(collection, stage_policy, floor, where, prepared, metric))
     return Call(question, policy, tuple(stages), fan or Fan(), embedder)
+
+
+def check_judgeable(collection: Collection[Any], policy: RetrievalPolicy, floor: float) -> None:
+    """Scores of kind ``unknown`` meet a floor only once re-scored: unjudged, every result
+    would pass it, and the floor would silently do nothing."""
+    if floor == 0.0 or collection.score_kind is not ScoreKind.UNKNOWN:
+        return
+    if not collection.rescores(policy):
+        raise NonCosineScoreError(
+            f"the scores of {collection.backend.name or 'the store'} are of kind 'unknown': "
+            f"they cannot be compared with the floor {floor:g}, and every result would pass "
+            "it. Re-score them with the dense model (policy hybrid_policy='rescore', with the "
+            "embeddings the store was built with), or declare the store's metric (metric=...)."
+        )
 
 
 # The pipeline ------------------------------------------------------------------------------

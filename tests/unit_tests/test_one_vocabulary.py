@@ -433,3 +433,14 @@ def test_a_langchain_spec_of_a_store_builds_its_retriever_with_the_spec_s_floor(
     assert [d.id for d in profiled.retrieve_with_report(QUESTION).kept] == ["s1", "s2"]
     bare = lc.MultiCollectionRetriever(collections=[store], policy=POLICY)
     assert [d.id for d in bare.retrieve_with_report(QUESTION).kept] == ["s1", "s2"]
+
+
+# Scores that cannot be judged ------------------------------------------------------------------
+@pytest.mark.parametrize("build", ADAPTERS)
+def test_unknown_scores_under_a_floor_need_rescoring_in_both_adapters(build):
+    from thresholded import NonCosineScoreError
+
+    with pytest.raises(NonCosineScoreError, match=r"kind 'unknown'.*hybrid_policy='rescore'"):
+        build(policy=POLICY, score_kind="unknown")
+    rescoring = POLICY.model_copy(update={"hybrid_policy": "rescore"})
+    assert build(policy=rescoring, score_kind="unknown") is not None

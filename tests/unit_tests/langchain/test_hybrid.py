@@ -185,11 +185,15 @@ def test_a_plain_retriever_keeps_its_order_and_reads_a_named_score(corpus: Any) 
         for d, s in ((c.documents["date"], 7.5), (c.documents["apple"], 0.25))
     ]
     source = FixedRetriever(docs=docs)
-    retriever = ThresholdedRetriever.from_retriever(source, policy=POLICY, score_key="bm25")
+    with pytest.raises(NonCosineScoreError, match=r"kind 'unknown'.*every result would pass"):
+        ThresholdedRetriever.from_retriever(source, policy=POLICY, score_key="bm25")
+    retriever = ThresholdedRetriever.from_retriever(
+        source, policy=POLICY, score_key="bm25", score_kind="bm25"
+    )
     report = retriever.retrieve_with_report(Q)
     assert ids(report.kept) == ["date", "apple"]
     assert scores(report) == {"date": 7.5, "apple": 0.25}
-    assert {d.metadata["score_kind"] for d in report.kept} == {"unknown"}
+    assert {d.metadata["score_kind"] for d in report.kept} == {"bm25"}
     rescoring = ThresholdedRetriever.from_retriever(
         source, embeddings=c.embeddings, policy=RESCORE, score_key="bm25", score_kind="bm25"
     )

@@ -9,6 +9,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_thresholded import Metric, ScoreKind, ThresholdedRetriever, store_metric
 from thresholded import (
     ModelMismatchError,
+    NonCosineScoreError,
     NotUnitVectorError,
     RetrievalPolicy,
     UnsupportedMetricError,
@@ -117,12 +118,18 @@ def test_unknown_scores_are_searched_by_query_text_where_the_store_has_no_vector
     assert similarities(retriever.invoke(Q)) == {"a": 0.875, "b": 0.5}
 
 
-def test_unknown_scores_without_rescore_pass_the_floor(corpus, transform_store):
+def test_unknown_scores_without_rescore_are_refused_unless_the_floor_is_off(
+    corpus, transform_store
+):
+    """Unjudged, every result would pass the floor: the floor would silently do nothing."""
     store = transform_store(corpus(SPECS).store, lambda cos: 123.0)
-    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, score_kind="unknown")
-    report = retriever.retrieve_with_report(Q)
-    assert len(report.kept) == 4
-    assert report.passed_through == (ScoreKind.UNKNOWN,)
+    with pytest.raises(NonCosineScoreError, match=r"kind 'unknown'.*hybrid_policy='rescore'"):
+        ThresholdedRetriever(vectorstore=store, policy=POLICY, score_kind="unknown")
+    off = POLICY.with_overrides(min_similarity=0.0)
+    retriever = ThresholdedRetriever(vectorstore=store, policy=off, score_kind="unknown")
+    assert len(retriever.retrieve_with_report(Q).kept) == 4
+    with pytest.raises(NonCosineScoreError, match="kind 'unknown'"):
+        retriever.invoke(Q, min_similarity=0.5)
 
 
 def test_rescore_ignores_vector_length(corpus):

@@ -9,6 +9,7 @@ candidates and back. The pipeline itself is the engine's.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -144,10 +145,18 @@ class LangChainBackend:
 
     # Embedding -----------------------------------------------------------------------------
     def embed_query(self, question: Question) -> Vector:
-        return self._require_embeddings().embed_query(question.text)
+        return self._as_searched(self._require_embeddings().embed_query(question.text))
 
     async def aembed_query(self, question: Question) -> Vector:
-        return await self._require_embeddings().aembed_query(question.text)
+        return self._as_searched(await self._require_embeddings().aembed_query(question.text))
+
+    def _as_searched(self, vector: Vector) -> Vector:
+        """The question as the store searches it: a FAISS store built with ``normalize_L2``
+        normalises its vectors and every query, so its scores are cosines of unit vectors."""
+        if not getattr(self._store, "_normalize_L2", False):
+            return vector
+        norm = math.sqrt(math.fsum(x * x for x in vector))
+        return [x / norm for x in vector] if norm > 0 else vector
 
     def embed_texts(self, items: Sequence[Document]) -> list[Vector]:
         return self._require_embeddings().embed_documents([d.page_content for d in items])

@@ -265,3 +265,40 @@ def test_a_score_beyond_a_cosine_is_an_error_naming_the_store_and_the_fix(tmp_pa
     message = str(info.value)
     assert "FAISS" in message and "L2" in message
     assert "Normalise" in message and "COSINE" in message and "metric=" in message
+
+
+class Scaled(Precomputed):
+    """The same directions, three times as long: a model that does not normalise."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[3.0 * x for x in v] for v in super().embed_documents(texts)]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [3.0 * x for x in super().embed_query(text)]
+
+
+@pytest.mark.parametrize("strategy", ["MAX_INNER_PRODUCT", "EUCLIDEAN_DISTANCE"])
+def test_a_faiss_store_that_normalises_gives_true_cosines_from_a_model_that_does_not(strategy):
+    """FAISS's normalize_L2 normalises the vectors and every query: the question is searched
+    as the store searches it, and the stored vectors it reads back are unit length."""
+    pytest.importorskip("faiss")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`langchain-community` is being sunset")
+        from langchain_community.vectorstores import FAISS
+        from langchain_community.vectorstores.utils import DistanceStrategy
+
+    docs = _documents()
+    with warnings.catch_warnings():  # it normalises under inner product too, warning it won't
+        warnings.filterwarnings("ignore", "Normalizing L2 is not applicable")
+        store = FAISS.from_documents(
+            docs,
+            Scaled(),
+            ids=[d.id for d in docs],
+            distance_strategy=DistanceStrategy[strategy],
+            normalize_L2=True,
+        )
+    kept, similarities = marks(store, ON_TOPIC)
+    assert kept == ["s0", "s1", "s2"]
+    expected = numpy_cosines(ON_TOPIC)
+    assert similarities == pytest.approx(expected, abs=1e-5)
+    assert marks(store, OFF_TOPIC)[0] == []

@@ -78,13 +78,20 @@ def main() -> None:
             policy = RetrievalPolicy(
                 min_similarity=0.0, top_k=k, over_fetch=1, max_per_source=None, max_chars=None
             )
-            wrapped = without_norm_check(ThresholdedRetriever(index, policy, neighbours=0))
-            checked = ThresholdedRetriever(index, policy, neighbours=0)
+            wrapped = without_norm_check(
+                ThresholdedRetriever(index, policy, neighbours=0, parent_summaries=False)
+            )
+            checked = ThresholdedRetriever(index, policy, neighbours=0, parent_summaries=False)
             floored = ThresholdedRetriever(
-                index, policy.with_overrides(min_similarity=args.floor), neighbours=0
+                index,
+                policy.with_overrides(min_similarity=args.floor),
+                neighbours=0,
+                parent_summaries=False,
             )
             bare_filtered = VectorIndexRetriever(index, similarity_top_k=k, filters=FILTERS)
-            filtered = ThresholdedRetriever(index, policy, neighbours=0, filters=FILTERS)
+            filtered = ThresholdedRetriever(
+                index, policy, neighbours=0, parent_summaries=False, filters=FILTERS
+            )
             retrievers = {
                 "bare": bare,
                 "wrapped": wrapped,

@@ -17,7 +17,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig
 from langchain_core.stores import BaseStore
-from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from langchain_thresholded.backend import LangChainBackend, LinkKeys, as_dropped, describe, output
@@ -419,6 +419,15 @@ class ThresholdedRetriever(EngineRetriever):
                 f"search_kwargs holds a raw filter expression, which "
                 f"{type(self.vectorstore).__name__} cannot check for the neighbours and "
                 "summaries fetched from the docstore: give filters=... instead"
+            )
+        own = [k for k in ("filter", "where", "where_document") if kwargs.get(k) is not None]
+        in_memory = isinstance(self.vectorstore, InMemoryVectorStore)
+        if own and self.docstore is not None and not (in_memory or is_milvus(self.vectorstore)):
+            raise ValueError(
+                f"search_kwargs holds the store's own filter ({', '.join(own)}), which holds for "
+                f"the search of {type(self.vectorstore).__name__} but not for the neighbours "
+                "and summaries fetched from the docstore: give it as filters=... (a structured "
+                "filter or a dict such as {'doc_type': 'faq'}), which holds for both"
             )
         if self.expr:
             if not is_milvus(self.vectorstore):

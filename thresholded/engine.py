@@ -304,16 +304,19 @@ def plan(
 
 
 def check_judgeable(collection: Collection[Any], policy: RetrievalPolicy, floor: float) -> None:
-    """Scores of kind ``unknown`` meet a floor only once re-scored: unjudged, every result
-    would pass it, and the floor would silently do nothing."""
-    if floor == 0.0 or collection.score_kind is not ScoreKind.UNKNOWN:
+    """Scores of kind ``unknown`` meet a floor or an answer gate only once re-scored:
+    unjudged, every result would pass them, and they would silently do nothing."""
+    if collection.score_kind is not ScoreKind.UNKNOWN or collection.rescores(policy):
         return
-    if not collection.rescores(policy):
+    gate = policy.min_top_similarity
+    limits = [f"the floor {floor:g}"] if floor != 0.0 else []
+    limits += [f"the answer gate {gate:g}"] if gate else []
+    if limits:
         raise NonCosineScoreError(
-            f"the scores of {collection.backend.name or 'the store'} are of kind 'unknown': "
-            f"they cannot be compared with the floor {floor:g}, and every result would pass "
-            "it. Re-score them with the dense model (policy hybrid_policy='rescore', with the "
-            "embeddings the store was built with), or declare the store's metric (metric=...)."
+            f"the scores of {collection.backend.name or 'this retriever'} are of kind "
+            f"'unknown': they cannot be compared with {' or '.join(limits)}, and every result "
+            "would pass. Re-score them with the dense model: hybrid_policy='rescore' in the "
+            "policy, with the embeddings the collection was built with."
         )
 
 

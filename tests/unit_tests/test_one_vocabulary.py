@@ -442,5 +442,8 @@ def test_unknown_scores_under_a_floor_need_rescoring_in_both_adapters(build):
 
     with pytest.raises(NonCosineScoreError, match=r"kind 'unknown'.*hybrid_policy='rescore'"):
         build(policy=POLICY, score_kind="unknown")
+    gate_only = POLICY.model_copy(update={"min_similarity": 0.0, "min_top_similarity": 0.9})
+    with pytest.raises(NonCosineScoreError, match=r"the answer gate 0\.9"):
+        build(policy=gate_only, score_kind="unknown")
     rescoring = POLICY.model_copy(update={"hybrid_policy": "rescore"})
     assert build(policy=rescoring, score_kind="unknown") is not None

@@ -287,3 +287,20 @@ def test_a_condition_chroma_cannot_express_stays_client_side():
     negated = to_chroma(Group(Combine.NOT, (Condition("a", Op.EQ, 1), Condition("b", Op.IN, (1,)))))
     assert negated.where == {"$and": [{"a": {"$ne": 1}}, {"b": {"$nin": [1]}}]}
     assert negated.exact
+
+
+@pytest.mark.parametrize("name", ["faiss", "chroma"])
+@pytest.mark.parametrize(
+    "own", [{"doc_type": "faq"}, lambda meta: meta.get("doc_type") == "faq"], ids=["dict", "fn"]
+)
+def test_a_store_filter_in_search_kwargs_with_a_docstore_is_refused(stores, name, own):
+    """It would hold for the search, not for the neighbours fetched from the docstore."""
+    from langchain_core.stores import InMemoryStore
+
+    with pytest.raises(ValueError, match=r"not for the neighbours.*give it as filters="):
+        ThresholdedRetriever(
+            vectorstore=stores[name],
+            policy=POLICY,
+            docstore=InMemoryStore(),
+            search_kwargs={"filter": own},
+        )

@@ -54,8 +54,9 @@ def langchain(leaky: Any, shape: str, base: dict[str, Any] | None) -> Any:
         return single
     if shape == "from_retriever":
         return lc.ThresholdedRetriever.from_retriever(
-            _Plain(inner=single),
-            policy=POLICY,
+            _Plain(inner=single),  # its scores are unknown: re-scored with the store's model
+            policy=POLICY.model_copy(update={"hybrid_policy": "rescore"}),
+            embeddings=store.embeddings,
             docstore=leaky.langchain_docstore,
             filters=base,
         )

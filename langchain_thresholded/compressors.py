@@ -9,7 +9,7 @@ any other document is judged by the cosine it computes with ``embeddings``. See
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from langchain_core.callbacks import (
     AsyncCallbackManager,
@@ -27,20 +27,18 @@ from langchain_thresholded.backend import describe
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
-from thresholded.models import check_model_in_use
 from thresholded.policy import RetrievalPolicy
-from thresholded.policy_arguments import policy_in_force
+from thresholded.policy_arguments import PolicyInForce
 from thresholded.provenance import is_registered
 from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
-from thresholded.strict import StrictArguments
 from thresholded.trusted_scores import cosines, nothing_to_judge_error
 
 _Item = tuple[int, Document]
 
 
-class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
+class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     """Drops documents whose cosine is below a floor, before a reranker sees them.
 
     For ``ContextualCompressionRetriever`` and ``DocumentCompressorPipeline``. It takes
@@ -80,8 +78,6 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
-
     policy: RetrievalPolicy = Field(frozen=True)
     """The policy in force, its floor set; read-only. Given as ``policy=``, all its rules
     apply (floor, gate, per-source cap, character budget, top_k; its ``source_key`` names a
@@ -104,23 +100,10 @@ class SimilarityThresholdCompressor(StrictArguments, BaseDocumentCompressor):
     id_key: str | None = "id"
     """Metadata key of a document's id when ``Document.id`` is empty."""
 
-    def __init__(self, /, **data: Any) -> None:
-        self._check_keywords(data)
-        data["policy"] = policy_in_force(
-            type(self).__name__,
-            policy=data.get("policy"),
-            min_similarity=data.pop("min_similarity", None),
-            min_top_similarity=data.pop("min_top_similarity", None),
-            embedding_model=data.get("embedding_model"),
-        )
-        super().__init__(**data)
-        if self.embeddings is not None and not self.allow_model_mismatch:
-            check_model_in_use(
-                self.policy.embedding_model,
-                model_of(self.embeddings),
-                what="this policy's threshold",
-                where="the embeddings",
-            )
+    def _model_in_use(self) -> tuple[str | None, str] | None:
+        if self.embeddings is None:
+            return None
+        return model_of(self.embeddings), "the embeddings"
 
     @field_validator("score_kind", mode="before")
     @classmethod

@@ -12,7 +12,7 @@ See :mod:`thresholded.trusted_scores`.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -22,17 +22,15 @@ from pydantic import Field
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.nodes import marked_copy, marks_of, source_of, text_length
 from thresholded import metadata_keys
-from thresholded.models import check_model_in_use
 from thresholded.policy import RetrievalPolicy
-from thresholded.policy_arguments import policy_in_force
+from thresholded.policy_arguments import PolicyInForce
 from thresholded.provenance import is_registered, register
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, Selection, select
-from thresholded.strict import StrictArguments
 from thresholded.trusted_scores import cosines, nothing_to_judge_error, undeclared_score_error
 
 
-class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
+class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
     """Drop nodes whose cosine similarity is below the floor; with a policy, all its rules.
 
     It takes the same arguments as the LangChain ``SimilarityThresholdCompressor``, and
@@ -68,8 +66,6 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
 
     Every kept node leaves with its ``score_kind`` and cosine in metadata.
     """
-
-    _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
 
     policy: RetrievalPolicy = Field(
         frozen=True,
@@ -114,23 +110,10 @@ class SimilarityThresholdPostprocessor(StrictArguments, BaseNodePostprocessor):
         ),
     )
 
-    def __init__(self, /, **data: Any) -> None:
-        self._check_keywords(data)
-        data["policy"] = policy_in_force(
-            type(self).__name__,
-            policy=data.get("policy"),
-            min_similarity=data.pop("min_similarity", None),
-            min_top_similarity=data.pop("min_top_similarity", None),
-            embedding_model=data.get("embedding_model"),
-        )
-        super().__init__(**data)
-        if self.embed_model is not None and not self.allow_model_mismatch:
-            check_model_in_use(
-                self.policy.embedding_model,
-                model_id_of(self.embed_model),
-                what="this policy's threshold",
-                where="embed_model",
-            )
+    def _model_in_use(self) -> tuple[Any, str] | None:
+        if self.embed_model is None:
+            return None
+        return model_id_of(self.embed_model), "embed_model"
 
     @classmethod
     def class_name(cls) -> str:

@@ -19,12 +19,13 @@ the same filter is built back from it with ``policy=``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from thresholded.models import KNOWN_FLOORS, ModelId
+from thresholded.models import KNOWN_FLOORS, ModelId, check_model_in_use
 from thresholded.policy import MILVUS_MAX_TOP_K, RetrievalPolicy, policy_or_none
+from thresholded.strict import StrictArguments
 
-__all__ = ["FLOOR_ONLY", "policy_in_force"]
+__all__ = ["FLOOR_ONLY", "PolicyInForce", "policy_in_force"]
 
 FLOOR_ONLY: dict[str, Any] = {
     "top_k": MILVUS_MAX_TOP_K,
@@ -90,3 +91,35 @@ def policy_in_force(
     if not changes:
         return policy
     return RetrievalPolicy.model_validate({**policy.model_dump(), **changes})
+
+
+class PolicyInForce(StrictArguments):
+    """The constructor the postprocessor and the compressor share (a pydantic mixin, first
+    among the bases): ``policy``, ``min_similarity`` and ``min_top_similarity`` become the
+    policy in force (:func:`policy_in_force`), and the model that computes cosines, when
+    there is one, must be the policy's, unless ``allow_model_mismatch``."""
+
+    _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
+
+    def __init__(self, /, **data: Any) -> None:
+        self._check_keywords(data)
+        data["policy"] = policy_in_force(
+            type(self).__name__,
+            policy=data.get("policy"),
+            min_similarity=data.pop("min_similarity", None),
+            min_top_similarity=data.pop("min_top_similarity", None),
+            embedding_model=data.get("embedding_model"),
+        )
+        super().__init__(**data)
+        model = self._model_in_use()
+        if model is not None and not getattr(self, "allow_model_mismatch", False):
+            named, where = model
+            policy: RetrievalPolicy = getattr(self, "policy")  # noqa: B009  # a pydantic field
+            check_model_in_use(
+                policy.embedding_model, named, what="this policy's threshold", where=where
+            )
+
+    def _model_in_use(self) -> tuple[ModelId | str | None, str] | None:
+        """The model that computes cosines (its id, or None when it names none) and how the
+        class calls it; None when there is no such model."""
+        return None

@@ -110,16 +110,6 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     def _parse_kind(cls, value: Any) -> Any:
         return ScoreKind(str(value).strip().lower()) if isinstance(value, str) else value
 
-    @property
-    def min_similarity(self) -> float:
-        """The floor in force: ``policy.min_similarity``."""
-        return self.policy.resolve_min_similarity()
-
-    @property
-    def min_top_similarity(self) -> float | None:
-        """The answer gate in force (None or 0: off): ``policy.min_top_similarity``."""
-        return self.policy.min_top_similarity
-
     def compress_with_report(
         self, documents: Sequence[Document], query: str | None = None
     ) -> Report[Document]:

@@ -119,16 +119,6 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "SimilarityThresholdPostprocessor"
 
-    @property
-    def min_similarity(self) -> float:
-        """The floor in force: ``policy.min_similarity``."""
-        return self.policy.resolve_min_similarity()
-
-    @property
-    def min_top_similarity(self) -> float | None:
-        """The answer gate in force (None or 0: off): ``policy.min_top_similarity``."""
-        return self.policy.min_top_similarity
-
     def select(
         self, nodes: list[NodeWithScore], query: str | QueryBundle | None = None
     ) -> Selection[NodeWithScore]:

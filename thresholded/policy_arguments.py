@@ -114,10 +114,25 @@ class PolicyInForce(StrictArguments):
         model = self._model_in_use()
         if model is not None and not getattr(self, "allow_model_mismatch", False):
             named, where = model
-            policy: RetrievalPolicy = getattr(self, "policy")  # noqa: B009  # a pydantic field
             check_model_in_use(
-                policy.embedding_model, named, what="this policy's threshold", where=where
+                self._policy_in_force().embedding_model,
+                named,
+                what="this policy's threshold",
+                where=where,
             )
+
+    @property
+    def min_similarity(self) -> float:
+        """The floor in force: ``policy.min_similarity``."""
+        return self._policy_in_force().resolve_min_similarity()
+
+    @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate in force (None or 0: off): ``policy.min_top_similarity``."""
+        return self._policy_in_force().min_top_similarity
+
+    def _policy_in_force(self) -> RetrievalPolicy:
+        return getattr(self, "policy")  # noqa: B009  # the subclass's pydantic field
 
     def _model_in_use(self) -> tuple[ModelId | str | None, str] | None:
         """The model that computes cosines (its id, or None when it names none) and how the

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))  # the test modules import store_matrix_data
+
 REOPEN_PROCESS = Path(__file__).parent / "langchain" / "reopen_process.py"
 
 

@@ -10,48 +10,29 @@ cosines everywhere, the ranking is the same, and the off-topic question is empti
 
 from __future__ import annotations
 
-import math
 import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+from store_matrix_data import (
+    COSINES,
+    OFF_TOPIC,
+    ON_TOPIC,
+    POLICY,
+    QUESTIONS,
+    VECTORS,
+    numpy_cosines,
+)
 
 from langchain_thresholded import Metric, ThresholdedRetriever, store_metric
-from thresholded import RetrievalPolicy, ScoreRangeError, UnsupportedMetricError
+from thresholded import ScoreRangeError, UnsupportedMetricError
 
 pytestmark = pytest.mark.integration
-
-DIM = 8
-FLOOR = 0.4
-ON_TOPIC = "How long does a refund take?"
-OFF_TOPIC = "What is the weather in Mumbai?"
-COSINES = {"s0": 0.9, "s1": 0.7, "s2": 0.5, "s3": 0.3, "s4": 0.1, "s5": -0.2}
-"""Each section's chosen cosine with the on-topic question; section i lies on e0 and e(i+1)."""
-POLICY = RetrievalPolicy(min_similarity=FLOOR, top_k=6, max_per_source=None, max_chars=None)
-
-
-def _unit(v: list[float]) -> list[float]:
-    norm = math.sqrt(math.fsum(x * x for x in v))
-    return [x / norm for x in v]
-
-
-def _section_vector(i: int, cos: float) -> list[float]:
-    v = [0.0] * DIM
-    v[0], v[i + 1] = cos, math.sqrt(1.0 - cos * cos)
-    return v
-
-
-VECTORS = {f"text of {key}": _section_vector(i, c) for i, (key, c) in enumerate(COSINES.items())}
-QUESTIONS = {
-    ON_TOPIC: [1.0] + [0.0] * (DIM - 1),
-    OFF_TOPIC: _unit([0.0, 0.2, 0.1, 0.0, 0.0, 0.0, 0.0, 1.0]),  # e7 is no section's
-}
 
 
 class Precomputed(Embeddings):
@@ -62,15 +43,6 @@ class Precomputed(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return list(QUESTIONS[text])
-
-
-def numpy_cosines(question: str) -> dict[str, float]:
-    q = np.asarray(QUESTIONS[question], dtype=np.float64)
-    out = {}
-    for key in COSINES:
-        d = np.asarray(VECTORS[f"text of {key}"], dtype=np.float64)
-        out[key] = float(d @ q / (np.linalg.norm(d) * np.linalg.norm(q)))
-    return out
 
 
 def _documents() -> list[Document]:

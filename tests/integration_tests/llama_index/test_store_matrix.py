@@ -11,50 +11,32 @@ off-topic question is emptied.
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
+from store_matrix_data import (
+    COSINES,
+    DIM,
+    OFF_TOPIC,
+    ON_TOPIC,
+    POLICY,
+    QUESTIONS,
+    VECTORS,
+    numpy_cosines,
+)
 
 from llama_index_thresholded import ThresholdedRetriever
 from llama_index_thresholded.scoring import store_metric
-from thresholded import Metric, RetrievalPolicy, ScoreRangeError, UnsupportedMetricError
+from thresholded import Metric, ScoreRangeError, UnsupportedMetricError
 
 pytestmark = pytest.mark.integration
-
-DIM = 8
-FLOOR = 0.4
-ON_TOPIC = "How long does a refund take?"
-OFF_TOPIC = "What is the weather in Mumbai?"
-COSINES = {"s0": 0.9, "s1": 0.7, "s2": 0.5, "s3": 0.3, "s4": 0.1, "s5": -0.2}
-"""Each section's chosen cosine with the on-topic question; section i lies on e0 and e(i+1)."""
-POLICY = RetrievalPolicy(min_similarity=FLOOR, top_k=6, max_per_source=None, max_chars=None)
-
-
-def _unit(v: list[float]) -> list[float]:
-    norm = math.sqrt(math.fsum(x * x for x in v))
-    return [x / norm for x in v]
-
-
-def _section_vector(i: int, cos: float) -> list[float]:
-    v = [0.0] * DIM
-    v[0], v[i + 1] = cos, math.sqrt(1.0 - cos * cos)
-    return v
-
-
-VECTORS = {f"text of {key}": _section_vector(i, c) for i, (key, c) in enumerate(COSINES.items())}
-QUESTIONS = {
-    ON_TOPIC: [1.0] + [0.0] * (DIM - 1),
-    OFF_TOPIC: _unit([0.0, 0.2, 0.1, 0.0, 0.0, 0.0, 0.0, 1.0]),  # e7 is no section's
-}
 
 
 class Precomputed(BaseEmbedding):
@@ -74,15 +56,6 @@ class Precomputed(BaseEmbedding):
 
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._vector(text)
-
-
-def numpy_cosines(question: str) -> dict[str, float]:
-    q = np.asarray(QUESTIONS[question], dtype=np.float64)
-    out = {}
-    for key in COSINES:
-        d = np.asarray(VECTORS[f"text of {key}"], dtype=np.float64)
-        out[key] = float(d @ q / (np.linalg.norm(d) * np.linalg.norm(q)))
-    return out
 
 
 def _index(store: Any, embed_model: BaseEmbedding | None = None) -> VectorStoreIndex:

@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from thresholded import metadata_keys
+from thresholded.copies import updated_copy
 from thresholded.scores import ScoreKind
 from thresholded.selection import AttachedRole
 
@@ -67,12 +68,13 @@ def marked_copy(
     doc_id: str | None = None,
 ) -> Document:
     """A copy of ``doc`` with ``marks`` in a new metadata dict; ``doc`` is left as it was."""
-    metadata = {k: v for k, v in doc.metadata.items() if k not in set(remove)}
+    removed = frozenset(remove)
+    metadata = {k: v for k, v in doc.metadata.items() if k not in removed}
     metadata.update(marks)
     update: dict[str, Any] = {"metadata": metadata}
     if doc.id is None and doc_id is not None and not doc_id.startswith(_CONTENT_ID_PREFIX):
         update["id"] = doc_id
-    return doc.model_copy(update=update)
+    return updated_copy(doc, update)
 
 
 def read_score(value: Any) -> float | None:

@@ -25,6 +25,7 @@ from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
+from thresholded.classes import is_named
 from thresholded.engine import Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, matches, to_milvus
 from thresholded.filters.chroma import to_chroma
@@ -246,9 +247,9 @@ class LangChainBackend:
         if self._milvus:
             _ensure_orm_connection(store)
             return _milvus_vectors(store, ids)
-        if _is_store(store, "FAISS") and hasattr(store, "index_to_docstore_id"):
+        if is_named(store, "FAISS") and hasattr(store, "index_to_docstore_id"):
             return _faiss_vectors(store, ids)
-        if _is_store(store, "Chroma") and hasattr(store, "_collection"):
+        if is_named(store, "Chroma") and hasattr(store, "_collection"):
             found = store._collection.get(ids=ids, include=["embeddings"])
             return {str(i): list(v) for i, v in zip(found["ids"], found["embeddings"], strict=True)}
         return {}
@@ -324,10 +325,6 @@ def _faiss_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
     wanted = set(ids)
     positions = {i: pos for pos, i in store.index_to_docstore_id.items() if i in wanted}
     return {i: [float(x) for x in store.index.reconstruct(int(p))] for i, p in positions.items()}
-
-
-def _is_store(store: Any, name: str) -> bool:
-    return any(cls.__name__ == name for cls in type(store).__mro__)
 
 
 def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:

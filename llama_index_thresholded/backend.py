@@ -43,6 +43,7 @@ from llama_index_thresholded.scoring import (
     store_uri,
 )
 from thresholded.attachments import AttachmentSpec, Links
+from thresholded.classes import is_named
 from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, to_milvus
 from thresholded.milvus_collection import ids_matching
@@ -281,9 +282,9 @@ class LlamaIndexBackend:
         store = self._store
         if is_milvus_store(store):
             return _milvus_vectors(store, store.client.query(**_by_id(store, ids)))
-        if _is_store(store, "FaissVectorStore"):
+        if is_named(store, "FaissVectorStore"):
             return _faiss_vectors(store, self._index, ids)
-        if _is_store(store, "ChromaVectorStore"):
+        if is_named(store, "ChromaVectorStore"):
             found = store._collection.get(ids=ids, include=["embeddings"])
             return {str(i): list(v) for i, v in zip(found["ids"], found["embeddings"], strict=True)}
         if not self._store_can_fetch:
@@ -294,7 +295,7 @@ class LlamaIndexBackend:
         store = self._store
         if is_milvus_store(store):
             return _milvus_vectors(store, await store.aclient.query(**_by_id(store, ids)))
-        if _is_store(store, "FaissVectorStore") or _is_store(store, "ChromaVectorStore"):
+        if is_named(store, "FaissVectorStore") or is_named(store, "ChromaVectorStore"):
             return self.fetch_vectors(ids)  # in memory, or Chroma's local client
         if not self._store_can_fetch:
             return {}
@@ -486,10 +487,6 @@ def _faiss_vectors(store: Any, index: VectorStoreIndex, ids: list[str]) -> dict[
     positions = {n: v for v, n in index.index_struct.nodes_dict.items() if n in wanted}
     faiss_index = store.client
     return {n: [float(x) for x in faiss_index.reconstruct(int(v))] for n, v in positions.items()}
-
-
-def _is_store(store: Any, name: str) -> bool:
-    return any(cls.__name__ == name for cls in type(store).__mro__)
 
 
 def _plain(vector: Any) -> Vector | None:

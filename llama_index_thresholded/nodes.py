@@ -11,6 +11,7 @@ import functools
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
 from thresholded import metadata_keys
+from thresholded.copies import updated_copy
 from thresholded.provenance import register
 from thresholded.scores import ScoreKind
 from thresholded.selection import AttachedRole, Candidate
@@ -57,23 +58,33 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
     """A copy of ``node`` with ``marks`` in its metadata, hidden from the LLM and embedder.
 
     Marks the node itself holds (stored metadata, anyone's to write) are removed first.
-    The node is left as it was: the copy gets new metadata and key lists (the values
-    are of the fields' own types, so the copy is made without validating them again).
+    The node is left as it was: the copy gets new metadata and key lists.
     """
-    metadata = {k: v for k, v in node.metadata.items() if k not in MARK_KEYS}
-    return node.model_copy(
-        update={
-            "metadata": {**metadata, **marks},
-            "excluded_llm_metadata_keys": list(_hidden(tuple(node.excluded_llm_metadata_keys))),
-            "excluded_embed_metadata_keys": list(_hidden(tuple(node.excluded_embed_metadata_keys))),
+    stored = node.metadata
+    if MARK_KEYS.isdisjoint(stored):
+        metadata = {**stored, **marks}
+    else:
+        metadata = {k: v for k, v in stored.items() if k not in MARK_KEYS}
+        metadata.update(marks)
+    return updated_copy(
+        node,
+        {
+            "metadata": metadata,
+            "excluded_llm_metadata_keys": _hidden(node.excluded_llm_metadata_keys),
+            "excluded_embed_metadata_keys": _hidden(node.excluded_embed_metadata_keys),
             "embedding": None,
-        }
+        },
     )
 
 
+def _hidden(keys: list[str]) -> list[str]:
+    """A new list of the keys, and this package's marks after them."""
+    return list(_with_marks(tuple(keys)) if keys else _HIDDEN_KEYS)
+
+
 @functools.lru_cache(maxsize=1024)
-def _hidden(keys: tuple[str, ...]) -> tuple[str, ...]:
-    """The keys, and this package's marks after them (most nodes share a few key lists)."""
+def _with_marks(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """Most nodes share a few key lists: each is extended once."""
     return (*keys, *(k for k in _HIDDEN_KEYS if k not in keys))
 
 

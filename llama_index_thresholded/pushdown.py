@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from thresholded.classes import is_named
 from thresholded.pushdown import PUSHDOWN_EPSILON
 from thresholded.scores import Metric
 
@@ -24,7 +25,7 @@ PUSHED_METRICS = (Metric.IP, Metric.COSINE)
 
 def is_milvus_store(vector_store: object) -> bool:
     """A ``MilvusVectorStore`` or a subclass of it (known by name: no import needed)."""
-    return any(cls.__name__ == "MilvusVectorStore" for cls in type(vector_store).__mro__)
+    return is_named(vector_store, "MilvusVectorStore")
 
 
 def range_search_kwargs(

@@ -6,6 +6,7 @@ import math
 
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryMode
 
+from thresholded.classes import is_named
 from thresholded.errors import UnsupportedMetricError
 from thresholded.scores import Metric, ScoreKind
 from thresholded.store_metrics import chroma_metric, contradiction_error, faiss_metric
@@ -46,8 +47,7 @@ def store_metric(vector_store: object, metric: Metric | str | None = None) -> Me
 def _reported_metric(vector_store: object) -> Metric | None:
     """The metric the store itself reports, or None where it says nothing."""
     name = type(vector_store).__name__
-    lineage = {cls.__name__ for cls in type(vector_store).__mro__}
-    if "MilvusVectorStore" in lineage:  # also CompatibleMilvusVectorStore and other subclasses
+    if is_named(vector_store, "MilvusVectorStore"):  # and its subclasses
         return Metric.parse(getattr(vector_store, "similarity_metric", "IP"))
     if name == "SimpleVectorStore":
         return Metric.COSINE  # it ranks by cosine similarity
@@ -60,12 +60,12 @@ def _reported_metric(vector_store: object) -> Metric | None:
 
 def is_faiss_store(vector_store: object) -> bool:
     """Whether the store is llama-index-vector-stores-faiss's ``FaissVectorStore``."""
-    return "FaissVectorStore" in {cls.__name__ for cls in type(vector_store).__mro__}
+    return is_named(vector_store, "FaissVectorStore")
 
 
 def is_chroma_store(vector_store: object) -> bool:
     """Whether the store is llama-index-vector-stores-chroma's ``ChromaVectorStore``."""
-    return "ChromaVectorStore" in {cls.__name__ for cls in type(vector_store).__mro__}
+    return is_named(vector_store, "ChromaVectorStore")
 
 
 def chroma_distances(similarities: list[float]) -> list[float]:
@@ -111,6 +111,6 @@ def store_uri(vector_store: object) -> str | None:
     A ``CompatibleMilvusVectorStore`` keeps it. LlamaIndex's ``MilvusVectorStore``
     leaves its ``uri`` field at the default whatever it connected to, so it has none.
     """
-    lineage = {cls.__name__ for cls in type(vector_store).__mro__}
-    uri = getattr(vector_store, "uri", None) if "CompatibleMilvusVectorStore" in lineage else None
+    compatible = is_named(vector_store, "CompatibleMilvusVectorStore")
+    uri = getattr(vector_store, "uri", None) if compatible else None
     return uri if isinstance(uri, str) else None

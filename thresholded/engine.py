@@ -48,7 +48,7 @@ from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PUSHDOWN_EPSILON, PushdownSwitch
 from thresholded.rescore import Vector, needs_cosine, rescore, wants_rescore
 from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
-from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosine
+from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosines
 from thresholded.selection import Candidate, Dropped, DropReason, Selection, attach, select
 
 logger = logging.getLogger(__name__)
@@ -403,7 +403,8 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
     if collection.rescores(stage.policy) and vector is not None:
         candidates = yield from _rescore(collection, vector, candidates)
     selection = select(candidates, stage.policy, stage.floor)
-    selection = replace(selection, dropped=(*outside, *selection.dropped))
+    if outside:
+        selection = replace(selection, dropped=(*outside, *selection.dropped))
     return Found(len(hits), selection, pushdown=pushed)
 
 
@@ -458,13 +459,13 @@ def _search(
 def _candidates(stage: Stage[T], hits: Sequence[tuple[T, float | None]]) -> list[Candidate[T]]:
     """The hits as candidates, dense scores converted from the store's metric to cosines."""
     collection = stage.collection
-    backend, source_key, name = collection.backend, stage.policy.source_key, collection.name
-    kind, metric = collection.score_kind, stage.metric
+    backend, source_key = collection.backend, stage.policy.source_key
+    scores = [_number(raw, backend.name) for _, raw in hits]
+    if stage.metric is not None:  # range-checked, whatever the metric
+        scores = to_cosines(scores, stage.metric, store=backend.name)
+    kind, name = collection.score_kind, collection.name
     candidates = []
-    for item, raw in hits:
-        score = _number(raw, backend.name)
-        if metric is not None and is_valid_score(score):  # range-checked, whatever the metric
-            score = to_cosine(score, metric, store=backend.name)
+    for (item, _), score in zip(hits, scores, strict=True):
         item_id, source, chars = backend.identify(item, source_key)
         candidates.append(Candidate(item, item_id, score, kind, source, chars, collection=name))
     return candidates

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field, replace
@@ -305,10 +304,20 @@ def statuses(
     attachment_errors: dict[str, BaseException] | None = None,
 ) -> tuple[CollectionStatus, ...]:
     """Each collection's status in a call, with what it contributed to the final result."""
-    kept = Counter(c.collection for c in selection.kept)
-    attached = Counter(c.collection for c in selection.attached)
+    kept = _count(c.collection for c in selection.kept)
+    attached = _count(c.collection for c in selection.attached)
     errors = attachment_errors or {}
-    return tuple(status_of(o, kept[o.name], attached[o.name], errors.get(o.name)) for o in outcomes)
+    return tuple(
+        status_of(o, kept.get(o.name, 0), attached.get(o.name, 0), errors.get(o.name))
+        for o in outcomes
+    )
+
+
+def _count(names: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def status_of(

@@ -41,7 +41,9 @@ def best_similarity(candidates: Iterable[Any]) -> float | None:
     all passed its filters.
     """
     cosines = [
-        c.floor_score for c in candidates if not c.is_attachment and is_valid_score(c.floor_score)
+        cosine
+        for c in candidates
+        if not c.is_attachment and is_valid_score(cosine := c.floor_score)
     ]
     return max(cosines) if cosines else None
 

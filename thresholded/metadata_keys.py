@@ -38,9 +38,10 @@ def marks(candidate: Candidate[Any], *, collection_key: str | None = None) -> di
     if candidate.is_attachment:
         written = {ATTACHED_ROLE: str(candidate.attached_role), ATTACHED_TO: candidate.attached_to}
     else:
-        written = {SCORE_KIND: candidate.score_kind.value}
-        if candidate.floor_score is not None:
-            written[SIMILARITY] = candidate.floor_score
+        written = {SCORE_KIND: str(candidate.score_kind)}  # the plain string
+        similarity = candidate.floor_score
+        if similarity is not None:
+            written[SIMILARITY] = similarity
     if collection_key is not None:
         written[collection_key] = candidate.collection
     return written

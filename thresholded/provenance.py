@@ -10,7 +10,6 @@ nothing alive, and an id reused by a new object is not mistaken for the old one.
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import TypeVar
 
@@ -18,17 +17,32 @@ __all__ = ["is_registered", "register"]
 
 T = TypeVar("T")
 
-_REGISTRY: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
-_LOCK = threading.Lock()
+
+class _Entry(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference that knows its key, to leave the registry when its object dies."""
+
+    __slots__ = ("key",)
+    key: int
+
+
+_REGISTRY: dict[int, _Entry] = {}
+
+
+def _forget(entry: _Entry) -> None:
+    # Runs while the object is being freed, before its id can be reused: the entry at
+    # its key can only be this object's.
+    _REGISTRY.pop(entry.key, None)
 
 
 def register(obj: T) -> T:
     """Record ``obj`` as produced by this package (its marks are ours); returns it."""
-    with _LOCK:
-        _REGISTRY[id(obj)] = obj
+    entry = _Entry(obj, _forget)
+    entry.key = id(obj)
+    _REGISTRY[entry.key] = entry  # one dict operation: atomic, no lock needed
     return obj
 
 
 def is_registered(obj: object) -> bool:
     """Whether ``obj`` itself (not an equal copy) was produced by this package."""
-    return _REGISTRY.get(id(obj)) is obj
+    entry = _REGISTRY.get(id(obj))
+    return entry is not None and entry() is obj

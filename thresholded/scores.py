@@ -8,6 +8,7 @@ and are never compared with one.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from enum import StrEnum
 
 from thresholded.errors import NotUnitVectorError, ScoreRangeError, UnsupportedMetricError
@@ -69,6 +70,16 @@ COSINE_RANGE_TOLERANCE = 1e-3
 """How far outside [-1, 1] a converted cosine may fall (float32 rounding) and be clamped."""
 
 
+_LINEAR: dict[Metric, tuple[float, float]] = {
+    Metric.COSINE: (0.0, 1.0),
+    Metric.IP: (0.0, 1.0),  # on unit vectors
+    Metric.L2: (1.0, -0.5),  # squared distance d = 2 - 2 cos on unit vectors
+    Metric.COSINE_DISTANCE: (1.0, -1.0),
+    Metric.IP_DISTANCE: (1.0, -1.0),  # on unit vectors
+}
+"""Each metric's cosine as ``offset + scale * raw`` (exact in floating point)."""
+
+
 def to_cosine(raw: float, metric: Metric | str, *, store: str = "the store") -> float:
     """Turn a raw score of ``metric`` into a cosine similarity, within [-1, 1].
 
@@ -79,13 +90,29 @@ def to_cosine(raw: float, metric: Metric | str, *, store: str = "the store") -> 
     unit length or the metric is not the store's, and that is an error naming
     ``store``, the metric and the fix.
     """
+    return to_cosines([raw], metric, store=store)[0]  # type: ignore[return-value]
+
+
+def to_cosines(
+    raws: Sequence[float | None], metric: Metric | str, *, store: str = "the store"
+) -> list[float | None]:
+    """:func:`to_cosine` of every score that can be compared (see :func:`is_valid_score`),
+    in one pass; the others (None, NaN, infinities) are left as they are."""
     metric = Metric.parse(metric)
-    if metric is Metric.L2:
-        cosine = 1.0 - raw / 2.0
-    elif metric in (Metric.COSINE_DISTANCE, Metric.IP_DISTANCE):
-        cosine = 1.0 - raw
-    else:
-        cosine = raw
+    offset, scale = _LINEAR[metric]
+    cosines: list[float | None] = []
+    for raw in raws:
+        if raw is None or not math.isfinite(raw):
+            cosines.append(raw)
+            continue
+        cosine = offset + scale * raw
+        if not -1.0 <= cosine <= 1.0:
+            cosine = _clamped(raw, cosine, metric, store)
+        cosines.append(cosine)
+    return cosines
+
+
+def _clamped(raw: float, cosine: float, metric: Metric, store: str) -> float:
     if abs(cosine) > 1.0 + COSINE_RANGE_TOLERANCE:
         raise ScoreRangeError(
             f"{store} returned the {metric} score {raw!r}, which reads as the cosine "
@@ -101,7 +128,7 @@ UNIT_NORM_TOLERANCE = 1e-2
 
 def check_unit_norm(vector: list[float] | tuple[float, ...], *, what: str = "query vector") -> None:
     """Refuse a vector that is not unit length: IP on it would not be a cosine."""
-    norm = math.sqrt(math.fsum(x * x for x in vector))
+    norm = math.hypot(*vector)
     if not math.isfinite(norm) or abs(norm - 1.0) > UNIT_NORM_TOLERANCE:
         raise NotUnitVectorError(
             f"the {what} has norm {norm:.4f}, not 1: an inner product with it is not a "

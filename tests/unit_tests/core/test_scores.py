@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from thresholded import (
     Metric,
@@ -15,7 +17,7 @@ from thresholded import (
     UnsupportedMetricError,
     to_cosine,
 )
-from thresholded.scores import check_unit_norm, is_valid_score
+from thresholded.scores import check_unit_norm, is_valid_score, to_cosines
 
 
 def _unit_pair(cosine: float, dim: int = 8) -> tuple[np.ndarray, np.ndarray]:
@@ -135,6 +137,37 @@ def test_l2_is_not_the_plain_distance() -> None:
     plain = float(np.linalg.norm(q - s))  # sqrt(2)
     assert to_cosine(plain, "L2") != pytest.approx(0.0)
     assert to_cosine(plain**2, "L2") == pytest.approx(0.0)
+
+
+@given(
+    st.lists(
+        st.one_of(st.none(), st.floats(min_value=-1.0, max_value=4.0), st.just(math.nan)),
+        max_size=20,
+    ),
+    st.sampled_from(list(Metric)),
+)
+def test_to_cosines_is_to_cosine_of_each_comparable_score(
+    raws: list[float | None], metric: Metric
+) -> None:
+    """The batch conversion the engine uses agrees with the formula score by score;
+    what cannot be compared (None, NaN) is left as it is, for the selection to drop."""
+    comparable = [r for r in raws if r is not None and math.isfinite(r)]
+    try:
+        expected = {r: to_cosine(r, metric) for r in comparable}
+    except ScoreRangeError:
+        with pytest.raises(ScoreRangeError):
+            to_cosines(raws, metric)
+        return
+    converted = to_cosines(raws, metric)
+    assert len(converted) == len(raws)
+    for raw, cosine in zip(raws, converted, strict=True):
+        if raw is None:
+            assert cosine is None
+        elif math.isnan(raw):
+            assert cosine is not None and math.isnan(cosine)
+        else:
+            assert cosine == expected[raw]
+            assert -1.0 <= cosine <= 1.0
 
 
 # check_unit_norm -------------------------------------------------------------------------

@@ -1,0 +1,24 @@
+"""Recognising a store by its class name, without importing the package that defines it.
+
+An adapter supports stores from optional packages (langchain-milvus, FAISS, Chroma):
+importing each to run ``isinstance`` would make every one a dependency. A class and
+its bases are known by name instead; the answer is cached per class, as it is asked
+on every call.
+"""
+
+from __future__ import annotations
+
+import functools
+
+__all__ = ["class_names", "is_named"]
+
+
+@functools.lru_cache(maxsize=256)
+def class_names(cls: type) -> frozenset[str]:
+    """The names of ``cls`` and of every class it derives from."""
+    return frozenset(base.__name__ for base in cls.__mro__)
+
+
+def is_named(obj: object, name: str) -> bool:
+    """Whether ``obj`` is an instance of a class named ``name``, or of a subclass of one."""
+    return name in class_names(type(obj))

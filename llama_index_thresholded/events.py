@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -115,6 +116,7 @@ def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:
 
 def _score_kind(report: Report[NodeWithScore]) -> str | None:
     """The kind of the sections' scores: the first section's, kept before dropped."""
-    sections = (*report.selection.kept, *(d.candidate for d in report.selection.dropped))
-    kinds = [c.score_kind.value for c in sections if not c.is_attachment]
-    return kinds[0] if kinds else None
+    for section in chain(report.selection.kept, (d.candidate for d in report.selection.dropped)):
+        if not section.is_attachment:
+            return str(section.score_kind)
+    return None

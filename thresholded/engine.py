@@ -162,7 +162,8 @@ class Collection(Generic[T]):
     """Its label in multi-collection results; "" for a retriever's only collection."""
     score_kind: ScoreKind = ScoreKind.COSINE
     model: ModelId | str | None = None
-    """The embedding model in use, to resolve and check the floor."""
+    """The embedding model in use, to resolve and check the floor (read once, as a
+    :class:`~thresholded.models.ModelId`)."""
     allow_model_mismatch: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout: float | None = None
@@ -178,6 +179,8 @@ class Collection(Generic[T]):
     """The only keys a filter may name; None: any plain field name."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.model, str):
+            object.__setattr__(self, "model", ModelId.parse(self.model))
         check_timeout(self.timeout)
         if self.retrieve_k is not None and self.retrieve_k < 1:
             raise ValueError(f"retrieve_k must be at least 1, got {self.retrieve_k}")
@@ -240,6 +243,9 @@ class Fan:
     """One collection, run in the caller's thread or task; its errors raised as they are."""
 
 
+_INLINE = Fan()
+
+
 @dataclass(frozen=True)
 class Call(Generic[T]):
     """Everything one call needs; built per call, so concurrent calls share nothing."""
@@ -300,7 +306,7 @@ def plan(
         floor = collection.floor(own)
         check_judgeable(collection, own, floor)
         stages.append(Stage(collection, stage_policy, floor, where, prepared, metric))
-    return Call(question, policy, tuple(stages), fan or Fan(), embedder)
+    return Call(question, policy, tuple(stages), fan or _INLINE, embedder)
 
 
 def check_judgeable(collection: Collection[Any], policy: RetrievalPolicy, floor: float) -> None:
@@ -370,7 +376,7 @@ def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:
             f"the query embedding has {dim} dimensions but {collection.backend.name} holds "
             f"vectors of {expected}: the index was built with another embedding model"
         )
-    model = None if collection.model is None else ModelId.parse(collection.model)
+    model = ModelId.parse(collection.model) if collection.model is not None else None
     if model is not None and model.dimension is not None and dim != model.dimension:
         raise DimensionMismatchError(
             f"the query embedding has {dim} dimensions, but {model} has {model.dimension}"
@@ -414,7 +420,7 @@ def within_filters(
     """The candidates whose metadata satisfies their collection's filters, and the others,
     dropped as ``outside_filters``: whatever the store did with the filters, nothing
     outside them is returned, neither a section nor a neighbour nor a parent summary."""
-    if all(s.where is None and not s.collection.backend.restricted for s in stages):
+    if not any(s.where is not None or s.collection.backend.restricted for s in stages):
         return list(candidates), []
     where = {s.collection.name: (s.where, s.collection.backend) for s in stages}
     inside: list[Candidate[T]] = []

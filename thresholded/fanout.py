@@ -290,11 +290,14 @@ def merge(outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> Selection[
     survivors = [c for selection in own for c in selection.kept]
     bests = [s.best_similarity for s in own if s.best_similarity is not None]
     merged = select(survivors, policy, 0.0, best=max(bests) if bests else None)
-    return replace(
-        merged,
+    return Selection(
+        kept=merged.kept,
+        attached=merged.attached,
         dropped=(*(d for selection in own for d in selection.dropped), *merged.dropped),
         min_similarity=min(o.min_similarity for o in answered),
         passed_through=tuple(sorted({k for s in own for k in s.passed_through})),
+        best_similarity=merged.best_similarity,
+        gate=merged.gate,
     )
 
 

@@ -78,8 +78,8 @@ class Report(Generic[T]):
         ``as_dropped`` a dropped one's (with its raw score)."""
         return cls(
             query=query,
-            kept=tuple(output(c) for c in selection.kept),
-            attached=tuple(output(c) for c in selection.attached),
+            kept=tuple([output(c) for c in selection.kept]),
+            attached=tuple([output(c) for c in selection.attached]),
             dropped=tuple(
                 DroppedItem(
                     item=as_dropped(d.candidate),

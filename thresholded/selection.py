@@ -185,9 +185,10 @@ def select(
     part of it (a merge of collections); else their own best. Sections are returned
     in score order; attachments follow, in the order of their sections.
     """
-    pool = list(candidates)
-    primaries = [c for c in pool if not c.is_attachment]
-    attachments = [c for c in pool if c.is_attachment]
+    primaries: list[Candidate[T]] = []
+    attachments: list[Candidate[T]] = []
+    for cand in candidates:
+        (attachments if cand.is_attachment else primaries).append(cand)
     dropped: list[Dropped[T]] = []
 
     primaries = _drop_duplicates(primaries, dropped, seen=set())
@@ -199,7 +200,7 @@ def select(
     survivors = _apply_source_cap(survivors, policy.max_per_source, dropped)
     survivors = _apply_budget(survivors, policy.max_chars, DropReason.BUDGET, dropped)
     kept = survivors[: policy.top_k]
-    dropped.extend(Dropped(c, DropReason.BEYOND_TOP_K) for c in survivors[policy.top_k :])
+    dropped.extend([Dropped(c, DropReason.BEYOND_TOP_K) for c in survivors[policy.top_k :]])
 
     attached = _select_attachments(attachments, kept, primaries, policy, dropped)
     selection = Selection(
@@ -214,7 +215,7 @@ def select(
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug(
             "selection: %d candidates, %d kept, %d attached, dropped %s (floor %s)",
-            len(pool),
+            len(kept) + len(attached) + len(dropped),
             len(kept),
             len(attached),
             selection.drop_counts(),
@@ -253,7 +254,7 @@ def _drop_duplicates(
     items: Sequence[Candidate[T]], dropped: list[Dropped[T]], seen: set[tuple[str, str]]
 ) -> list[Candidate[T]]:
     """Keep the best-scored copy of each section; later copies are dropped as duplicates."""
-    keys = {c.key for c in items}
+    keys = {(c.collection, c.id) for c in items}  # each one's ``key``
     if len(keys) == len(items) and not keys & seen:  # no copies: nothing to choose between
         seen |= keys
         return list(items)

@@ -299,12 +299,15 @@ class QuestionEmbedder:
         return await self._embeddings.aembed_query(question.text)
 
 
-def output(candidate: Candidate[Document], *, collection_key: str | None = None) -> Document:
+def output(
+    candidate: Candidate[Document], *, question: str, collection_key: str | None = None
+) -> Document:
     """The returned copy of a kept section or an attachment, marked; the store's is left as it
     was. Marks the store itself holds are removed first: only this package writes them. The
     copy is registered as this package's (:mod:`thresholded.provenance`)."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
-    return register(marked_copy(candidate.item, written, remove=_MARKS, doc_id=candidate.id))
+    copy = marked_copy(candidate.item, written, remove=_MARKS, doc_id=candidate.id)
+    return register(copy, question)
 
 
 def _by_vector(store: VectorStore) -> Callable[..., list[tuple[Document, float]]] | None:

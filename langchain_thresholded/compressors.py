@@ -171,7 +171,9 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     def _report(
         self, documents: Sequence[Document], computed: dict[int, float], query: str | None
     ) -> Report[Document]:
-        candidates = [self._candidate(i, doc, computed.get(i)) for i, doc in enumerate(documents)]
+        candidates = [
+            self._candidate(i, doc, computed.get(i), query) for i, doc in enumerate(documents)
+        ]
         selection = select(candidates, self.policy, self.min_similarity)
         return Report.build(
             query or "", selection, output=_document_of, as_dropped=_document_of, describe=describe
@@ -183,7 +185,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
         """The embeddings, the positions of the documents this package did not produce and
         the query, when they are to be embedded for their cosines; None when nothing is.
         Without embeddings, documents none of which can be judged are an error."""
-        foreign = [i for i, doc in enumerate(documents) if not is_registered(doc)]
+        foreign = [i for i, doc in enumerate(documents) if not is_registered(doc, query)]
         if not foreign:
             return None
         if self.embeddings is None:
@@ -197,7 +199,9 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
             )
         return self.embeddings, foreign, query
 
-    def _candidate(self, index: int, doc: Document, computed: float | None) -> Candidate[_Item]:
+    def _candidate(
+        self, index: int, doc: Document, computed: float | None, question: str | None
+    ) -> Candidate[_Item]:
         meta = doc.metadata
         doc_id = document_id(doc, self.id_key)
         source = meta.get(self.policy.source_key)
@@ -207,7 +211,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
             "source": str(source) if source is not None and str(source) != "" else doc_id,
             "chars": len(doc.page_content),
         }
-        if not is_registered(doc):  # its marks are anyone's: its computed cosine, or none
+        if not is_registered(doc, question):  # anyone's marks, or another question's: not used
             if computed is not None:
                 return Candidate(**common, score=computed, score_kind=ScoreKind.COSINE)
             return Candidate(**common, score=None, score_kind=ScoreKind.UNKNOWN, is_attachment=True)

@@ -271,7 +271,7 @@ class MultiCollectionRetriever(EngineRetriever):
     def _report(self, result: Any) -> MultiCollectionReport[Document]:
         return MultiCollectionReport.from_result(
             result,
-            output=partial(output, collection_key=COLLECTION_KEY),
+            output=partial(output, question=result.question.text, collection_key=COLLECTION_KEY),
             as_dropped=as_dropped,
             describe=describe,
         )

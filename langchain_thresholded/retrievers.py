@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -137,7 +138,12 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         """The call: its question, collections, policy, filters and store arguments."""
 
     def _report(self, result: Any) -> Report[Document]:
-        return Report.from_result(result, output=output, as_dropped=as_dropped, describe=describe)
+        return Report.from_result(
+            result,
+            output=partial(output, question=result.question.text),
+            as_dropped=as_dropped,
+            describe=describe,
+        )
 
 
 class ThresholdedRetriever(EngineRetriever):

@@ -257,7 +257,7 @@ class MultiCollectionRetriever(EngineRetriever):
     def _finish(self, result: Any) -> MultiCollectionReport[NodeWithScore]:
         return MultiCollectionReport.from_result(
             result,
-            output=partial(output, collection_key=COLLECTION_KEY),
+            output=partial(output, question=result.question.text, collection_key=COLLECTION_KEY),
             as_dropped=as_dropped,
             describe=describe,
         )

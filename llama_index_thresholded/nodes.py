@@ -88,12 +88,14 @@ def _with_marks(keys: tuple[str, ...]) -> tuple[str, ...]:
     return (*keys, *(k for k in _HIDDEN_KEYS if k not in keys))
 
 
-def output(candidate: Candidate[BaseNode], *, collection_key: str | None = None) -> NodeWithScore:
+def output(
+    candidate: Candidate[BaseNode], *, question: str, collection_key: str | None = None
+) -> NodeWithScore:
     """The output node of a kept section or an attachment: a copy carrying its score (None
     for an attachment) and the package's marks (:func:`thresholded.metadata_keys.marks`),
-    registered as this package's (:mod:`thresholded.provenance`)."""
+    registered as this package's answer to ``question`` (:mod:`thresholded.provenance`)."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
-    node = register(marked_copy(candidate.item, written))
+    node = register(marked_copy(candidate.item, written), question)
     return NodeWithScore(node=node, score=candidate.score)
 
 

@@ -131,7 +131,7 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
             question = model.get_query_embedding(text)
             vectors = model.get_text_embedding_batch(_texts(foreign))
             computed = _by_node(foreign, cosines(question, vectors))
-        return self._select(nodes, computed)
+        return self._select(nodes, computed, query)
 
     async def aselect(
         self, nodes: list[NodeWithScore], query: str | QueryBundle | None = None
@@ -145,22 +145,26 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
             question = await model.aget_query_embedding(text)
             vectors = await model.aget_text_embedding_batch(_texts(foreign))
             computed = _by_node(foreign, cosines(question, vectors))
-        return self._select(nodes, computed)
+        return self._select(nodes, computed, query)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return _output(self.select(nodes, query_bundle))
+        return _output(self.select(nodes, query_bundle), _text_of(query_bundle))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return _output(await self.aselect(nodes, query_bundle))
+        return _output(await self.aselect(nodes, query_bundle), _text_of(query_bundle))
 
     def _select(
-        self, nodes: list[NodeWithScore], computed: dict[int, float]
+        self,
+        nodes: list[NodeWithScore],
+        computed: dict[int, float],
+        query: str | QueryBundle | None,
     ) -> Selection[NodeWithScore]:
-        candidates = [self._candidate(n, computed.get(id(n))) for n in nodes]
+        text = _text_of(query)
+        candidates = [self._candidate(n, computed.get(id(n)), text) for n in nodes]
         return select(candidates, self.policy, self.min_similarity)
 
     def _to_embed(
@@ -169,14 +173,14 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         """The model, the nodes this package did not produce and the question, when they
         are to be embedded for their cosines; None when nothing is. Without a model,
         nodes none of which can be judged are an error."""
-        foreign = [n for n in nodes if not is_registered(n.node)]
+        text = _text_of(query)
+        foreign = [n for n in nodes if not is_registered(n.node, text)]
         if not foreign:
             return None
         if self.embed_model is None:
             if len(foreign) == len(nodes) and all(n.score is None for n in nodes):
                 raise nothing_to_judge_error(type(self).__name__, "embed_model")
             return None
-        text = query.query_str if isinstance(query, QueryBundle) else query
         if text is None:
             raise ValueError(
                 f"{type(self).__name__} computes cosines with embed_model and needs the "
@@ -184,7 +188,9 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
             )
         return self.embed_model, foreign, text
 
-    def _candidate(self, scored: NodeWithScore, computed: float | None) -> Candidate[NodeWithScore]:
+    def _candidate(
+        self, scored: NodeWithScore, computed: float | None, question: str | None
+    ) -> Candidate[NodeWithScore]:
         node = scored.node
         common: dict[str, Any] = {
             "item": scored,
@@ -192,7 +198,7 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
             "source": source_of(node, self.policy.source_key),
             "chars": text_length(node),
         }
-        if not is_registered(node):
+        if not is_registered(node, question):  # marks for another question are not this one's
             return self._foreign_candidate(scored, computed, common)
         kind, anchor, role = marks_of(node)
         if anchor is not None or role is not None or scored.score is None:
@@ -241,19 +247,24 @@ def _by_node(nodes: list[NodeWithScore], values: list[float]) -> dict[int, float
     return {id(n): value for n, value in zip(nodes, values, strict=True)}
 
 
-def _output(selection: Selection[NodeWithScore]) -> list[NodeWithScore]:
+def _text_of(query: str | QueryBundle | None) -> str | None:
+    return query.query_str if isinstance(query, QueryBundle) else query
+
+
+def _output(selection: Selection[NodeWithScore], question: str | None) -> list[NodeWithScore]:
     """The kept nodes, marked, then their attachments."""
-    return [*(_with_kind(c) for c in selection.kept), *(c.item for c in selection.attached)]
+    kept = [_with_kind(c, question) for c in selection.kept]
+    return [*kept, *(c.item for c in selection.attached)]
 
 
-def _with_kind(candidate: Candidate[NodeWithScore]) -> NodeWithScore:
+def _with_kind(candidate: Candidate[NodeWithScore], question: str | None) -> NodeWithScore:
     """A kept node, marked with its score kind (and cosine) when it does not say yet; a node
     this package did not produce always leaves as a marked, registered copy.
 
     The node's score is left as it came in: it may be a reranker's.
     """
     node = candidate.item.node
-    trusted = is_registered(node)
+    trusted = is_registered(node, question)
     marks: dict[str, object] = {metadata_keys.SCORE_KIND: candidate.score_kind.value}
     similarity = node.metadata.get(metadata_keys.SIMILARITY) if trusted else None
     if similarity is None:
@@ -262,4 +273,5 @@ def _with_kind(candidate: Candidate[NodeWithScore]) -> NodeWithScore:
         marks[metadata_keys.SIMILARITY] = similarity
     if trusted and all(node.metadata.get(k) == v for k, v in marks.items()):
         return candidate.item
-    return NodeWithScore(node=register(marked_copy(node, marks)), score=candidate.item.score)
+    copy = register(marked_copy(node, marks), question)
+    return NodeWithScore(node=copy, score=candidate.item.score)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -345,7 +346,12 @@ class ThresholdedRetriever(EngineRetriever):
         )
 
     def _finish(self, result: Any) -> Report[NodeWithScore]:
-        return Report.from_result(result, output=output, as_dropped=as_dropped, describe=describe)
+        return Report.from_result(
+            result,
+            output=partial(output, question=result.question.text),
+            as_dropped=as_dropped,
+            describe=describe,
+        )
 
 
 def question_of(query: QueryType) -> Question:

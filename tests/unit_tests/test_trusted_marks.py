@@ -25,8 +25,10 @@ from thresholded.provenance import is_registered, register
 from thresholded.selection import DropReason
 
 QUESTION = "the question"
+OTHER = "another question"
 VECTORS = {
     QUESTION: [1.0, 0.0],
+    OTHER: [0.0, 1.0],  # near: cosine 0.8, far: 0.96
     "near": [0.6, 0.8],  # cosine 0.6
     "far": [0.28, 0.96],  # cosine 0.28
 }
@@ -189,3 +191,54 @@ def test_compressor_without_a_model_and_nothing_it_can_trust_is_an_error():
     compressor = lc.SimilarityThresholdCompressor(policy=POLICY)
     with pytest.raises(NonCosineScoreError, match="embeddings="):
         compressor.compress_documents([forged], QUESTION)
+
+
+# Marks answer one question ----------------------------------------------------------------
+
+
+def test_registered_for_one_question_is_not_registered_for_another():
+    doc = register(Document(page_content="near"), QUESTION)
+    assert is_registered(doc, QUESTION)
+    assert is_registered(doc)  # no question to compare with: its own marks
+    assert not is_registered(doc, OTHER)
+    assert is_registered(register(Document(page_content="near")), OTHER)  # bound to none
+
+
+def _llama_index() -> VectorStoreIndex:
+    nodes = [
+        TextNode(id_="far", text="far", embedding=VECTORS["far"]),
+        TextNode(id_="near", text="near", embedding=VECTORS["near"]),
+    ]
+    storage = StorageContext.from_defaults(vector_store=SimpleVectorStore())
+    return VectorStoreIndex(nodes, storage_context=storage, embed_model=Fixed())
+
+
+def test_postprocessor_does_not_read_one_questions_cosines_for_another():
+    """Nodes retrieved for QUESTION carry its cosines (near 0.6, far 0.28). For OTHER they
+    are 0.8 and 0.96: the marks must not decide, the cosines are computed again."""
+    low = POLICY.model_copy(update={"min_similarity": 0.0})
+    retrieved = li.ThresholdedRetriever(_llama_index(), low, neighbours=0).retrieve(QUESTION)
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY, embed_model=Fixed())
+    assert ids(post.postprocess_nodes(retrieved, query_str=QUESTION)) == ["near"]
+    again = post.postprocess_nodes(retrieved, query_str=OTHER)
+    assert sorted(ids(again)) == ["far", "near"]
+    assert {n.node.node_id: n.node.metadata["similarity"] for n in again} == pytest.approx(
+        {"near": 0.8, "far": 0.96}
+    )
+    without_model = li.SimilarityThresholdPostprocessor(policy=POLICY)
+    with pytest.raises(NonCosineScoreError, match="embed_model="):
+        without_model.postprocess_nodes(retrieved, query_str=OTHER)
+
+
+def test_compressor_does_not_read_one_questions_cosines_for_another():
+    store = InMemoryVectorStore(FixedEmbeddings())
+    store.add_texts(["far", "near"], ids=["far", "near"])
+    low = POLICY.model_copy(update={"min_similarity": 0.0})
+    retrieved = lc.ThresholdedRetriever(vectorstore=store, policy=low).invoke(QUESTION)
+    compressor = lc.SimilarityThresholdCompressor(policy=POLICY, embeddings=FixedEmbeddings())
+    assert [d.id for d in compressor.compress_documents(retrieved, QUESTION)] == ["near"]
+    report = compressor.compress_with_report(retrieved, OTHER)
+    assert sorted(d.id for d in report.kept) == ["far", "near"]
+    without_model = lc.SimilarityThresholdCompressor(policy=POLICY)
+    with pytest.raises(NonCosineScoreError, match="embeddings="):
+        without_model.compress_documents(retrieved, OTHER)

@@ -25,7 +25,7 @@ from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
-from thresholded.classes import is_named
+from thresholded.classes import collection_name, is_named
 from thresholded.engine import Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, matches, to_milvus
 from thresholded.filters.chroma import to_chroma
@@ -398,9 +398,9 @@ def _link(metadata: Mapping[str, Any], key: str) -> str | None:
 
 
 def _store_name(store: VectorStore) -> str:
-    name = getattr(store, "collection_name", None)
+    name = collection_name(store)
     kind = type(store).__name__
-    return f"{kind} collection {name!r}" if isinstance(name, str) else kind
+    return f"{kind} collection {name!r}" if name is not None else kind
 
 
 def _needs_thread(store: Any) -> bool:

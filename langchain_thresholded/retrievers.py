@@ -32,6 +32,7 @@ from langchain_thresholded.scoring import (
     unknown_store_error,
 )
 from thresholded.attachments import AttachmentSpec
+from thresholded.classes import collection_name
 from thresholded.engine import (
     Call,
     Collection,
@@ -246,13 +247,12 @@ class ThresholdedRetriever(EngineRetriever):
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        name = getattr(self.vectorstore, "collection_name", None)
         self._policy = (
             profiled_policy(
                 self.policy,
                 self.profile,
                 collection=self.collection,
-                store_collection=name if isinstance(name, str) else None,
+                store_collection=collection_name(self.vectorstore),
             )
             or RetrievalPolicy()
         )

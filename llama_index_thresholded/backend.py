@@ -43,7 +43,7 @@ from llama_index_thresholded.scoring import (
     store_uri,
 )
 from thresholded.attachments import AttachmentSpec, Links
-from thresholded.classes import is_named
+from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, to_milvus
 from thresholded.milvus_collection import ids_matching
@@ -397,7 +397,7 @@ def index_collection(
         policy,
         profile,
         collection=profile_collection,
-        store_collection=getattr(store, "collection_name", None),
+        store_collection=collection_name(store),
     )
     return Collection(
         backend=backend,
@@ -511,8 +511,8 @@ def _store_timeout(store: Any) -> float | None:
 
 
 def _store_name(store: Any) -> str:
-    name = getattr(store, "collection_name", None)
-    if not name:
+    name = collection_name(store)
+    if name is None:
         return type(store).__name__
     uri = store_uri(store)  # LlamaIndex's own store does not keep its uri
     return f"collection {name!r}" if uri is None else f"collection {name!r} at {uri}"

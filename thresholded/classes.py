@@ -1,4 +1,5 @@
-"""Recognising a store by its class name, without importing the package that defines it.
+"""Recognising a store by its class name, without importing the package that defines it,
+and reading the name of the collection it searches.
 
 An adapter supports stores from optional packages (langchain-milvus, FAISS, Chroma):
 importing each to run ``isinstance`` would make every one a dependency. A class and
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["class_names", "is_named"]
+__all__ = ["class_names", "collection_name", "is_named"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -22,3 +23,12 @@ def class_names(cls: type) -> frozenset[str]:
 def is_named(obj: object, name: str) -> bool:
     """Whether ``obj`` is an instance of a class named ``name``, or of a subclass of one."""
     return name in class_names(type(obj))
+
+
+def collection_name(store: object) -> str | None:
+    """The name of the collection a vector store searches, where it has one: Milvus stores
+    (both frameworks) keep ``collection_name``; Chroma stores keep their Chroma collection."""
+    name = getattr(store, "collection_name", None)
+    if name is None and (is_named(store, "Chroma") or is_named(store, "ChromaVectorStore")):
+        name = getattr(getattr(store, "_collection", None), "name", None)
+    return name if isinstance(name, str) and name else None

@@ -133,7 +133,9 @@ def check_unit_norm(vector: list[float] | tuple[float, ...], *, what: str = "que
         raise NotUnitVectorError(
             f"the {what} has norm {norm:.4f}, not 1: an inner product with it is not a "
             "cosine similarity, so a cosine floor would cut the wrong results. Normalise "
-            "the embeddings (most embedding classes have a normalize option) or index with COSINE."
+            "the embeddings (most embedding classes have a normalize option; a FAISS store "
+            "normalises them with normalize_L2=True), or index with COSINE where the store "
+            "offers it."
         )
 
 

@@ -313,6 +313,57 @@ def test_a_profile_of_a_named_collection_needs_collection_on_a_store_that_names_
     assert floor_of(build(policy=POLICY, profile=profile(None, 0.7))) == 0.7
 
 
+def chroma(adapter: str, name: str, **settings: Any) -> Any:
+    """The sections in a Chroma collection called ``name`` (cosine space), searched by the
+    adapter's retriever: a Chroma store names its collection, as a Milvus store does."""
+    import chromadb
+    from langchain_chroma import Chroma
+    from langchain_core.embeddings import Embeddings
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    class Vectors(Embeddings):
+        model_id = MODEL
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [list(VECTORS[t]) for t in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return list(VECTORS[text])
+
+    class Embedding(BaseEmbedding):
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return list(VECTORS[query])
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return list(VECTORS[query])
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return list(VECTORS[text])
+
+    client = chromadb.EphemeralClient()
+    space = {"hnsw:space": "cosine"}
+    store = Chroma(name, Vectors(), client=client, collection_metadata=space)
+    store.add_texts(list(SECTIONS), metadatas=[{"source": s} for s in SECTIONS], ids=SECTIONS)
+    if adapter == "langchain":
+        return lc.ThresholdedRetriever(vectorstore=store, **settings)
+    index = VectorStoreIndex.from_vector_store(
+        ChromaVectorStore(chroma_collection=store._collection),
+        embed_model=Embedding(model_name=MODEL),
+    )
+    return li.ThresholdedRetriever(index, neighbours=0, parent_summaries=False, **settings)
+
+
+@pytest.mark.parametrize("adapter", ["langchain", "llama_index"])
+def test_a_chroma_store_names_its_collection_for_the_profile(adapter, profile):
+    retriever = chroma(adapter, "kbase", policy=POLICY, profile=profile("kbase", 0.8))
+    assert floor_of(retriever) == 0.8
+    assert kept(report_of(retriever)) == ["s1"]
+    with pytest.raises(ProfileError, match="measured for collection 'kbase', not 'faq'"):
+        chroma(adapter, "faq", policy=POLICY, profile=profile("kbase"))
+
+
 @pytest.mark.parametrize("build", ADAPTERS)
 def test_collection_without_a_profile_is_refused(build):
     with pytest.raises(ValueError, match="give profile="):

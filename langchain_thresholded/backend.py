@@ -31,7 +31,7 @@ from thresholded.filters import Dialect, Filter, client_dialect, matches, to_mil
 from thresholded.filters.chroma import to_chroma
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import check_expression
-from thresholded.provenance import register
+from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
@@ -300,14 +300,14 @@ class QuestionEmbedder:
 
 
 def output(
-    candidate: Candidate[Document], *, question: str, collection_key: str | None = None
+    candidate: Candidate[Document], *, asked: Asked, collection_key: str | None = None
 ) -> Document:
     """The returned copy of a kept section or an attachment, marked; the store's is left as it
     was. Marks the store itself holds are removed first: only this package writes them. The
     copy is registered as this package's (:mod:`thresholded.provenance`)."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
     copy = marked_copy(candidate.item, written, remove=_MARKS, doc_id=candidate.id)
-    return register(copy, question)
+    return register(copy, asked)
 
 
 def _by_vector(store: VectorStore) -> Callable[..., list[tuple[Document, float]]] | None:

@@ -29,11 +29,11 @@ from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
-from thresholded.provenance import is_registered
+from thresholded.provenance import Asked, Standing, standing
 from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
-from thresholded.trusted_scores import cosines, nothing_to_judge_error
+from thresholded.trusted_scores import another_question_error, cosines, nothing_to_judge_error
 
 _Item = tuple[int, Document]
 
@@ -171,8 +171,9 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     def _report(
         self, documents: Sequence[Document], computed: dict[int, float], query: str | None
     ) -> Report[Document]:
+        question = None if query is None else Asked(query)
         candidates = [
-            self._candidate(i, doc, computed.get(i), query) for i, doc in enumerate(documents)
+            self._candidate(i, doc, computed.get(i), question) for i, doc in enumerate(documents)
         ]
         selection = select(candidates, self.policy, self.min_similarity)
         return Report.build(
@@ -185,10 +186,14 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
         """The embeddings, the positions of the documents this package did not produce and
         the query, when they are to be embedded for their cosines; None when nothing is.
         Without embeddings, documents none of which can be judged are an error."""
-        foreign = [i for i, doc in enumerate(documents) if not is_registered(doc, query)]
+        question = None if query is None else Asked(query)
+        standings = [standing(doc, question) for doc in documents]
+        foreign = [i for i, s in enumerate(standings) if s is not Standing.OURS]
         if not foreign:
             return None
         if self.embeddings is None:
+            if Standing.ANOTHER_QUESTION in standings:
+                raise another_question_error(type(self).__name__, "embeddings")
             if len(foreign) == len(documents):
                 raise nothing_to_judge_error(type(self).__name__, "embeddings")
             return None
@@ -200,7 +205,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
         return self.embeddings, foreign, query
 
     def _candidate(
-        self, index: int, doc: Document, computed: float | None, question: str | None
+        self, index: int, doc: Document, computed: float | None, question: Asked | None
     ) -> Candidate[_Item]:
         meta = doc.metadata
         doc_id = document_id(doc, self.id_key)
@@ -211,7 +216,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
             "source": str(source) if source is not None and str(source) != "" else doc_id,
             "chars": len(doc.page_content),
         }
-        if not is_registered(doc, question):  # anyone's marks, or another question's: not used
+        if standing(doc, question) is not Standing.OURS:  # anyone's, or another question's
             if computed is not None:
                 return Candidate(**common, score=computed, score_kind=ScoreKind.COSINE)
             return Candidate(**common, score=None, score_kind=ScoreKind.UNKNOWN, is_attachment=True)

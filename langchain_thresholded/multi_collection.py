@@ -48,6 +48,7 @@ from thresholded.fanout import (
     check_unique_names,
 )
 from thresholded.policy import RetrievalPolicy
+from thresholded.provenance import Asked
 from thresholded.report import MultiCollectionReport
 from thresholded.scores import ScoreKind
 
@@ -271,7 +272,9 @@ class MultiCollectionRetriever(EngineRetriever):
     def _report(self, result: Any) -> MultiCollectionReport[Document]:
         return MultiCollectionReport.from_result(
             result,
-            output=partial(output, question=result.question.text, collection_key=COLLECTION_KEY),
+            output=partial(
+                output, asked=Asked(result.question.text), collection_key=COLLECTION_KEY
+            ),
             as_dropped=as_dropped,
             describe=describe,
         )

@@ -45,6 +45,7 @@ from thresholded.engine import (
 )
 from thresholded.filters import all_of
 from thresholded.policy import RetrievalPolicy, profiled_policy
+from thresholded.provenance import Asked
 from thresholded.report import Report
 from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
@@ -141,7 +142,7 @@ class EngineRetriever(StrictArguments, BaseRetriever):
     def _report(self, result: Any) -> Report[Document]:
         return Report.from_result(
             result,
-            output=partial(output, question=result.question.text),
+            output=partial(output, asked=Asked(result.question.text)),
             as_dropped=as_dropped,
             describe=describe,
         )

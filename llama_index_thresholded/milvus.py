@@ -47,6 +47,7 @@ from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import READS, check_timeout, with_timeout
 from thresholded.retry import describe_error, is_transient
 from thresholded.scores import Metric
+from thresholded.strict import check_arguments, named_parameters
 
 _SearchResult = tuple[list[BaseNode], list[float], list[str]]
 
@@ -92,6 +93,7 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
+        check_arguments("CompatibleMilvusVectorStore()", kwargs, _accepted_arguments())
         timeout = check_timeout(timeout)
         kwargs = client_kwargs(kwargs)
         uri = str(self._argument("uri", 0, args, kwargs))
@@ -204,6 +206,36 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
             partition_names=kwargs.get("milvus_partition_names"),
         )
         return self._parse_sparse(results)
+
+
+_CONNECTION_OPTIONS = (
+    "secure",
+    "grpc_options",
+    "client_pem_path",
+    "client_key_path",
+    "ca_pem_path",
+    "server_pem_path",
+    "server_name",
+)
+"""The connection options pymilvus reads from the client's keyword arguments."""
+
+
+@functools.cache
+def _accepted_arguments() -> frozenset[str]:
+    """What the store takes: LlamaIndex's store's arguments, those of the ``MilvusClient``
+    it passes the others to, and pymilvus' connection options. Anything else would be
+    passed on and silently ignored (a misspelt ``embeding_field`` would leave the default)."""
+    from pymilvus import MilvusClient
+
+    return frozenset(
+        (
+            *named_parameters(MilvusVectorStore.__init__),
+            *named_parameters(MilvusClient.__init__),
+            *_CONNECTION_OPTIONS,
+            "sparse_search_config",
+            "timeout",
+        )
+    )
 
 
 @contextlib.contextmanager

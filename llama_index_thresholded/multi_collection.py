@@ -40,7 +40,7 @@ from pydantic import field_validator
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.filters import to_filter
-from llama_index_thresholded.nodes import as_dropped, describe, output
+from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
@@ -257,7 +257,7 @@ class MultiCollectionRetriever(EngineRetriever):
     def _finish(self, result: Any) -> MultiCollectionReport[NodeWithScore]:
         return MultiCollectionReport.from_result(
             result,
-            output=partial(output, question=result.question.text, collection_key=COLLECTION_KEY),
+            output=partial(output, asked=asked_by(result), collection_key=COLLECTION_KEY),
             as_dropped=as_dropped,
             describe=describe,
         )

@@ -7,14 +7,18 @@ vector store's objects are never mutated.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from thresholded import metadata_keys
 from thresholded.copies import updated_copy
-from thresholded.provenance import register
+from thresholded.provenance import Asked, register
 from thresholded.scores import ScoreKind
 from thresholded.selection import AttachedRole, Candidate
+
+if TYPE_CHECKING:
+    from thresholded.engine import Result
 
 _HIDDEN_KEYS = list(metadata_keys.ALL_KEYS)
 MARK_KEYS = frozenset(
@@ -89,14 +93,31 @@ def _with_marks(keys: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def output(
-    candidate: Candidate[BaseNode], *, question: str, collection_key: str | None = None
+    candidate: Candidate[BaseNode], *, asked: Asked, collection_key: str | None = None
 ) -> NodeWithScore:
     """The output node of a kept section or an attachment: a copy carrying its score (None
     for an attachment) and the package's marks (:func:`thresholded.metadata_keys.marks`),
-    registered as this package's answer to ``question`` (:mod:`thresholded.provenance`)."""
+    registered as this package's answer to ``asked`` (:mod:`thresholded.provenance`)."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
-    node = register(marked_copy(candidate.item, written), question)
+    node = register(marked_copy(candidate.item, written), asked)
     return NodeWithScore(node=node, score=candidate.score)
+
+
+def asked(query: str | QueryBundle | None) -> Asked | None:
+    """The question results answer (:class:`thresholded.provenance.Asked`): a bundle's
+    text, its own vector if it has one, and its custom embedding texts."""
+    if query is None or isinstance(query, str):
+        return None if query is None else Asked(query)
+    custom = query.custom_embedding_strs
+    return Asked(query.query_str, query.embedding, tuple(custom) if custom else ())
+
+
+def asked_by(result: Result[BaseNode]) -> Asked:
+    """The question of a retrieval, as its results are registered for it."""
+    question = result.question
+    found = asked(question.item if isinstance(question.item, QueryBundle) else question.text)
+    assert found is not None
+    return found
 
 
 def as_dropped(candidate: Candidate[BaseNode]) -> NodeWithScore:

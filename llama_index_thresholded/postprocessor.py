@@ -20,14 +20,19 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field
 
 from llama_index_thresholded.embeddings import model_id_of
-from llama_index_thresholded.nodes import marked_copy, marks_of, source_of, text_length
+from llama_index_thresholded.nodes import asked, marked_copy, marks_of, source_of, text_length
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
-from thresholded.provenance import is_registered, register
+from thresholded.provenance import Asked, Standing, asked_of, register, standing
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, Selection, select
-from thresholded.trusted_scores import cosines, nothing_to_judge_error, undeclared_score_error
+from thresholded.trusted_scores import (
+    another_question_error,
+    cosines,
+    nothing_to_judge_error,
+    undeclared_score_error,
+)
 
 
 class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
@@ -127,10 +132,12 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         computed: dict[int, float] = {}
         wanted = self._to_embed(nodes, query)
         if wanted is not None:
-            model, foreign, text = wanted
-            question = model.get_query_embedding(text)
-            vectors = model.get_text_embedding_batch(_texts(foreign))
-            computed = _by_node(foreign, cosines(question, vectors))
+            model, to_judge, bundle = wanted
+            question = bundle.embedding or model.get_agg_embedding_from_queries(
+                bundle.embedding_strs
+            )
+            vectors = model.get_text_embedding_batch(_texts(to_judge))
+            computed = _by_node(to_judge, cosines(question, vectors))
         return self._select(nodes, computed, query)
 
     async def aselect(
@@ -141,21 +148,23 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         computed: dict[int, float] = {}
         wanted = self._to_embed(nodes, query)
         if wanted is not None:
-            model, foreign, text = wanted
-            question = await model.aget_query_embedding(text)
-            vectors = await model.aget_text_embedding_batch(_texts(foreign))
-            computed = _by_node(foreign, cosines(question, vectors))
+            model, to_judge, bundle = wanted
+            question = bundle.embedding or await model.aget_agg_embedding_from_queries(
+                bundle.embedding_strs
+            )
+            vectors = await model.aget_text_embedding_batch(_texts(to_judge))
+            computed = _by_node(to_judge, cosines(question, vectors))
         return self._select(nodes, computed, query)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return _output(self.select(nodes, query_bundle), _text_of(query_bundle))
+        return _output(self.select(nodes, query_bundle), asked(query_bundle))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return _output(await self.aselect(nodes, query_bundle), _text_of(query_bundle))
+        return _output(await self.aselect(nodes, query_bundle), asked(query_bundle))
 
     def _select(
         self,
@@ -163,33 +172,38 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         computed: dict[int, float],
         query: str | QueryBundle | None,
     ) -> Selection[NodeWithScore]:
-        text = _text_of(query)
-        candidates = [self._candidate(n, computed.get(id(n)), text) for n in nodes]
+        question = asked(query)
+        candidates = [self._candidate(n, computed.get(id(n)), question) for n in nodes]
         return select(candidates, self.policy, self.min_similarity)
 
     def _to_embed(
         self, nodes: list[NodeWithScore], query: str | QueryBundle | None
-    ) -> tuple[BaseEmbedding, list[NodeWithScore], str] | None:
-        """The model, the nodes this package did not produce and the question, when they
-        are to be embedded for their cosines; None when nothing is. Without a model,
-        nodes none of which can be judged are an error."""
-        text = _text_of(query)
-        foreign = [n for n in nodes if not is_registered(n.node, text)]
-        if not foreign:
+    ) -> tuple[BaseEmbedding, list[NodeWithScore], QueryBundle] | None:
+        """The model, the nodes whose marks are not this question's and the question, when
+        they are to be embedded for their cosines; None when nothing is. Without a model,
+        nodes retrieved for another question, or nodes none of which can be judged, are an
+        error."""
+        question = asked(query)
+        standings = [standing(n.node, question) for n in nodes]
+        to_judge = [n for n, s in zip(nodes, standings, strict=True) if s is not Standing.OURS]
+        if not to_judge:
             return None
         if self.embed_model is None:
-            if len(foreign) == len(nodes) and all(n.score is None for n in nodes):
+            if Standing.ANOTHER_QUESTION in standings:
+                raise another_question_error(type(self).__name__, "embed_model")
+            if len(to_judge) == len(nodes) and all(n.score is None for n in nodes):
                 raise nothing_to_judge_error(type(self).__name__, "embed_model")
             return None
-        if text is None:
+        if query is None:
             raise ValueError(
                 f"{type(self).__name__} computes cosines with embed_model and needs the "
                 "question: pass the query bundle (postprocess_nodes(nodes, query_str=...))"
             )
-        return self.embed_model, foreign, text
+        bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
+        return self.embed_model, to_judge, bundle
 
     def _candidate(
-        self, scored: NodeWithScore, computed: float | None, question: str | None
+        self, scored: NodeWithScore, computed: float | None, question: Asked | None
     ) -> Candidate[NodeWithScore]:
         node = scored.node
         common: dict[str, Any] = {
@@ -198,7 +212,11 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
             "source": source_of(node, self.policy.source_key),
             "chars": text_length(node),
         }
-        if not is_registered(node, question):  # marks for another question are not this one's
+        trust = standing(node, question)
+        if trust is Standing.ANOTHER_QUESTION:  # its marks and score are another question's
+            assert computed is not None  # without a model, _to_embed raised
+            return Candidate(score=computed, score_kind=ScoreKind.COSINE, **common)
+        if trust is Standing.FOREIGN:
             return self._foreign_candidate(scored, computed, common)
         kind, anchor, role = marks_of(node)
         if anchor is not None or role is not None or scored.score is None:
@@ -247,25 +265,23 @@ def _by_node(nodes: list[NodeWithScore], values: list[float]) -> dict[int, float
     return {id(n): value for n, value in zip(nodes, values, strict=True)}
 
 
-def _text_of(query: str | QueryBundle | None) -> str | None:
-    return query.query_str if isinstance(query, QueryBundle) else query
-
-
-def _output(selection: Selection[NodeWithScore], question: str | None) -> list[NodeWithScore]:
+def _output(selection: Selection[NodeWithScore], question: Asked | None) -> list[NodeWithScore]:
     """The kept nodes, marked, then their attachments."""
     kept = [_with_kind(c, question) for c in selection.kept]
     return [*kept, *(c.item for c in selection.attached)]
 
 
-def _with_kind(candidate: Candidate[NodeWithScore], question: str | None) -> NodeWithScore:
+def _with_kind(candidate: Candidate[NodeWithScore], question: Asked | None) -> NodeWithScore:
     """A kept node, marked with its score kind (and cosine) when it does not say yet; a node
-    this package did not produce always leaves as a marked, registered copy.
+    whose marks are not this question's always leaves as a marked copy, registered for the
+    question (for the question it was registered for when the call names none; not at all
+    when neither is known: its marks would otherwise be trusted for any question).
 
     The node's score is left as it came in: it may be a reranker's.
     """
     node = candidate.item.node
-    trusted = is_registered(node, question)
-    marks: dict[str, object] = {metadata_keys.SCORE_KIND: candidate.score_kind.value}
+    trusted = standing(node, question) is Standing.OURS
+    marks: dict[str, object] = {metadata_keys.SCORE_KIND: str(candidate.score_kind)}
     similarity = node.metadata.get(metadata_keys.SIMILARITY) if trusted else None
     if similarity is None:
         similarity = candidate.floor_score
@@ -273,5 +289,8 @@ def _with_kind(candidate: Candidate[NodeWithScore], question: str | None) -> Nod
         marks[metadata_keys.SIMILARITY] = similarity
     if trusted and all(node.metadata.get(k) == v for k, v in marks.items()):
         return candidate.item
-    copy = register(marked_copy(node, marks), question)
+    copy = marked_copy(node, marks)
+    for_question = question if question is not None else asked_of(node) if trusted else None
+    if for_question is not None:
+        register(copy, for_question)
     return NodeWithScore(node=copy, score=candidate.item.score)

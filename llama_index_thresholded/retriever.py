@@ -23,7 +23,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index_thresholded.backend import index_collection
 from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.filters import to_filter
-from llama_index_thresholded.nodes import as_dropped, describe, output
+from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Question, adrive, drive, plan, retrieve
 from thresholded.policy import RetrievalPolicy, policy_or_none
@@ -348,7 +348,7 @@ class ThresholdedRetriever(EngineRetriever):
     def _finish(self, result: Any) -> Report[NodeWithScore]:
         return Report.from_result(
             result,
-            output=partial(output, question=result.question.text),
+            output=partial(output, asked=asked_by(result)),
             as_dropped=as_dropped,
             describe=describe,
         )

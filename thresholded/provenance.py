@@ -3,30 +3,73 @@
 A retriever's output carries marks in its metadata (``similarity``, ``score_kind``,
 ``attached_role``, ``attached_to``). Metadata can be written by anyone: a stored
 document that holds ``similarity=0.99`` must not clear a floor. So the retrievers
-register every object they return, with the question it was retrieved for, and the
-postprocessor and the compressor honour marks only on registered objects, and only for
-that question: a cosine measured against another question says nothing about this one.
-The registry holds weak references: it keeps nothing alive, and an id reused by a new
-object is not mistaken for the old one.
+register every object they return, with the question it was retrieved for
+(:class:`Asked`), and the postprocessor and the compressor honour marks only on
+registered objects, and only for that question: a cosine measured against another
+question says nothing about this one (:func:`standing`). The registry holds weak
+references: it keeps nothing alive, and an id reused by a new object is not mistaken
+for the old one.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
 from typing import TypeVar
 
-__all__ = ["is_registered", "register"]
+__all__ = ["Asked", "Standing", "asked_of", "is_registered", "register", "standing"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)
+class Asked:
+    """The question a result's marks answer: its text, and what its vector came from."""
+
+    text: str
+    vector: Sequence[float] | None = None
+    """The caller's own vector for the question, when one was given (None: the vector was
+    embedded from ``embedded``)."""
+    embedded: tuple[str, ...] = ()
+    """The texts the question's vector is embedded from, when they are not ``text`` alone
+    (LlamaIndex's ``custom_embedding_strs``)."""
+
+    def answers(self, other: Asked) -> bool:
+        """Whether marks written for this question hold for ``other``: the same text and
+        embedded texts, and, where this one was searched with a vector of the caller's,
+        the same vector (another component may fill in a vector on the asking side)."""
+        if self.text != other.text or self.embedded != other.embedded:
+            return False
+        return self.vector is None or _same_vector(self.vector, other.vector)
+
+
+def _same_vector(mine: Sequence[float], theirs: Sequence[float] | None) -> bool:
+    if theirs is None or len(mine) != len(theirs):
+        return False
+    return mine is theirs or all(float(a) == float(b) for a, b in zip(mine, theirs, strict=True))
+
+
+class Standing(Enum):
+    """What the postprocessor and the compressor may read on a result."""
+
+    OURS = "ours"
+    """Produced by this package's retriever for this question: its marks are trusted."""
+    ANOTHER_QUESTION = "another question"
+    """Produced by this package's retriever for another question: its marks and score are
+    that question's, and say nothing about this one."""
+    FOREIGN = "foreign"
+    """Not produced by this package's retriever: its marks are anyone's."""
 
 
 class _Entry(weakref.ref):  # type: ignore[type-arg]
     """A weak reference that knows its key, to leave the registry when its object dies,
     and the question its object's marks answer."""
 
-    __slots__ = ("key", "question")
+    __slots__ = ("asked", "key")
     key: int
-    question: str | None
+    asked: Asked | None
 
 
 _REGISTRY: dict[int, _Entry] = {}
@@ -38,21 +81,38 @@ def _forget(entry: _Entry) -> None:
     _REGISTRY.pop(entry.key, None)
 
 
-def register(obj: T, question: str | None = None) -> T:
-    """Record ``obj`` as produced by this package (its marks are ours) for ``question``
-    (None: for whatever question it is judged against); returns it."""
+def register(obj: T, asked: Asked | None = None) -> T:
+    """Record ``obj`` as produced by this package (its marks are ours) for the question
+    ``asked`` (None: for whatever question it is judged against); returns it."""
     entry = _Entry(obj, _forget)
     entry.key = id(obj)
-    entry.question = question
+    entry.asked = asked
     _REGISTRY[entry.key] = entry  # one dict operation: atomic, no lock needed
     return obj
 
 
-def is_registered(obj: object, question: str | None = None) -> bool:
-    """Whether ``obj`` itself (not an equal copy) was produced by this package, for
-    ``question``: marks written for another question are not this one's. Where either
-    side names no question, the object's own marks are honoured."""
+def _entry(obj: object) -> _Entry | None:
     entry = _REGISTRY.get(id(obj))
-    if entry is None or entry() is not obj:
-        return False
-    return question is None or entry.question is None or entry.question == question
+    return entry if entry is not None and entry() is obj else None
+
+
+def standing(obj: object, asked: Asked | None = None) -> Standing:
+    """Whether ``obj`` itself (not an equal copy) was produced by this package, and for
+    the question ``asked``. Where either side names no question, its marks are ours."""
+    entry = _entry(obj)
+    if entry is None:
+        return Standing.FOREIGN
+    if asked is None or entry.asked is None or entry.asked.answers(asked):
+        return Standing.OURS
+    return Standing.ANOTHER_QUESTION
+
+
+def is_registered(obj: object, asked: Asked | None = None) -> bool:
+    """Whether ``obj``'s marks are trusted for ``asked`` (see :func:`standing`)."""
+    return standing(obj, asked) is Standing.OURS
+
+
+def asked_of(obj: object) -> Asked | None:
+    """The question ``obj`` was registered for; None when it was not, or for none."""
+    entry = _entry(obj)
+    return None if entry is None else entry.asked

@@ -88,8 +88,10 @@ def to_cosine(raw: float, metric: Metric | str, *, store: str = "the store") -> 
     1 - cos, and IP_DISTANCE 1 - ip. A result a hair outside [-1, 1] (float32
     rounding) is clamped; one further out cannot be a cosine: the vectors are not
     unit length or the metric is not the store's, and that is an error naming
-    ``store``, the metric and the fix.
+    ``store``, the metric and the fix; so is a score that is not a finite number.
     """
+    if raw is None or not math.isfinite(raw):
+        raise ScoreRangeError(f"{store} returned the {metric} score {raw!r}: not a finite number")
     return to_cosines([raw], metric, store=store)[0]  # type: ignore[return-value]
 
 

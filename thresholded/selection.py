@@ -65,7 +65,7 @@ class AttachedRole(StrEnum):
         return self.value
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, weakref_slot=True, unsafe_hash=True)
 class Candidate(Generic[T]):
     """One search result as the core sees it; ``item`` is the framework's object.
 

@@ -1,7 +1,9 @@
 """The cosine of results whose marks cannot be trusted, for the postprocessor and compressor.
 
-The rule, the same in both adapters: a result this package's retriever produced
-(see :mod:`thresholded.provenance`) is judged by its marks. Any other result is
+The rule, the same in both adapters: a result this package's retriever produced for
+this question (see :mod:`thresholded.provenance`) is judged by its marks. One it
+produced for another question is judged by its cosine with this one, which needs the
+model: its marks and its score are the other question's. Any other result is
 judged by a cosine computed here, when the filter has an embedding model: the
 question embedded once, the texts in one batch, as LangChain's ``EmbeddingsFilter``
 does. Without a model, a score is read as a cosine only when the caller declared
@@ -17,7 +19,12 @@ import numpy as np
 
 from thresholded.errors import NonCosineScoreError
 
-__all__ = ["cosines", "nothing_to_judge_error", "undeclared_score_error"]
+__all__ = [
+    "another_question_error",
+    "cosines",
+    "nothing_to_judge_error",
+    "undeclared_score_error",
+]
 
 
 def cosines(query: Sequence[float], texts: Sequence[Sequence[float]]) -> list[float]:
@@ -51,4 +58,15 @@ def nothing_to_judge_error(owner: str, model_argument: str) -> NonCosineScoreErr
         "package's ThresholdedRetriever (marks written in metadata by anything else are "
         f"ignored) and none has a score. Pass {model_argument}=... (the model the store was "
         "built with) to compute the cosines, or retrieve with ThresholdedRetriever"
+    )
+
+
+def another_question_error(owner: str, model_argument: str) -> NonCosineScoreError:
+    """Results retrieved for another question: their marks and scores are its cosines."""
+    return NonCosineScoreError(
+        f"{owner} got results that ThresholdedRetriever retrieved for another question: their "
+        "similarity marks and scores are cosines with that question, not with this one (as "
+        "after a retriever that rewords the question, such as LangChain's MultiQueryRetriever "
+        f"or LlamaIndex's QueryFusionRetriever). Pass {model_argument}=... (the model the "
+        "store was built with) to compute their cosines with this question"
     )

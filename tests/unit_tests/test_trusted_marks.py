@@ -15,13 +15,13 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import NodeWithScore, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 
 import langchain_thresholded as lc
 import llama_index_thresholded as li
 from thresholded import NonCosineScoreError, RetrievalPolicy
-from thresholded.provenance import is_registered, register
+from thresholded.provenance import Asked, Standing, is_registered, register, standing
 from thresholded.selection import DropReason
 
 QUESTION = "the question"
@@ -197,11 +197,25 @@ def test_compressor_without_a_model_and_nothing_it_can_trust_is_an_error():
 
 
 def test_registered_for_one_question_is_not_registered_for_another():
-    doc = register(Document(page_content="near"), QUESTION)
-    assert is_registered(doc, QUESTION)
+    doc = register(Document(page_content="near"), Asked(QUESTION))
+    assert standing(doc, Asked(QUESTION)) is Standing.OURS
     assert is_registered(doc)  # no question to compare with: its own marks
-    assert not is_registered(doc, OTHER)
-    assert is_registered(register(Document(page_content="near")), OTHER)  # bound to none
+    assert standing(doc, Asked(OTHER)) is Standing.ANOTHER_QUESTION
+    assert standing(Document(page_content="near"), Asked(QUESTION)) is Standing.FOREIGN
+    assert is_registered(register(Document(page_content="near")), Asked(OTHER))  # bound to none
+
+
+def test_a_question_searched_with_a_vector_of_the_caller_s_is_that_vector():
+    """A vector-only question has no text to tell it apart; a caller's vector for the same
+    text may be another question. A vector another component filled in later, on a
+    question that was searched by its text, does not change the question."""
+    by_vector = Asked("", [1.0, 0.0])
+    assert by_vector.answers(Asked("", (1.0, 0.0)))
+    assert not by_vector.answers(Asked("", [0.0, 1.0]))
+    assert not by_vector.answers(Asked(""))
+    assert not Asked("q", [1.0, 0.0]).answers(Asked("q", [0.0, 1.0]))
+    assert Asked("q").answers(Asked("q", [0.0, 1.0]))
+    assert not Asked("q", embedded=("hypothetical answer",)).answers(Asked("q"))
 
 
 def _llama_index() -> VectorStoreIndex:
@@ -226,8 +240,39 @@ def test_postprocessor_does_not_read_one_questions_cosines_for_another():
         {"near": 0.8, "far": 0.96}
     )
     without_model = li.SimilarityThresholdPostprocessor(policy=POLICY)
-    with pytest.raises(NonCosineScoreError, match="embed_model="):
+    with pytest.raises(NonCosineScoreError, match=r"another question.*embed_model="):
         without_model.postprocess_nodes(retrieved, query_str=OTHER)
+    declared = li.SimilarityThresholdPostprocessor(policy=POLICY, score_kind="cosine")
+    with pytest.raises(NonCosineScoreError, match="another question"):  # its score is stale too
+        declared.postprocess_nodes(retrieved, query_str=OTHER)
+
+
+def test_postprocessor_tells_vector_only_questions_apart():
+    """Two questions given only as vectors have the same (empty) text."""
+    low = POLICY.model_copy(update={"min_similarity": 0.0})
+    retriever = li.ThresholdedRetriever(_llama_index(), low, neighbours=0)
+    retrieved = retriever.retrieve(QueryBundle("", embedding=VECTORS[QUESTION]))
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY, embed_model=Fixed())
+    same = post.postprocess_nodes(retrieved, QueryBundle("", embedding=VECTORS[QUESTION]))
+    assert ids(same) == ["near"]
+    other = post.postprocess_nodes(retrieved, QueryBundle("", embedding=VECTORS[OTHER]))
+    assert {n.node.node_id: n.node.metadata["similarity"] for n in other} == pytest.approx(
+        {"near": 0.8, "far": 0.96}  # computed with the bundle's own vector
+    )
+
+
+def test_postprocessor_without_a_question_registers_nothing_it_cannot_vouch_for():
+    """A foreign node passed on without a question is marked, not registered: its marks
+    would otherwise be trusted for any question after it."""
+    foreign = [
+        NodeWithScore(node=TextNode(id_="near", text="near"), score=0.99),
+        NodeWithScore(node=TextNode(id_="far", text="far"), score=0.99),
+    ]
+    passed = li.SimilarityThresholdPostprocessor(policy=POLICY, score_kind="cosine")
+    out = passed.postprocess_nodes(foreign)
+    assert [standing(n.node, Asked(QUESTION)) for n in out] == [Standing.FOREIGN] * 2
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY, embed_model=Fixed())
+    assert ids(post.postprocess_nodes(out, query_str=QUESTION)) == ["near"]  # far: 0.28
 
 
 def test_compressor_does_not_read_one_questions_cosines_for_another():
@@ -240,5 +285,8 @@ def test_compressor_does_not_read_one_questions_cosines_for_another():
     report = compressor.compress_with_report(retrieved, OTHER)
     assert sorted(d.id for d in report.kept) == ["far", "near"]
     without_model = lc.SimilarityThresholdCompressor(policy=POLICY)
-    with pytest.raises(NonCosineScoreError, match="embeddings="):
+    with pytest.raises(NonCosineScoreError, match=r"another question.*embeddings="):
         without_model.compress_documents(retrieved, OTHER)
+    mixed = [*retrieved, *lc.ThresholdedRetriever(vectorstore=store, policy=low).invoke(OTHER)]
+    with pytest.raises(NonCosineScoreError, match="another question"):  # none dropped silently
+        without_model.compress_documents(mixed, OTHER)

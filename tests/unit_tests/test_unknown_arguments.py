@@ -169,10 +169,10 @@ CASES = [
         lambda s, kw: li.CompatibleMilvusVectorStore(
             uri=s.milvus_uri, collection_name="c", dim=4, overwrite=True, **kw
         ),
-        # Its other keywords are the Milvus client's connection options (server_pem_path,
-        # secure, grpc_options...), passed on as LlamaIndex's MilvusVectorStore does: an
-        # open set that pymilvus reads with kwargs.get and never checks.
-        (pytest.mark.xfail(strict=True, reason="pymilvus ignores unknown connection options"),),
+    ),
+    Case(
+        "llama_index_thresholded.milvus_store",
+        lambda s, kw: li.milvus_store(s.milvus_uri, "c", dim=4, overwrite=True, **kw),
     ),
     # LangChain
     Case(
@@ -255,3 +255,14 @@ def test_an_unknown_keyword_is_a_type_error_naming_it(case: Case, stores: Stores
 def test_the_policy_names_an_unknown_field(name: str, stores: Stores):
     with pytest.raises(ValidationError, match="bogus"):
         VALIDATION_ERROR[name](stores, {"bogus": 1})
+
+
+def test_the_milvus_store_takes_the_client_s_connection_options(tmp_path):
+    """The check refuses misspellings, not what pymilvus reads: its connection options and
+    the client's own arguments pass, and reach the store."""
+    milvus_uri = str(tmp_path / "options.db")
+    store = li.milvus_store(
+        milvus_uri, "c", dim=4, overwrite=True, secure=False, grpc_options={}, timeout=5.0
+    )
+    assert store.timeout == 5.0
+    assert li.milvus_store(milvus_uri, "c", dim=4, embedding_field="vec").embedding_field == "vec"

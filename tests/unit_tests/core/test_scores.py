@@ -170,6 +170,15 @@ def test_to_cosines_is_to_cosine_of_each_comparable_score(
             assert -1.0 <= cosine <= 1.0
 
 
+@pytest.mark.parametrize("raw", [None, math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("metric", list(Metric))
+def test_to_cosine_refuses_what_is_not_a_finite_score(raw: float | None, metric: Metric) -> None:
+    """One score in, one cosine within [-1, 1] out: an overflowed score must not clear
+    every floor (``to_cosines`` leaves such scores for the selection to drop)."""
+    with pytest.raises(ScoreRangeError, match="not a finite number"):
+        to_cosine(raw, metric)  # type: ignore[arg-type]
+
+
 # check_unit_norm -------------------------------------------------------------------------
 
 

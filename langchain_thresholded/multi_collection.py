@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from functools import partial
 from typing import Any, ClassVar
 
 from langchain_core.documents import Document
@@ -270,11 +269,10 @@ class MultiCollectionRetriever(EngineRetriever):
         )
 
     def _report(self, result: Any) -> MultiCollectionReport[Document]:
+        asked = Asked(result.question.text)
         return MultiCollectionReport.from_result(
             result,
-            output=partial(
-                output, asked=Asked(result.question.text), collection_key=COLLECTION_KEY
-            ),
+            output=lambda candidate: output(candidate, asked=asked, collection_key=COLLECTION_KEY),
             as_dropped=as_dropped,
             describe=describe,
         )

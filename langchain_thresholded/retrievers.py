@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -140,9 +139,10 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         """The call: its question, collections, policy, filters and store arguments."""
 
     def _report(self, result: Any) -> Report[Document]:
+        asked = Asked(result.question.text)
         return Report.from_result(
             result,
-            output=partial(output, asked=Asked(result.question.text)),
+            output=lambda candidate: output(candidate, asked=asked),
             as_dropped=as_dropped,
             describe=describe,
         )

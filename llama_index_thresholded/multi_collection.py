@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -255,9 +254,10 @@ class MultiCollectionRetriever(EngineRetriever):
         )
 
     def _finish(self, result: Any) -> MultiCollectionReport[NodeWithScore]:
+        asked = asked_by(result)
         return MultiCollectionReport.from_result(
             result,
-            output=partial(output, asked=asked_by(result), collection_key=COLLECTION_KEY),
+            output=lambda candidate: output(candidate, asked=asked, collection_key=COLLECTION_KEY),
             as_dropped=as_dropped,
             describe=describe,
         )

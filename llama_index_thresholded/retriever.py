@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -346,9 +345,10 @@ class ThresholdedRetriever(EngineRetriever):
         )
 
     def _finish(self, result: Any) -> Report[NodeWithScore]:
+        asked = asked_by(result)
         return Report.from_result(
             result,
-            output=partial(output, asked=asked_by(result)),
+            output=lambda candidate: output(candidate, asked=asked),
             as_dropped=as_dropped,
             describe=describe,
         )

@@ -335,10 +335,11 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
         check_vector(vector, stage)
     outcomes = yield SearchEach(call.fan, [(s, _searching(s, call, vector)) for s in call.stages])
     selection = merge(outcomes, call.policy)
-    found = yield AttachEach(call.fan, _attachment_walks(call, selection))
+    walks = _attachment_walks(call, selection)
+    found = (yield AttachEach(call.fan, walks)) if walks else {}
     errors = {name: f for name, f in found.items() if isinstance(f, BaseException)}
     walked = [c for name, f in found.items() if name not in errors for c in f]
-    inside, outside = within_filters(call.stages, walked)  # attachments too stay inside
+    inside, outside = within_filters(call.stages, walked) if walked else ([], [])
     if inside:
         selection = attach(selection, inside, call.policy)
     if outside:

@@ -14,14 +14,11 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from thresholded import metadata_keys
 from thresholded.copies import updated_copy
 from thresholded.scores import ScoreKind
 from thresholded.selection import AttachedRole
 
 _CONTENT_ID_PREFIX = "sha1:"
-_SCORE_MARKS = (metadata_keys.SIMILARITY, metadata_keys.SCORE_KIND)
-_ATTACHMENT_MARKS = (metadata_keys.ATTACHED_ROLE, metadata_keys.ATTACHED_TO)
 
 
 def stored_id(doc: Document, id_key: str | None = None) -> str | None:

@@ -36,12 +36,6 @@ from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
 
-_MARKS = (
-    metadata_keys.SIMILARITY,
-    metadata_keys.SCORE_KIND,
-    metadata_keys.ATTACHED_ROLE,
-    metadata_keys.ATTACHED_TO,
-)
 FAISS_FILTER_ROWS = 10_000
 """A filtered FAISS search considers every row of an index up to this size."""
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
@@ -306,7 +300,7 @@ def output(
     was. Marks the store itself holds are removed first: only this package writes them. The
     copy is registered as this package's (:mod:`thresholded.provenance`)."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
-    copy = marked_copy(candidate.item, written, remove=_MARKS, doc_id=candidate.id)
+    copy = marked_copy(candidate.item, written, remove=metadata_keys.MARKS, doc_id=candidate.id)
     return register(copy, asked)
 
 

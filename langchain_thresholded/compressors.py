@@ -22,14 +22,20 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, Field, field_validator
 
-from langchain_thresholded._documents import document_id, read_kind, read_role, read_score
+from langchain_thresholded._documents import (
+    document_id,
+    marked_copy,
+    read_kind,
+    read_role,
+    read_score,
+)
 from langchain_thresholded.backend import describe
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
-from thresholded.provenance import Asked, Standing, standing
+from thresholded.provenance import Asked, Standing, register, standing
 from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
@@ -177,7 +183,11 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
         ]
         selection = select(candidates, self.policy, self.min_similarity)
         return Report.build(
-            query or "", selection, output=_document_of, as_dropped=_document_of, describe=describe
+            query or "",
+            selection,
+            output=lambda candidate: _with_kind(candidate, question),
+            as_dropped=_document_of,
+            describe=describe,
         )
 
     def _to_embed(
@@ -243,9 +253,27 @@ def _document_of(candidate: Candidate[_Item]) -> Document:
     return candidate.item[1]
 
 
+def _with_kind(candidate: Candidate[_Item], question: Asked | None) -> Document:
+    """A kept document as it goes on: unchanged when its marks are this question's; else a
+    copy marked with its score kind and the cosine it was judged by (never the marks it
+    came with: anyone's, or another question's), registered for the question when the
+    call names one."""
+    doc = candidate.item[1]
+    if standing(doc, question) is Standing.OURS:
+        return doc
+    marks: dict[str, Any] = {metadata_keys.SCORE_KIND: str(candidate.score_kind)}
+    if candidate.floor_score is not None:
+        marks[metadata_keys.SIMILARITY] = candidate.floor_score
+    copy = marked_copy(doc, marks, remove=metadata_keys.MARKS)
+    return register(copy, question) if question is not None else copy
+
+
 def _in_input_order(documents: Sequence[Document], report: Report[Document]) -> list[Document]:
-    keep = {c.item[0] for c in (*report.selection.kept, *report.selection.attached)}
-    return [doc for i, doc in enumerate(documents) if i in keep]
+    """What the report kept and attached, in the order the documents came in."""
+    selection = report.selection
+    given = [c.item[0] for c in (*selection.kept, *selection.attached)]
+    out = dict(zip(given, (*report.kept, *report.attached), strict=True))
+    return [out[i] for i in range(len(documents)) if i in out]
 
 
 def _has_parent_run(callbacks: Callbacks | None) -> bool:

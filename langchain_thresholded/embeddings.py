@@ -125,9 +125,7 @@ def load_embeddings(
     if canonical == USE_MULTILINGUAL:
         return UniversalSentenceEncoderEmbeddings()
     if canonical == BGE_M3:
-        found = find_bge_m3(path)
-        model_id = str(ModelId(BGE_M3, 1024))
-        return LocalSentenceTransformerEmbeddings(model_path=str(found), model_id=model_id)
+        return LocalSentenceTransformerEmbeddings(model_path=str(find_bge_m3(path)))
     raise ValueError(
         f"unknown embedding model {name!r}: use 'minilm', 'use-multilingual', "
         f"'{BGE_M3}' or the local directory of a sentence-transformers model"

@@ -139,7 +139,7 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         """The call: its question, collections, policy, filters and store arguments."""
 
     def _report(self, result: Any) -> Report[Document]:
-        asked = Asked(result.question.text)
+        asked = Asked(result.question.text, result.vector)
         return Report.from_result(
             result,
             output=lambda candidate: output(candidate, asked=asked),

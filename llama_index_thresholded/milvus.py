@@ -209,6 +209,13 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
 
 
 _CONNECTION_OPTIONS = (
+    "alias",
+    "dedicated",
+    "option",
+    "address",
+    "host",
+    "port",
+    "keep_alive",
     "secure",
     "grpc_options",
     "client_pem_path",
@@ -217,7 +224,8 @@ _CONNECTION_OPTIONS = (
     "server_pem_path",
     "server_name",
 )
-"""The connection options pymilvus reads from the client's keyword arguments."""
+"""The connection options pymilvus reads from the client's keyword arguments (``keep_alive``
+only the older ``connections`` API reads)."""
 
 
 @functools.cache

@@ -21,15 +21,7 @@ if TYPE_CHECKING:
     from thresholded.engine import Result
 
 _HIDDEN_KEYS = list(metadata_keys.ALL_KEYS)
-MARK_KEYS = frozenset(
-    {
-        metadata_keys.SIMILARITY,
-        metadata_keys.SCORE_KIND,
-        metadata_keys.ATTACHED_ROLE,
-        metadata_keys.ATTACHED_TO,
-    }
-)
-"""The marks only this package writes: a stored node's own are removed from its copy."""
+MARK_KEYS = metadata_keys.MARKS
 
 
 def source_of(node: BaseNode, source_key: str) -> str | None:
@@ -104,20 +96,24 @@ def output(
 
 
 def asked(query: str | QueryBundle | None) -> Asked | None:
-    """The question results answer (:class:`thresholded.provenance.Asked`): a bundle's
-    text, its own vector if it has one, and its custom embedding texts."""
+    """The question a filter judges for (:class:`thresholded.provenance.Asked`): a
+    bundle's text, its own vector if it has one, and its custom embedding texts."""
     if query is None or isinstance(query, str):
         return None if query is None else Asked(query)
     custom = query.custom_embedding_strs
-    return Asked(query.query_str, query.embedding, tuple(custom) if custom else ())
+    vector = query.embedding
+    return Asked(query.query_str, vector, tuple(custom) if custom else (), vector is not None)
 
 
 def asked_by(result: Result[BaseNode]) -> Asked:
-    """The question of a retrieval, as its results are registered for it."""
+    """The question of a retrieval, as its results are registered for it: with the vector
+    it was searched with, the caller's own or the embedded one."""
     question = result.question
-    found = asked(question.item if isinstance(question.item, QueryBundle) else question.text)
-    assert found is not None
-    return found
+    bundle = question.item if isinstance(question.item, QueryBundle) else None
+    custom = bundle.custom_embedding_strs if bundle is not None else None
+    return Asked(
+        question.text, result.vector, tuple(custom) if custom else (), question.vector is not None
+    )
 
 
 def as_dropped(candidate: Candidate[BaseNode]) -> NodeWithScore:

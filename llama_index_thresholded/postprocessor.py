@@ -133,8 +133,10 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         wanted = self._to_embed(nodes, query)
         if wanted is not None:
             model, to_judge, bundle = wanted
-            question = bundle.embedding or model.get_agg_embedding_from_queries(
-                bundle.embedding_strs
+            question = (
+                list(bundle.embedding)
+                if bundle.embedding is not None
+                else model.get_agg_embedding_from_queries(bundle.embedding_strs)
             )
             vectors = model.get_text_embedding_batch(_texts(to_judge))
             computed = _by_node(to_judge, cosines(question, vectors))
@@ -149,8 +151,10 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         wanted = self._to_embed(nodes, query)
         if wanted is not None:
             model, to_judge, bundle = wanted
-            question = bundle.embedding or await model.aget_agg_embedding_from_queries(
-                bundle.embedding_strs
+            question = (
+                list(bundle.embedding)
+                if bundle.embedding is not None
+                else await model.aget_agg_embedding_from_queries(bundle.embedding_strs)
             )
             vectors = await model.aget_text_embedding_batch(_texts(to_judge))
             computed = _by_node(to_judge, cosines(question, vectors))

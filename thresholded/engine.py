@@ -344,7 +344,7 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
         selection = attach(selection, inside, call.policy)
     if outside:
         selection = replace(selection, dropped=(*selection.dropped, *outside))
-    result = Result(call.question, selection, statuses(outcomes, selection, errors))
+    result = Result(call.question, selection, statuses(outcomes, selection, errors), vector)
     log_result(result)
     return result
 
@@ -352,6 +352,8 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
 def check_question(question: Question) -> None:
     if not isinstance(question.text, str):
         raise TypeError(f"the question must be a str, got {type(question.text).__name__}")
+    if question.vector is not None and len(question.vector) == 0:
+        raise ValueError("the question's vector is empty: give its embedding, or none")
     if not question.text.strip() and question.vector is None:
         raise ValueError("the question is empty: there is nothing to retrieve for")
 
@@ -569,6 +571,9 @@ class Result(Generic[T]):
     question: Question
     selection: Selection[T]
     collections: tuple[CollectionStatus, ...] = ()
+    vector: Vector | None = None
+    """The question's vector as the collections were searched with it: the caller's, else
+    the embedded one (None: no search needed one)."""
 
     @property
     def emptied_by(self) -> str | None:

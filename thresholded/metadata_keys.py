@@ -28,6 +28,9 @@ COLLECTION = "source_collection"
 
 ALL_KEYS: tuple[str, ...] = (SIMILARITY, SCORE_KIND, ATTACHED_ROLE, ATTACHED_TO, COLLECTION)
 
+MARKS: frozenset[str] = frozenset({SIMILARITY, SCORE_KIND, ATTACHED_ROLE, ATTACHED_TO})
+"""The marks only this package writes: a stored item's own are removed from its copy."""
+
 
 def marks(candidate: Candidate[Any], *, collection_key: str | None = None) -> dict[str, Any]:
     """What a returned result carries: a section its score kind and, whenever one is known,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
 
@@ -26,29 +26,50 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, eq=False)
 class Asked:
-    """The question a result's marks answer: its text, and what its vector came from."""
+    """The question a result's marks answer: its text, and the vector it was searched with."""
 
     text: str
     vector: Sequence[float] | None = None
-    """The caller's own vector for the question, when one was given (None: the vector was
-    embedded from ``embedded``)."""
+    """The question's vector: the one the retriever searched with, or the one a filter
+    is given with the question (None: none given, or none searched with)."""
     embedded: tuple[str, ...] = ()
     """The texts the question's vector is embedded from, when they are not ``text`` alone
     (LlamaIndex's ``custom_embedding_strs``)."""
+    given: bool = False
+    """The vector is the caller's own, not the embedding of the question's texts."""
+    _verdicts: dict[int, tuple[Asked, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def answers(self, other: Asked) -> bool:
         """Whether marks written for this question hold for ``other``: the same text and
-        embedded texts, and, where this one was searched with a vector of the caller's,
-        the same vector (another component may fill in a vector on the asking side)."""
+        embedded texts, and, where ``other`` has a vector, the same vector (a vector
+        another component filled in from the same texts is the same one). A question
+        searched with the caller's own vector is that vector: the text alone does not
+        say it. A verdict is kept per question compared (vectors are long)."""
+        if other is self:
+            return True
+        kept = self._verdicts.get(id(other))
+        if kept is not None and kept[0] is other:
+            return kept[1]
+        verdict = self._judge(other)
+        if len(self._verdicts) >= 16:
+            self._verdicts.clear()
+        self._verdicts[id(other)] = (other, verdict)
+        return verdict
+
+    def _judge(self, other: Asked) -> bool:
         if self.text != other.text or self.embedded != other.embedded:
             return False
-        return self.vector is None or _same_vector(self.vector, other.vector)
+        if other.vector is not None:
+            return self.vector is None or _same_vector(self.vector, other.vector)
+        return not self.given
 
 
-def _same_vector(mine: Sequence[float], theirs: Sequence[float] | None) -> bool:
-    if theirs is None or len(mine) != len(theirs):
-        return False
-    return mine is theirs or all(float(a) == float(b) for a, b in zip(mine, theirs, strict=True))
+def _same_vector(mine: Sequence[float], theirs: Sequence[float]) -> bool:
+    if mine is theirs:
+        return True
+    return len(mine) == len(theirs) and list(map(float, mine)) == list(map(float, theirs))
 
 
 class Standing(Enum):

@@ -47,9 +47,13 @@ def minilm_path() -> Path:
 def find_bge_m3(path: str | Path | None = None) -> Path:
     """Where bge-m3's weights are on disk: ``path``, the environment variable, or the
     Hugging Face cache (read only). Anywhere else is an error that says how to get them."""
+    if path is not None:  # named on purpose: that folder or an error, never another copy
+        if (Path(path) / "config.json").is_file():
+            return Path(path)
+        raise ModelWeightsNotFoundError(
+            f"{path} holds no model (no config.json): give the folder of {BGE_M3}'s weights"
+        )
     candidates: list[Path] = []
-    if path is not None:
-        candidates.append(Path(path))
     if os.environ.get(BGE_M3_PATH_ENV):
         candidates.append(Path(os.environ[BGE_M3_PATH_ENV]))
     for candidate in candidates:

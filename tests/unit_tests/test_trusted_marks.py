@@ -205,17 +205,33 @@ def test_registered_for_one_question_is_not_registered_for_another():
     assert is_registered(register(Document(page_content="near")), Asked(OTHER))  # bound to none
 
 
-def test_a_question_searched_with_a_vector_of_the_caller_s_is_that_vector():
-    """A vector-only question has no text to tell it apart; a caller's vector for the same
-    text may be another question. A vector another component filled in later, on a
-    question that was searched by its text, does not change the question."""
-    by_vector = Asked("", [1.0, 0.0])
-    assert by_vector.answers(Asked("", (1.0, 0.0)))
-    assert not by_vector.answers(Asked("", [0.0, 1.0]))
-    assert not by_vector.answers(Asked(""))
-    assert not Asked("q", [1.0, 0.0]).answers(Asked("q", [0.0, 1.0]))
-    assert Asked("q").answers(Asked("q", [0.0, 1.0]))
+def test_a_question_is_its_text_and_the_vector_it_was_searched_with():
+    """A vector-only question has no text to tell it apart, and a caller's vector for a
+    text may be another question: the vector searched with is part of the question. A
+    filter given the text alone embeds it as the retriever did."""
+    by_vector = Asked("", [1.0, 0.0], given=True)
+    assert by_vector.answers(Asked("", (1.0, 0.0), given=True))
+    assert not by_vector.answers(Asked("", [0.0, 1.0], given=True))
+    assert not by_vector.answers(Asked(""))  # its text does not say its vector
+    embedded = Asked("q", [1.0, 0.0])  # searched with the embedding of its text
+    assert embedded.answers(Asked("q"))
+    assert embedded.answers(Asked("q", [1.0, 0.0], given=True))  # filled in from the text
+    assert not embedded.answers(Asked("q", [-0.6, 0.8], given=True))
     assert not Asked("q", embedded=("hypothetical answer",)).answers(Asked("q"))
+
+
+def test_a_node_retrieved_for_a_text_is_not_trusted_for_another_vector_of_it():
+    """Retrieved for QUESTION's text ([1, 0]: near 0.6, far 0.28), judged for a bundle with
+    the same text and another vector ([-0.6, 0.8]: near 0.28, far 0.6)."""
+    retrieved = li.ThresholdedRetriever(
+        _llama_index(), POLICY.model_copy(update={"min_similarity": 0.0}), neighbours=0
+    ).retrieve(QUESTION)
+    bundle = QueryBundle(QUESTION, embedding=[-0.6, 0.8])
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY, embed_model=Fixed())
+    assert ids(post.postprocess_nodes(retrieved, bundle)) == ["far"]
+    with pytest.raises(NonCosineScoreError, match="another question"):
+        li.SimilarityThresholdPostprocessor(policy=POLICY).postprocess_nodes(retrieved, bundle)
+    assert ids(post.postprocess_nodes(retrieved, QueryBundle(QUESTION))) == ["near"]
 
 
 def _llama_index() -> VectorStoreIndex:
@@ -290,3 +306,45 @@ def test_compressor_does_not_read_one_questions_cosines_for_another():
     mixed = [*retrieved, *lc.ThresholdedRetriever(vectorstore=store, policy=low).invoke(OTHER)]
     with pytest.raises(NonCosineScoreError, match="another question"):  # none dropped silently
         without_model.compress_documents(mixed, OTHER)
+
+
+def test_postprocessor_takes_the_question_vector_as_the_retriever_does():
+    """A bundle's own vector may be a numpy array (the retriever takes one); an empty one
+    is refused by both, rather than searched with or replaced by the text's."""
+    import numpy as np
+
+    low = POLICY.model_copy(update={"min_similarity": 0.0})
+    retriever = li.ThresholdedRetriever(_llama_index(), low, neighbours=0)
+    bundle = QueryBundle(QUESTION, embedding=np.array(VECTORS[QUESTION]))
+    post = li.SimilarityThresholdPostprocessor(policy=POLICY, embed_model=Fixed())
+    foreign = [NodeWithScore(node=TextNode(id_="near", text="near"), score=0.9)]
+    assert ids(post.postprocess_nodes(foreign, bundle)) == ["near"]
+    assert ids(post.postprocess_nodes(retriever.retrieve(bundle), bundle)) == ["near"]
+    with pytest.raises(ValueError, match="vector is empty"):
+        retriever.retrieve(QueryBundle(QUESTION, embedding=[]))
+
+
+@pytest.mark.parametrize("adapter", ["llama_index", "langchain"])
+def test_what_a_filter_re_scored_leaves_with_this_question_s_cosine(adapter):
+    """Retrieved for OTHER (as behind a retriever that rewords the question), judged for
+    QUESTION with the model: what goes on carries QUESTION's cosine, registered for it, so
+    a second filter without a model reads it."""
+    low = POLICY.model_copy(update={"min_similarity": 0.0})
+    if adapter == "llama_index":
+        retrieved = li.ThresholdedRetriever(_llama_index(), low, neighbours=0).retrieve(OTHER)
+        post = li.SimilarityThresholdPostprocessor(policy=POLICY, embed_model=Fixed())
+        out = post.postprocess_nodes(retrieved, query_str=QUESTION)
+        again = li.SimilarityThresholdPostprocessor(policy=POLICY)
+        metadata = {n.node.node_id: n.node.metadata for n in out}
+        assert ids(again.postprocess_nodes(out, query_str=QUESTION)) == ["near"]
+    else:
+        store = InMemoryVectorStore(FixedEmbeddings())
+        store.add_texts(["far", "near"], ids=["far", "near"])
+        retrieved = lc.ThresholdedRetriever(vectorstore=store, policy=low).invoke(OTHER)
+        compressor = lc.SimilarityThresholdCompressor(policy=POLICY, embeddings=FixedEmbeddings())
+        out = compressor.compress_documents(retrieved, QUESTION)
+        again = lc.SimilarityThresholdCompressor(policy=POLICY)
+        metadata = {d.id: d.metadata for d in out}
+        assert [d.id for d in again.compress_documents(out, QUESTION)] == ["near"]
+    assert list(metadata) == ["near"]
+    assert metadata["near"]["similarity"] == pytest.approx(0.6)  # not OTHER's 0.8

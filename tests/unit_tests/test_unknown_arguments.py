@@ -262,7 +262,15 @@ def test_the_milvus_store_takes_the_client_s_connection_options(tmp_path):
     the client's own arguments pass, and reach the store."""
     milvus_uri = str(tmp_path / "options.db")
     store = li.milvus_store(
-        milvus_uri, "c", dim=4, overwrite=True, secure=False, grpc_options={}, timeout=5.0
+        milvus_uri,
+        "c",
+        dim=4,
+        overwrite=True,
+        secure=False,
+        grpc_options={},
+        timeout=5.0,
+        alias="thresholded-test",  # LlamaIndex's store reads it
+        dedicated=True,  # MilvusClient reads it
     )
     assert store.timeout == 5.0
     assert li.milvus_store(milvus_uri, "c", dim=4, embedding_field="vec").embedding_field == "vec"

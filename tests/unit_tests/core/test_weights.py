@@ -34,12 +34,18 @@ def test_the_environment_variable_names_the_folder(no_cached_copy, monkeypatch):
     folder = _weights(no_cached_copy / "elsewhere")
     monkeypatch.setenv(BGE_M3_PATH_ENV, str(folder))
     assert find_bge_m3() == folder
-    assert find_bge_m3(no_cached_copy / "empty") == folder  # a folder without weights: next
+
+
+def test_a_folder_named_on_purpose_is_that_folder_or_an_error(no_cached_copy, monkeypatch):
+    """A misspelt path must not quietly load another copy of the weights."""
+    monkeypatch.setenv(BGE_M3_PATH_ENV, str(_weights(no_cached_copy / "elsewhere")))
+    with pytest.raises(ModelWeightsNotFoundError, match=r"typo.*holds no model"):
+        find_bge_m3(no_cached_copy / "typo")
 
 
 def test_weights_that_are_nowhere_are_an_error_that_says_where_to_put_them(no_cached_copy):
     with pytest.raises(ModelWeightsNotFoundError, match=rf"not on disk.*{BGE_M3_PATH_ENV}"):
-        find_bge_m3(no_cached_copy / "missing")
+        find_bge_m3()
 
 
 @pytest.mark.parametrize("adapter", ["llama_index", "langchain"])
@@ -49,6 +55,8 @@ def test_both_adapters_load_bge_m3_from_disk_only(no_cached_copy, adapter):
     else:
         from langchain_thresholded.embeddings import load_embeddings as load
     with pytest.raises(ModelWeightsNotFoundError, match="BAAI/bge-m3 are not on disk"):
+        load("BAAI/bge-m3")
+    with pytest.raises(ModelWeightsNotFoundError, match="missing holds no model"):
         load("BAAI/bge-m3", path=no_cached_copy / "missing")
 
 

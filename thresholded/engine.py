@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import threading
 from abc import ABC, abstractmethod
@@ -289,16 +290,7 @@ def plan(
             min_similarity=min_similarity, min_top_similarity=min_top_similarity
         )
         k = collection.retrieve_k or policy.fetch_k
-        stage_policy = own.model_copy(
-            update={
-                "top_k": k,
-                "over_fetch": 1,
-                "max_per_source": None,
-                "max_chars": None,
-                "max_attachment_chars": None,
-                "source_key": policy.source_key,
-            }
-        )
+        stage_policy = _stage_policy(own, k, policy.source_key)
         where = all_of(collection.where, filters)
         check_keys(where, collection.allowed_filter_keys)
         prepared = collection.backend.prepare(where, options)
@@ -307,6 +299,23 @@ def plan(
         check_judgeable(collection, own, floor)
         stages.append(Stage(collection, stage_policy, floor, where, prepared, metric))
     return Call(question, policy, tuple(stages), fan or _INLINE, embedder)
+
+
+@functools.lru_cache(maxsize=256)
+def _stage_policy(own: RetrievalPolicy, k: int, source_key: str) -> RetrievalPolicy:
+    """A stage's policy: its own floor and gate, ``k`` candidates, no cap and no budget
+    (those apply once, to what every collection kept). Policies are frozen: one is made
+    per policy, not per call."""
+    return own.model_copy(
+        update={
+            "top_k": k,
+            "over_fetch": 1,
+            "max_per_source": None,
+            "max_chars": None,
+            "max_attachment_chars": None,
+            "source_key": source_key,
+        }
+    )
 
 
 def check_judgeable(collection: Collection[Any], policy: RetrievalPolicy, floor: float) -> None:

@@ -48,7 +48,7 @@ class Metric(StrEnum):
     @property
     def needs_unit_vectors(self) -> bool:
         """Whether its scores are cosines only when the vectors are unit length."""
-        return self not in (Metric.COSINE, Metric.COSINE_DISTANCE)
+        return self in _NEED_UNIT_VECTORS
 
     @classmethod
     def parse(cls, value: str | Metric) -> Metric:
@@ -65,6 +65,8 @@ class Metric(StrEnum):
                 "vectors, COSINE_DISTANCE as 1 - cosine)"
             ) from None
 
+
+_NEED_UNIT_VECTORS = frozenset({Metric.IP, Metric.L2, Metric.IP_DISTANCE})
 
 COSINE_RANGE_TOLERANCE = 1e-3
 """How far outside [-1, 1] a converted cosine may fall (float32 rounding) and be clamped."""

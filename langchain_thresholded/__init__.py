@@ -7,7 +7,8 @@ langchain-core only; langchain-milvus is recognised when installed, never import
 here. The Milvus helpers (``milvus_from_documents``, ``existing_milvus_store``) need
 the ``langchain-milvus`` extra and are imported on first use, so that this package
 imports without pymilvus. The embeddings of the packaged models are in
-``langchain_thresholded.embeddings`` (``minilm_embeddings`` is also here).
+``langchain_thresholded.embeddings`` (``minilm_embeddings`` and ``load_embeddings``
+are also here).
 """
 
 from typing import Any
@@ -18,7 +19,7 @@ from langchain_thresholded.abstain import (
     AbstainingChain,
 )
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
-from langchain_thresholded.embeddings import minilm_embeddings
+from langchain_thresholded.embeddings import load_embeddings, minilm_embeddings
 from langchain_thresholded.ensemble import RetrieverSource
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.multi_collection import (
@@ -57,6 +58,7 @@ __all__ = [
     "ScoreKind",
     "SimilarityThresholdCompressor",
     "ThresholdedRetriever",
+    "load_embeddings",
     "metadata_keys",
     "minilm_embeddings",
     "store_metric",

@@ -261,10 +261,7 @@ def _with_kind(candidate: Candidate[_Item], question: Asked | None) -> Document:
     doc = candidate.item[1]
     if standing(doc, question) is Standing.OURS:
         return doc
-    marks: dict[str, Any] = {metadata_keys.SCORE_KIND: str(candidate.score_kind)}
-    if candidate.floor_score is not None:
-        marks[metadata_keys.SIMILARITY] = candidate.floor_score
-    copy = marked_copy(doc, marks, remove=metadata_keys.MARKS)
+    copy = marked_copy(doc, metadata_keys.marks(candidate), remove=metadata_keys.MARKS)
     return register(copy, question) if question is not None else copy
 
 

@@ -237,11 +237,10 @@ def _accepted_arguments() -> frozenset[str]:
 
     return frozenset(
         (
+            *named_parameters(CompatibleMilvusVectorStore.__init__),
             *named_parameters(MilvusVectorStore.__init__),
             *named_parameters(MilvusClient.__init__),
             *_CONNECTION_OPTIONS,
-            "sparse_search_config",
-            "timeout",
         )
     )
 

@@ -7,6 +7,7 @@ vector store's objects are never mutated.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
@@ -109,11 +110,10 @@ def asked_by(result: Result[BaseNode]) -> Asked:
     """The question of a retrieval, as its results are registered for it: with the vector
     it was searched with, the caller's own or the embedded one."""
     question = result.question
-    bundle = question.item if isinstance(question.item, QueryBundle) else None
-    custom = bundle.custom_embedding_strs if bundle is not None else None
-    return Asked(
-        question.text, result.vector, tuple(custom) if custom else (), question.vector is not None
-    )
+    bundle = question.item if isinstance(question.item, QueryBundle) else question.text
+    found = asked(bundle)
+    assert found is not None
+    return replace(found, vector=result.vector, given=question.vector is not None)
 
 
 def as_dropped(candidate: Candidate[BaseNode]) -> NodeWithScore:

@@ -46,6 +46,7 @@ from thresholded.attachments import AttachmentSpec, Links
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, to_milvus
+from thresholded.filters.chroma import to_chroma
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import membership
 from thresholded.policy import RetrievalPolicy, profiled_policy
@@ -68,6 +69,9 @@ class CallFilters:
 
     filters: MetadataFilters | None
     milvus_expr: str | None = None
+    chroma_where: dict[str, Any] | None = None
+    """On Chroma, given the retriever's own ``where``: that clause AND the filters, as one
+    (Chroma takes either LlamaIndex's filters or a ``where``, never both)."""
 
 
 class LlamaIndexBackend:
@@ -103,7 +107,11 @@ class LlamaIndexBackend:
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Any = None) -> CallFilters:
         """The call's filters for the store, before any query is sent: on Milvus, one
-        expression ANDing every restriction in force; elsewhere LlamaIndex's filters."""
+        expression ANDing every restriction in force; on Chroma with the retriever's own
+        ``where``, one clause ANDing it with them; elsewhere LlamaIndex's filters."""
+        own_where = self._args["vector_store_kwargs"].get("where")
+        if is_chroma_store(self._store) and own_where:
+            return CallFilters(None, chroma_where=_all_of(own_where, to_chroma(where).where))
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
         written = to_milvus(where, self._dialect())
@@ -204,6 +212,8 @@ class LlamaIndexBackend:
             if call.milvus_expr is not None:
                 kwargs["string_expr"] = call.milvus_expr
             doc_ids = node_ids = None
+        if call.chroma_where is not None:
+            kwargs = {**kwargs, "where": call.chroma_where}
         if args.radius is not None:
             kwargs = range_search_kwargs(kwargs, self._store, args.radius)
         query = VectorStoreQuery(
@@ -575,6 +585,11 @@ def _by_id(store: Any, ids: list[str]) -> dict[str, Any]:
         "ids": ids,
         "output_fields": [store.embedding_field],
     }
+
+
+def _all_of(own: dict[str, Any], written: dict[str, Any] | None) -> dict[str, Any]:
+    """A Chroma ``where`` clause: the retriever's own, AND the filters where written."""
+    return own if written is None else {"$and": [own, written]}
 
 
 def _ids_in_partitions(store: Any, ids: list[str], partitions: Any) -> set[str]:

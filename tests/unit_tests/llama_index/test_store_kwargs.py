@@ -10,6 +10,7 @@ sections out of the search must keep them out of the attachments as well.
 from __future__ import annotations
 
 import pytest
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import ThresholdedRetriever
 
@@ -26,6 +27,10 @@ def sections(kit):
     ]
     kit.link_chain(linked, parent=summary)
     return linked, summary
+
+
+def only(key, value):
+    return MetadataFilters(filters=[MetadataFilter(key=key, value=value)])
 
 
 def ids(report):
@@ -128,3 +133,13 @@ def test_keywords_of_another_store_pass_without_attachments(kit):
         kit, index, vector_store_kwargs={"tenant": "public"}, neighbours=0, parent_summaries=False
     ).retrieve_with_report(kit.QUESTION)
     assert ids(report) == {"pub-a"}
+
+
+def test_chroma_where_holds_with_the_retrievers_filters_and_a_calls(kit, chroma_index):
+    where = {"doc_type": {"$in": ["public", "internal"]}}
+    restricted = retriever(
+        kit, chroma_index, vector_store_kwargs={"where": where}, filters=only("doc_type", "public")
+    )
+    assert ids(restricted.retrieve_with_report(kit.QUESTION)) == {"pub-a"}
+    internal = restricted.retrieve_with_report(kit.QUESTION, filters=only("doc_type", "internal"))
+    assert ids(internal) == set()

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from processes import result_of
 
 pytestmark = pytest.mark.integration
 
@@ -86,17 +85,8 @@ SCRIPT = textwrap.dedent(
 
 
 def run(tmp_path: Path, partitions: list[str]) -> dict[str, list[str]]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ML322), str(ROOT)])}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path), json.dumps(partitions)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-    assert lines, done.stderr[-3000:]
-    return json.loads(lines[0].removeprefix("RESULT "))
+    args = ["-c", SCRIPT, str(tmp_path), json.dumps(partitions)]
+    return result_of(args, path=[ML322, ROOT], timeout=300)
 
 
 @pytest.mark.skipif(not (ML322 / "milvus_lite").is_dir(), reason=f"no milvus-lite 3.x in {ML322}")

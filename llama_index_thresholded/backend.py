@@ -9,7 +9,7 @@ pipeline itself is the engine's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from thresholded.attachments import AttachmentSpec, Links
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, to_milvus
+from thresholded.filters.chroma import to_chroma
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import membership
 from thresholded.policy import RetrievalPolicy, profiled_policy
@@ -68,6 +69,9 @@ class CallFilters:
 
     filters: MetadataFilters | None
     milvus_expr: str | None = None
+    chroma_where: dict[str, Any] | None = None
+    """On Chroma, given the retriever's own ``where``: that clause AND the filters, as one
+    (Chroma takes either LlamaIndex's filters or a ``where``, never both)."""
 
 
 class LlamaIndexBackend:
@@ -103,7 +107,11 @@ class LlamaIndexBackend:
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Any = None) -> CallFilters:
         """The call's filters for the store, before any query is sent: on Milvus, one
-        expression ANDing every restriction in force; elsewhere LlamaIndex's filters."""
+        expression ANDing every restriction in force; on Chroma with the retriever's own
+        ``where``, one clause ANDing it with them; elsewhere LlamaIndex's filters."""
+        own_where = self._args["vector_store_kwargs"].get("where")
+        if is_chroma_store(self._store) and own_where:
+            return CallFilters(None, chroma_where=_all_of(own_where, to_chroma(where).where))
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
         written = to_milvus(where, self._dialect())
@@ -204,6 +212,8 @@ class LlamaIndexBackend:
             if call.milvus_expr is not None:
                 kwargs["string_expr"] = call.milvus_expr
             doc_ids = node_ids = None
+        if call.chroma_where is not None:
+            kwargs = {**kwargs, "where": call.chroma_where}
         if args.radius is not None:
             kwargs = range_search_kwargs(kwargs, self._store, args.radius)
         query = VectorStoreQuery(
@@ -266,15 +276,31 @@ class LlamaIndexBackend:
         return self._admitted(found)
 
     def _admitted(self, found: dict[str, BaseNode]) -> dict[str, BaseNode]:
-        """Sections fetched by id, held to the store's raw restrictions (``string_expr``,
-        ``milvus_scalar_filters``), which only Milvus can read: it checks them by id."""
-        raw = self._store_restrictions() if is_milvus_store(self._store) else []
-        if not raw or not found:
+        """Sections fetched by id, held to every restriction of the retriever's
+        ``vector_store_kwargs``: the store itself says which of them it would return (a
+        section it does not hold, e.g. a summary only in the docstore, is not one)."""
+        restrictions = _restricting_kwargs(self._store, self._args["vector_store_kwargs"])
+        if not restrictions or not found:
             return found
-        expr = " and ".join(f"({c})" for c in raw)
-        name = self._store.collection_name
-        allowed = ids_matching(self._store.client, name, "id", list(found), expr)
+        if is_milvus_store(self._store):
+            allowed = self._milvus_allowed(list(found))
+        elif is_chroma_store(self._store):
+            allowed = _chroma_allowed(self._store, list(found), restrictions)
+        else:  # refused when the retriever was built with attachments
+            raise ValueError(_unheld_message(self._store, sorted(restrictions)))
         return {i: n for i, n in found.items() if i in allowed}
+
+    def _milvus_allowed(self, ids: list[str]) -> set[str]:
+        """The ids among ``ids`` inside the raw expressions and the partitions searched."""
+        store, allowed = self._store, set(ids)
+        raw = self._store_restrictions()
+        if raw:
+            expr = " and ".join(f"({c})" for c in raw)
+            allowed &= ids_matching(store.client, store.collection_name, "id", ids, expr)
+        partitions = self._args["vector_store_kwargs"].get("milvus_partition_names")
+        if partitions:
+            allowed &= _ids_in_partitions(store, ids, partitions)
+        return allowed
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored vectors by id, in one batch: Milvus's vector field, a FAISS index's vectors,
@@ -386,6 +412,8 @@ def index_collection(
         **(search_args or {}),
     }
     args["vector_store_kwargs"] = dict(args.get("vector_store_kwargs") or {})
+    attachments = attachments or AttachmentSpec()
+    _check_store_kwargs(store, args["vector_store_kwargs"], attachments)
     backend = LlamaIndexBackend(
         index,
         embed_model=embed_model,
@@ -410,10 +438,93 @@ def index_collection(
         timeout=timeout,
         retrieve_k=retrieve_k,
         pushdown=PushdownSwitch(pushdown and backend.can_push_down(dense_metric)),
-        attachments=attachments or AttachmentSpec(),
+        attachments=attachments,
         embeds=mode not in _SEARCH_ONLY,
         where=where,
         allowed_filter_keys=None if allowed_filter_keys is None else frozenset(allowed_filter_keys),
+    )
+
+
+@dataclass(frozen=True)
+class _StoreKeywords:
+    """The query keywords a store reads: those that restrict what it returns, to which the
+    sections fetched by id are held as well, and those that only tune the search."""
+
+    restricting: frozenset[str]
+    tuning: frozenset[str]
+
+    @property
+    def accepted(self) -> frozenset[str]:
+        return self.restricting | self.tuning
+
+
+_MMR = ("mmr_threshold", "mmr_prefetch_factor", "mmr_prefetch_k")
+_MILVUS_KEYWORDS = _StoreKeywords(
+    restricting=frozenset({"string_expr", "milvus_scalar_filters", "milvus_partition_names"}),
+    tuning=frozenset({"milvus_search_config", "milvus_sparse_search_config", *_MMR}),
+)
+_CHROMA_KEYWORDS = _StoreKeywords(
+    restricting=frozenset({"where", "where_document", "ids"}),
+    tuning=frozenset({"include", *_MMR}),
+)
+
+
+def _check_store_kwargs(store: Any, kwargs: Mapping[str, Any], attachments: AttachmentSpec) -> None:
+    """Refuse ``vector_store_kwargs`` that could restrict the search but not the neighbours
+    and parent summaries fetched by id.
+
+    Milvus's and Chroma's keywords are known: a restricting one holds for the attachments
+    too (``fetch``), a tuning one passes, and any other is refused (the store would ignore
+    it, or fail on it). Another store's keywords are not known: with attachments, any is
+    refused."""
+    known = _store_keywords(store)
+    if known is None:
+        if kwargs and attachments.enabled:
+            raise ValueError(_unheld_message(store, sorted(kwargs)))
+        return
+    unknown = sorted(set(kwargs) - known.accepted)
+    if unknown:
+        raise ValueError(
+            f"vector_store_kwargs {unknown} are not keywords {type(store).__name__}'s query "
+            f"reads (it reads {sorted(known.accepted)}): a restriction given so would hold "
+            "neither for the search nor for the neighbours and parent summaries. Give it as "
+            "filters=... (MetadataFilters), which hold for both"
+        )
+
+
+def _store_keywords(store: Any) -> _StoreKeywords | None:
+    if is_milvus_store(store):
+        return _MILVUS_KEYWORDS
+    if is_chroma_store(store):
+        return _CHROMA_KEYWORDS
+    return None
+
+
+def _restricting_kwargs(store: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The keywords among ``kwargs`` whose values restrict what the store returns: on a store
+    whose keywords are not known, every one."""
+    known = _store_keywords(store)
+    if known is None:
+        return dict(kwargs)
+    return {k: v for k, v in kwargs.items() if k in known.restricting and _restricts(v)}
+
+
+def _restricts(value: Any) -> bool:
+    """A keyword's value restricts unless it is None or empty."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value.strip())
+    return not isinstance(value, Sized) or len(value) > 0
+
+
+def _unheld_message(store: Any, keys: list[str]) -> str:
+    name = type(store).__name__
+    return (
+        f"vector_store_kwargs {keys} go to {name}'s query, whose keywords are not known here: "
+        "what they restrict in the search would not hold for the neighbours and parent "
+        "summaries fetched by id. Give the restriction as filters=... (MetadataFilters), "
+        "which hold for both, or attach nothing (neighbours=0, parent_summaries=False)"
     )
 
 
@@ -474,6 +585,33 @@ def _by_id(store: Any, ids: list[str]) -> dict[str, Any]:
         "ids": ids,
         "output_fields": [store.embedding_field],
     }
+
+
+def _all_of(own: dict[str, Any], written: dict[str, Any] | None) -> dict[str, Any]:
+    """A Chroma ``where`` clause: the retriever's own, AND the filters where written."""
+    return own if written is None else {"$and": [own, written]}
+
+
+def _ids_in_partitions(store: Any, ids: list[str], partitions: Any) -> set[str]:
+    """The ids among ``ids`` that the store's collection holds in ``partitions``."""
+    rows = store.client.query(
+        store.collection_name, ids=ids, partition_names=partitions, output_fields=["id"]
+    )
+    return {str(row["id"]) for row in rows}
+
+
+def _chroma_allowed(store: Any, ids: list[str], restrictions: Mapping[str, Any]) -> set[str]:
+    """The ids among ``ids`` that the Chroma collection holds within the query's own
+    ``ids``, ``where`` and ``where_document``."""
+    only = restrictions.get("ids")
+    if only is not None:
+        only = {only} if isinstance(only, str) else set(only)
+        ids = [i for i in ids if i in only]
+    if not ids:
+        return set()
+    clauses = {k: restrictions[k] for k in ("where", "where_document") if k in restrictions}
+    found = store._collection.get(ids=ids, include=[], **clauses)
+    return {str(i) for i in found["ids"]}
 
 
 def _milvus_vectors(store: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Vector]:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.vector_stores.milvus.utils import BM25BuiltInFunction
+from processes import result_of
 from pydantic import Field, PrivateAttr
 
 from llama_index_thresholded import ThresholdedRetriever
@@ -323,16 +322,8 @@ ENGINE_SCRIPT = textwrap.dedent(
 
 @pytest.mark.skipif(not (ML322 / "milvus_lite").is_dir(), reason=f"no milvus-lite 3.x in {ML322}")
 def test_sparse_and_text_search_work_on_milvus_lite_3(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ML322), str(Path.cwd())])}
-    done = subprocess.run(
-        [sys.executable, "-c", ENGINE_SCRIPT, str(tmp_path), json.dumps(TEXTS)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
-    out = json.loads(line.removeprefix("RESULT "))
+    args = ["-c", ENGINE_SCRIPT, str(tmp_path), json.dumps(TEXTS)]
+    out = result_of(args, path=[ML322, Path.cwd()], timeout=300)
     assert out["engine"].startswith("3.")
     for mode in ("sparse", "text_search"):
         # LlamaIndex's store sends drop_ratio_search=0.2, which this engine refuses

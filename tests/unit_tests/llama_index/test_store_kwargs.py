@@ -1,0 +1,145 @@
+"""``vector_store_kwargs`` that restrict a search hold for its attachments too, or are refused.
+
+The scenario: one document of three sections linked prev/next, ``pub-a`` (public,
+cosine 0.9), ``int-b`` (internal, 0.2) and ``pub-c`` (public, 0.3), under a parent
+summary ``int-summary`` (internal). The floor is 0.5, so only ``pub-a`` is kept; its
+next neighbour and its parent are internal. A store restriction that keeps internal
+sections out of the search must keep them out of the attachments as well.
+"""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+from llama_index_thresholded import ThresholdedRetriever
+
+PUBLIC = {"pub-a", "pub-c"}
+
+
+def sections(kit):
+    """The three linked sections and their parent summary, in the store's collection."""
+    summary = kit.section("int-summary", 0.1, axis=4, doc_type="internal", text="Internal summary.")
+    linked = [
+        kit.section("pub-a", 0.9, axis=1, doc_type="public", text="Public section a."),
+        kit.section("int-b", 0.2, axis=2, doc_type="internal", text="Internal section b."),
+        kit.section("pub-c", 0.3, axis=3, doc_type="public", text="Public section c."),
+    ]
+    kit.link_chain(linked, parent=summary)
+    return linked, summary
+
+
+def only(key, value):
+    return MetadataFilters(filters=[MetadataFilter(key=key, value=value)])
+
+
+def ids(report):
+    return {n.node.node_id for n in report.items}
+
+
+def retriever(kit, index, **settings):
+    settings.setdefault("neighbours", 1)
+    return ThresholdedRetriever(index, kit.policy(min_similarity=0.5), pushdown=False, **settings)
+
+
+# Chroma -----------------------------------------------------------------------------------------
+@pytest.fixture
+def chroma_index(kit):
+    chromadb = pytest.importorskip("chromadb")
+    module = pytest.importorskip("llama_index.vector_stores.chroma")
+    client = chromadb.EphemeralClient()
+    name = "store-kwargs"
+    if name in [c.name for c in client.list_collections()]:
+        client.delete_collection(name)
+    collection = client.create_collection(name, metadata={"hnsw:space": "cosine"})
+    linked, summary = sections(kit)
+    store = module.ChromaVectorStore(chroma_collection=collection)
+    return kit.build_index([*linked, summary], kit.embedding(), store=store)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"where": {"doc_type": "public"}},
+        {"where_document": {"$not_contains": "Internal"}},
+        {"ids": ["pub-a", "pub-c"]},
+    ],
+    ids=["where", "where_document", "ids"],
+)
+def test_chroma_attachments_are_held_to_the_stores_own_restriction(kit, chroma_index, kwargs):
+    report = retriever(kit, chroma_index, vector_store_kwargs=kwargs).retrieve_with_report(
+        kit.QUESTION
+    )
+    assert {n.node.node_id for n in report.kept} == {"pub-a"}
+    assert ids(report) <= PUBLIC
+
+
+def test_chroma_attachments_inside_the_restriction_are_attached(kit, chroma_index):
+    where = {"doc_type": {"$in": ["public", "internal"]}}
+    report = retriever(
+        kit, chroma_index, vector_store_kwargs={"where": where}
+    ).retrieve_with_report(kit.QUESTION)
+    assert ids(report) == {"pub-a", "int-b", "int-summary"}
+
+
+async def test_chroma_attachments_are_held_to_it_in_async_calls_too(kit, chroma_index):
+    kwargs = {"where": {"doc_type": "public"}}
+    report = await retriever(kit, chroma_index, vector_store_kwargs=kwargs).aretrieve_with_report(
+        kit.QUESTION
+    )
+    assert ids(report) == {"pub-a"}
+
+
+def test_an_unknown_chroma_keyword_is_refused(kit, chroma_index):
+    with pytest.raises(ValueError, match=r"'filter'.*ChromaVectorStore.*filters="):
+        retriever(kit, chroma_index, vector_store_kwargs={"filter": {"doc_type": "public"}})
+
+
+# Milvus -----------------------------------------------------------------------------------------
+@pytest.fixture
+def milvus_index(kit, milvus_uri):
+    linked, summary = sections(kit)
+    store = kit.milvus_store(milvus_uri, "kwargs", dim=kit.DIM)
+    return kit.build_index([*linked, summary], kit.embedding(), store=store)
+
+
+def test_a_keyword_milvus_does_not_read_is_refused(kit, milvus_index):
+    """LlamaIndex's Milvus store ignores ``partition_names``: the search would not be
+    restricted at all."""
+    with pytest.raises(ValueError, match=r"'partition_names'.*milvus_partition_names"):
+        retriever(kit, milvus_index, vector_store_kwargs={"partition_names": ["public"]})
+
+
+def test_milvus_tuning_keywords_pass(kit, milvus_index):
+    kwargs = {"milvus_search_config": {"params": {}}, "mmr_threshold": None}
+    report = retriever(kit, milvus_index, vector_store_kwargs=kwargs).retrieve_with_report(
+        kit.QUESTION
+    )
+    assert ids(report) == {"pub-a", "int-b", "int-summary"}
+
+
+# Other stores -----------------------------------------------------------------------------------
+def test_keywords_of_another_store_are_refused_with_attachments(kit):
+    linked, summary = sections(kit)
+    index = kit.build_index(linked, kit.embedding(), docstore_nodes=[summary])
+    with pytest.raises(ValueError, match=r"'tenant'.*SimpleVectorStore.*filters="):
+        retriever(kit, index, vector_store_kwargs={"tenant": "public"})
+
+
+def test_keywords_of_another_store_pass_without_attachments(kit):
+    linked, summary = sections(kit)
+    index = kit.build_index(linked, kit.embedding(), docstore_nodes=[summary])
+    report = retriever(
+        kit, index, vector_store_kwargs={"tenant": "public"}, neighbours=0, parent_summaries=False
+    ).retrieve_with_report(kit.QUESTION)
+    assert ids(report) == {"pub-a"}
+
+
+def test_chroma_where_holds_with_the_retrievers_filters_and_a_calls(kit, chroma_index):
+    where = {"doc_type": {"$in": ["public", "internal"]}}
+    restricted = retriever(
+        kit, chroma_index, vector_store_kwargs={"where": where}, filters=only("doc_type", "public")
+    )
+    assert ids(restricted.retrieve_with_report(kit.QUESTION)) == {"pub-a"}
+    internal = restricted.retrieve_with_report(kit.QUESTION, filters=only("doc_type", "internal"))
+    assert ids(internal) == set()

@@ -39,6 +39,8 @@ from thresholded.selection import Candidate
 FAISS_FILTER_ROWS = 10_000
 """A filtered FAISS search considers every row of an index up to this size."""
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
+_RAW_EXPR_KEYS = ("expr", "filter")
+"""Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
 scores of a dense store that are not cosines (re-scored, the floor reads their cosine).
@@ -79,7 +81,7 @@ class LangChainBackend:
         self._id_key = id_key
         self._milvus = is_milvus(store)
         self._faiss = is_faiss(store)
-        self._raw_expr = _raw_expr(self._search_kwargs) if self._milvus else None
+        self._raw_expr = _all_of_exprs(_raw_exprs(self._search_kwargs)) if self._milvus else None
         self._engine_dialect: Dialect | None = None
         raw = self._search_kwargs.get("filter")
         self._raw_filter = raw if callable(raw) else None
@@ -93,7 +95,8 @@ class LangChainBackend:
         """The store arguments of a call: the retriever's ``search_kwargs`` with the call's
         (which hold no filter), and every filter in force, sent to the store so that its
         search returns the nearest documents inside them. On Milvus that is one ``expr``:
-        the retriever's raw expression, verbatim, AND the filters written by the core. An
+        the retriever's raw expressions (its ``expr`` and its ``filter``, both), verbatim, AND
+        the filters written by the core. An
         ``InMemoryVectorStore`` gets them as its ``filter`` function, a FAISS store as its
         ``filter`` function on metadata, a Chroma store as a ``where`` clause (the parts
         Chroma cannot express exactly are left out of it). Other stores get the
@@ -104,15 +107,7 @@ class LangChainBackend:
         if "k" in kwargs:
             raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
         if self._milvus:
-            raw = kwargs.pop("expr", None) or kwargs.pop("filter", None)
-            kwargs.pop("filter", None)
-            if isinstance(raw, str):
-                check_expression(raw)
-            written = to_milvus(where, self._dialect())
-            parts = [f"({p})" for p in (raw, written.expr) if p]
-            if parts:
-                kwargs["expr"] = " and ".join(parts)
-            return kwargs
+            return self._with_milvus_expr(kwargs, where)
         if where is None:
             return kwargs
         if isinstance(self._store, InMemoryVectorStore):
@@ -124,6 +119,16 @@ class LangChainBackend:
             raw = kwargs.get("filter")
             if written is not None:
                 kwargs["filter"] = {"$and": [raw, written]} if raw else written
+        return kwargs
+
+    def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
+        """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
+        ``filter``, both), verbatim, AND the filters written by the core."""
+        written = to_milvus(where, self._dialect()).expr
+        kwargs = {k: v for k, v in kwargs.items() if k not in _RAW_EXPR_KEYS}
+        expr = _all_of_exprs([self._raw_expr, written])
+        if expr is not None:
+            kwargs["expr"] = expr
         return kwargs
 
     def _dialect(self) -> Dialect:
@@ -351,9 +356,29 @@ def _varchar_key(store: Any) -> bool:
     return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
 
 
-def _raw_expr(search_kwargs: Mapping[str, Any]) -> str | None:
-    raw = search_kwargs.get("expr") or search_kwargs.get("filter")
-    return raw if isinstance(raw, str) and raw.strip() else None
+def _raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:
+    """The raw Milvus expressions in a Milvus store's arguments: its ``expr`` and its
+    ``filter``, each of which must hold (an empty one is none). Anything else there is not an
+    expression Milvus could read, and is refused rather than left out."""
+    found = []
+    for key in _RAW_EXPR_KEYS:
+        value = search_kwargs.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        if not isinstance(value, str):
+            raise TypeError(
+                f"search_kwargs[{key!r}] of a Milvus store must be a Milvus boolean expression "
+                f"string, got {type(value).__name__} {value!r}: give a structured filter as "
+                "filters=... (e.g. {'doc_type': 'public'})"
+            )
+        found.append(check_expression(value))
+    return found
+
+
+def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
+    """Milvus expressions that must all hold, as one; None when there are none."""
+    parts = [f"({e})" for e in exprs if e]
+    return " and ".join(parts) if parts else None
 
 
 def _matcher(where: Filter) -> Callable[[Document], bool]:

@@ -1,0 +1,90 @@
+"""Every raw Milvus expression a LangChain retriever is given holds, attachments included.
+
+A raw expression reaches the store by several paths: ``search_kwargs["expr"]`` and
+``search_kwargs["filter"]`` (both may be given), the ``expr`` field, a wrapped
+``store.as_retriever(search_kwargs=...)``, and the MMR search such a retriever runs.
+Whatever the path, each expression narrows the search and the neighbours and summaries
+fetched from the docstore, on Milvus Lite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from leak_data import POLICY, QUESTION
+
+import langchain_thresholded as lc
+
+pytestmark = pytest.mark.integration
+
+PUBLIC = 'doc_type == "public"'
+HANDBOOK = 'source == "handbook"'
+PUBLIC_SECTIONS = {"h0", "h2", "f0", "f1"}
+PUBLIC_HANDBOOK = {"h0", "h2"}
+
+
+def ids(documents: list[Any]) -> list[str]:
+    return [d.id for d in documents]
+
+
+def doc_types(documents: list[Any]) -> set[str]:
+    return {d.metadata["doc_type"] for d in documents}
+
+
+def over_store(leaky: Any, **settings: Any) -> lc.ThresholdedRetriever:
+    return lc.ThresholdedRetriever(
+        vectorstore=leaky.langchain_store,
+        policy=POLICY,
+        docstore=leaky.langchain_docstore,
+        neighbours=1,
+        **settings,
+    )
+
+
+# expr and filter, both given ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "search_kwargs",
+    [{"expr": HANDBOOK, "filter": PUBLIC}, {"expr": PUBLIC, "filter": HANDBOOK}],
+    ids=["filter-public", "expr-public"],
+)
+def test_expr_and_filter_in_search_kwargs_both_hold(leaky, search_kwargs) -> None:
+    report = over_store(leaky, search_kwargs=search_kwargs).retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_HANDBOOK
+    assert doc_types(report.items) == {"public"}  # h1 and h3 are not attached
+
+
+def test_the_expr_field_holds_with_both_in_search_kwargs(leaky) -> None:
+    retriever = over_store(
+        leaky, search_kwargs={"expr": 'source != "ops"', "filter": HANDBOOK}, expr=PUBLIC
+    )
+    report = retriever.retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_HANDBOOK
+    assert doc_types(report.items) == {"public"}
+
+
+async def test_expr_and_filter_both_hold_async(leaky) -> None:
+    retriever = over_store(leaky, search_kwargs={"expr": HANDBOOK, "filter": PUBLIC})
+    report = await retriever.aretrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_HANDBOOK
+    assert doc_types(report.items) == {"public"}
+
+
+def test_a_wrapped_filter_holds_beside_an_expr_given_to_from_retriever(leaky) -> None:
+    wrapped = leaky.langchain_store.as_retriever(search_kwargs={"filter": PUBLIC})
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        wrapped,
+        policy=POLICY,
+        docstore=leaky.langchain_docstore,
+        neighbours=1,
+        search_kwargs={"expr": HANDBOOK},
+    )
+    report = retriever.retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_HANDBOOK
+    assert doc_types(report.items) == {"public"}
+
+
+def test_a_filter_that_is_not_an_expression_is_refused_on_milvus(leaky) -> None:
+    """It used to be left out of the search beside an ``expr``."""
+    with pytest.raises(TypeError, match=r"search_kwargs\['filter'\].*Milvus boolean expression"):
+        over_store(leaky, search_kwargs={"expr": PUBLIC, "filter": {"doc_type": "internal"}})

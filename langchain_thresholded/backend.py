@@ -41,6 +41,8 @@ FAISS_FILTER_ROWS = 10_000
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 _RAW_EXPR_KEYS = ("expr", "filter")
 """Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
+_STORE_FILTER_KEYS = frozenset({*_RAW_EXPR_KEYS, "where", "where_document"})
+"""Store arguments that filter: the retriever's own, never a call's."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
 scores of a dense store that are not cosines (re-scored, the floor reads their cosine).
@@ -93,16 +95,17 @@ class LangChainBackend:
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Mapping[str, Any] | None = None) -> dict:
         """The store arguments of a call: the retriever's ``search_kwargs`` with the call's
-        (which hold no filter), and every filter in force, sent to the store so that its
-        search returns the nearest documents inside them. On Milvus that is one ``expr``:
-        the retriever's raw expressions (its ``expr`` and its ``filter``, both), verbatim, AND
-        the filters written by the core. An
+        (which may hold no store filter: it would replace the retriever's), and every filter
+        in force, sent to the store so that its search returns the nearest documents inside
+        them. On Milvus that is one ``expr``: the retriever's raw expressions (its ``expr``
+        and its ``filter``, both), verbatim, AND the filters written by the core. An
         ``InMemoryVectorStore`` gets them as its ``filter`` function, a FAISS store as its
         ``filter`` function on metadata, a Chroma store as a ``where`` clause (the parts
         Chroma cannot express exactly are left out of it). Other stores get the
         retriever's own arguments. Whatever the store did, the engine checks every document
         against ``where``."""
         extra = dict((options or {}).get("search_kwargs") or {})
+        _no_store_filter_per_call(extra)
         kwargs = {**self._search_kwargs, **extra}
         if "k" in kwargs:
             raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
@@ -379,6 +382,18 @@ def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
     """Milvus expressions that must all hold, as one; None when there are none."""
     parts = [f"({e})" for e in exprs if e]
     return " and ".join(parts) if parts else None
+
+
+def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:
+    """A call's ``search_kwargs`` hold no store filter: it would replace the retriever's, and
+    the neighbours and summaries fetched from the docstore would not be held to it."""
+    given = sorted(k for k in _STORE_FILTER_KEYS if search_kwargs.get(k) is not None)
+    if given:
+        raise TypeError(
+            f"a call's search_kwargs hold a store filter ({', '.join(given)}), which would "
+            "replace the retriever's own: pass filters=... (a structured filter), which narrows "
+            "it"
+        )
 
 
 def _matcher(where: Filter) -> Callable[[Document], bool]:

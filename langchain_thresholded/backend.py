@@ -18,9 +18,10 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
-from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
+from langchain_thresholded.ensemble import RetrieverSource
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
@@ -83,7 +84,15 @@ class LangChainBackend:
         self._id_key = id_key
         self._milvus = is_milvus(store)
         self._faiss = is_faiss(store)
-        self._raw_expr = _all_of_exprs(_raw_exprs(self._search_kwargs)) if self._milvus else None
+        wrapped = _wrapped_retriever(store)
+        self._rows = store if wrapped is None else wrapped.vectorstore
+        """The store whose rows a search returns: the store, or the one a wrapped
+        ``store.as_retriever(...)`` searches (e.g. its MMR search) with its own arguments."""
+        rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
+        self._raw_expr = _all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
+        self._row_id_key = _primary_field(self._rows) if wrapped is not None else None
+        """The metadata key of a wrapped Milvus store's primary key, which its documents
+        carry: their ids, as the docstore knows them."""
         self._engine_dialect: Dialect | None = None
         raw = self._search_kwargs.get("filter")
         self._raw_filter = raw if callable(raw) else None
@@ -228,14 +237,16 @@ class LangChainBackend:
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What the docstore returned, held to the retriever's raw store filter: its filter
-        function, or its Milvus ``expr``, which the collection itself checks by id."""
+        function, or its Milvus ``expr`` (a wrapped retriever's too), which the collection
+        itself checks by id."""
         if self._raw_filter is not None:
             found = {i: d for i, d in found.items() if self._raw_filter(d)}
         if self._raw_expr:
-            _ensure_orm_connection(self._store)
-            pk = str(getattr(self._store, "_primary_field", "pk"))
-            name = self._store.collection_name
-            allowed = ids_matching(self._store.client, name, pk, list(found), self._raw_expr)
+            rows = self._rows
+            _ensure_orm_connection(rows)
+            pk = _primary_field(rows) or "pk"
+            name, ids = rows.collection_name, list(found)
+            allowed = ids_matching(rows.client, name, pk, ids, self._raw_expr)
             found = {i: d for i, d in found.items() if i in allowed}
         return found
 
@@ -275,7 +286,8 @@ class LangChainBackend:
     def identify(
         self, item: Document, source_key: str, key: str | None = None
     ) -> tuple[str, str | None, int]:
-        item_id = stored_id(item, self._id_key) or key or document_id(item)
+        item_id = stored_id(item, self._id_key) or stored_id(item, self._row_id_key)
+        item_id = item_id or key or document_id(item)
         return item_id, source_of(item, source_key, item_id), len(item.page_content)
 
     def metadata(self, item: Document) -> Mapping[str, Any]:
@@ -357,6 +369,18 @@ def _varchar_key(store: Any) -> bool:
 
     col = store.col
     return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
+
+
+def _wrapped_retriever(store: VectorStore) -> VectorStoreRetriever | None:
+    """The ``store.as_retriever(...)`` a ``RetrieverSource`` runs; None for any other store."""
+    inner = store.retriever if isinstance(store, RetrieverSource) else None
+    return inner if isinstance(inner, VectorStoreRetriever) else None
+
+
+def _primary_field(store: VectorStore) -> str | None:
+    """The primary key field of a langchain-milvus store, which it puts in each document's
+    metadata; None for any other store."""
+    return str(getattr(store, "_primary_field", "pk")) if is_milvus(store) else None
 
 
 def _raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:

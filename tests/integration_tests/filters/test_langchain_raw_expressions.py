@@ -88,3 +88,28 @@ def test_a_filter_that_is_not_an_expression_is_refused_on_milvus(leaky) -> None:
     """It used to be left out of the search beside an ``expr``."""
     with pytest.raises(TypeError, match=r"search_kwargs\['filter'\].*Milvus boolean expression"):
         over_store(leaky, search_kwargs={"expr": PUBLIC, "filter": {"doc_type": "internal"}})
+
+
+# The MMR search of a wrapped Milvus retriever ----------------------------------------------------
+def mmr(leaky: Any, search_kwargs: dict[str, Any]) -> lc.ThresholdedRetriever:
+    wrapped = leaky.langchain_store.as_retriever(search_type="mmr", search_kwargs=search_kwargs)
+    return lc.ThresholdedRetriever.from_retriever(
+        wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
+    )
+
+
+def test_mmr_attachments_are_held_to_the_wrapped_expr(leaky) -> None:
+    report = mmr(leaky, {"expr": PUBLIC}).retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_SECTIONS
+    assert doc_types(report.items) == {"public"}  # h1 and h3 are neighbours of h0 and h2
+
+
+async def test_mmr_attachments_are_held_to_the_wrapped_expr_async(leaky) -> None:
+    report = await mmr(leaky, {"expr": PUBLIC}).aretrieve_with_report(QUESTION)
+    assert doc_types(report.items) == {"public"}
+
+
+def test_mmr_sections_are_known_by_their_primary_key(leaky) -> None:
+    """f0 and f1 are each other's neighbours: kept, they are not attached again."""
+    items = mmr(leaky, {"expr": PUBLIC}).invoke(QUESTION)
+    assert sorted(ids(items)) == sorted(PUBLIC_SECTIONS)

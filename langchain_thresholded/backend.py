@@ -22,6 +22,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, Vector
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
 from langchain_thresholded.ensemble import RetrieverSource
+from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
@@ -93,9 +94,10 @@ class LangChainBackend:
         self._row_id_key = _primary_field(self._rows) if wrapped is not None else None
         """The metadata key of a wrapped Milvus store's primary key, which its documents
         carry: their ids, as the docstore knows them."""
+        self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
+        if docstore is not None:
+            _check_held(store)
         self._engine_dialect: Dialect | None = None
-        raw = self._search_kwargs.get("filter")
-        self._raw_filter = raw if callable(raw) else None
         self.dimension: int | None = None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
         self.name = _store_name(store)
@@ -237,8 +239,8 @@ class LangChainBackend:
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What the docstore returned, held to the retriever's raw store filter: its filter
-        function, or its Milvus ``expr`` (a wrapped retriever's too), which the collection
-        itself checks by id."""
+        function (or a wrapped retriever's structured filter), or its Milvus ``expr`` (a
+        wrapped retriever's too), which the collection itself checks by id."""
         if self._raw_filter is not None:
             found = {i: d for i, d in found.items() if self._raw_filter(d)}
         if self._raw_expr:
@@ -383,6 +385,67 @@ def _primary_field(store: VectorStore) -> str | None:
     return str(getattr(store, "_primary_field", "pk")) if is_milvus(store) else None
 
 
+def _raw_filter(
+    search_kwargs: Mapping[str, Any], wrapped: VectorStoreRetriever | None
+) -> Callable[[Document], bool] | None:
+    """What sections fetched by id are held to on their metadata: the retriever's own filter
+    function, or the structured filter of a wrapped retriever (of a Milvus store, its
+    expressions are held by id instead)."""
+    own = search_kwargs.get("filter")
+    if callable(own):
+        return own
+    if wrapped is None or is_milvus(wrapped.vectorstore):
+        return None
+    held = _structured(wrapped.search_kwargs.get("filter"))
+    return None if held is None else _matcher(held)
+
+
+def _check_held(store: VectorStore) -> None:
+    """The store filters of the retrievers a ``RetrieverSource`` runs hold for their search
+    only: refused where the neighbours and summaries fetched from the docstore could not be
+    held to them."""
+    unheld = _unheld_filters(store)
+    if unheld:
+        inner = type(getattr(store, "retriever", store)).__name__
+        raise ValueError(
+            f"the wrapped {inner} holds store filters ({', '.join(unheld)}) that hold for its "
+            "search but not for the neighbours and summaries fetched from the docstore: build "
+            "it without them and pass filters=... (a structured filter or a dict such as "
+            "{'doc_type': 'public'}), which holds for both"
+        )
+
+
+def _unheld_filters(store: VectorStore) -> list[str]:
+    """Every store filter of an ensemble's members; a wrapped retriever's, but a Milvus
+    store's expressions (held by id) and another store's structured filter (held on
+    metadata)."""
+    if not isinstance(store, RetrieverSource):
+        return []
+    wrapped = _wrapped_retriever(store)
+    if wrapped is None:
+        members = getattr(store.retriever, "retrievers", ())
+        kwargs = [m.search_kwargs for m in members if isinstance(m, VectorStoreRetriever)]
+        return sorted({key for each in kwargs for key in _filter_keys(each)})
+    if is_milvus(wrapped.vectorstore):
+        held: tuple[str, ...] = _RAW_EXPR_KEYS
+    else:
+        held = ("filter",) if _structured(wrapped.search_kwargs.get("filter")) else ()
+    return [key for key in _filter_keys(wrapped.search_kwargs) if key not in held]
+
+
+def _filter_keys(search_kwargs: Mapping[str, Any]) -> list[str]:
+    """The store filters among a store's arguments."""
+    return sorted(key for key in _STORE_FILTER_KEYS if search_kwargs.get(key) is not None)
+
+
+def _structured(raw: Any) -> Filter | None:
+    """A store filter in the core model, where it is a structured filter or its dict form."""
+    try:
+        return to_filter(raw)
+    except (TypeError, ValueError):
+        return None
+
+
 def _raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:
     """The raw Milvus expressions in a Milvus store's arguments: its ``expr`` and its
     ``filter``, each of which must hold (an empty one is none). Anything else there is not an
@@ -411,7 +474,7 @@ def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
 def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:
     """A call's ``search_kwargs`` hold no store filter: it would replace the retriever's, and
     the neighbours and summaries fetched from the docstore would not be held to it."""
-    given = sorted(k for k in _STORE_FILTER_KEYS if search_kwargs.get(k) is not None)
+    given = _filter_keys(search_kwargs)
     if given:
         raise TypeError(
             f"a call's search_kwargs hold a store filter ({', '.join(given)}), which would "

@@ -113,3 +113,33 @@ def test_mmr_sections_are_known_by_their_primary_key(leaky) -> None:
     """f0 and f1 are each other's neighbours: kept, they are not attached again."""
     items = mmr(leaky, {"expr": PUBLIC}).invoke(QUESTION)
     assert sorted(ids(items)) == sorted(PUBLIC_SECTIONS)
+
+
+# The store filters of wrapped retrievers the docstore's sections cannot be held to ---------------
+def ensemble(leaky: Any, search_kwargs: dict[str, Any]) -> Any:
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    dense = leaky.langchain_store.as_retriever(search_kwargs=search_kwargs)
+    return classic.EnsembleRetriever(retrievers=[dense], weights=[1.0])
+
+
+def test_an_ensemble_members_filter_with_a_docstore_is_refused(leaky) -> None:
+    """Its neighbours and summaries would not be held to it: h1 and h3 were attached."""
+    wrapped = ensemble(leaky, {"expr": PUBLIC})
+    with pytest.raises(ValueError, match=r"EnsembleRetriever.*\(expr\).*filters="):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
+        )
+    report = lc.ThresholdedRetriever.from_retriever(
+        ensemble(leaky, {}),
+        policy=POLICY,
+        docstore=leaky.langchain_docstore,
+        filters={"doc_type": "public"},
+    ).retrieve_with_report(QUESTION)
+    assert doc_types(report.items) == {"public"}
+
+
+def test_an_ensemble_members_filter_without_a_docstore_holds(leaky) -> None:
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        ensemble(leaky, {"expr": PUBLIC}), policy=POLICY
+    )
+    assert doc_types(retriever.invoke(QUESTION)) == {"public"}

@@ -18,9 +18,11 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
-from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
+from langchain_thresholded.ensemble import RetrieverSource
+from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
@@ -39,6 +41,10 @@ from thresholded.selection import Candidate
 FAISS_FILTER_ROWS = 10_000
 """A filtered FAISS search considers every row of an index up to this size."""
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
+_RAW_EXPR_KEYS = ("expr", "filter")
+"""Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
+_STORE_FILTER_KEYS = frozenset({*_RAW_EXPR_KEYS, "where", "where_document"})
+"""Store arguments that filter: the retriever's own, never a call's."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
 scores of a dense store that are not cosines (re-scored, the floor reads their cosine).
@@ -79,10 +85,19 @@ class LangChainBackend:
         self._id_key = id_key
         self._milvus = is_milvus(store)
         self._faiss = is_faiss(store)
-        self._raw_expr = _raw_expr(self._search_kwargs) if self._milvus else None
+        wrapped = _wrapped_retriever(store)
+        self._rows = store if wrapped is None else wrapped.vectorstore
+        """The store whose rows a search returns: the store, or the one a wrapped
+        ``store.as_retriever(...)`` searches (e.g. its MMR search) with its own arguments."""
+        rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
+        self._raw_expr = _all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
+        self._row_id_key = _primary_field(self._rows) if wrapped is not None else None
+        """The metadata key of a wrapped Milvus store's primary key, which its documents
+        carry: their ids, as the docstore knows them."""
+        self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
+        if docstore is not None:
+            _check_held(store)
         self._engine_dialect: Dialect | None = None
-        raw = self._search_kwargs.get("filter")
-        self._raw_filter = raw if callable(raw) else None
         self.dimension: int | None = None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
         self.name = _store_name(store)
@@ -91,28 +106,22 @@ class LangChainBackend:
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Mapping[str, Any] | None = None) -> dict:
         """The store arguments of a call: the retriever's ``search_kwargs`` with the call's
-        (which hold no filter), and every filter in force, sent to the store so that its
-        search returns the nearest documents inside them. On Milvus that is one ``expr``:
-        the retriever's raw expression, verbatim, AND the filters written by the core. An
+        (which may hold no store filter: it would replace the retriever's), and every filter
+        in force, sent to the store so that its search returns the nearest documents inside
+        them. On Milvus that is one ``expr``: the retriever's raw expressions (its ``expr``
+        and its ``filter``, both), verbatim, AND the filters written by the core. An
         ``InMemoryVectorStore`` gets them as its ``filter`` function, a FAISS store as its
         ``filter`` function on metadata, a Chroma store as a ``where`` clause (the parts
         Chroma cannot express exactly are left out of it). Other stores get the
         retriever's own arguments. Whatever the store did, the engine checks every document
         against ``where``."""
         extra = dict((options or {}).get("search_kwargs") or {})
+        _no_store_filter_per_call(extra)
         kwargs = {**self._search_kwargs, **extra}
         if "k" in kwargs:
             raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
         if self._milvus:
-            raw = kwargs.pop("expr", None) or kwargs.pop("filter", None)
-            kwargs.pop("filter", None)
-            if isinstance(raw, str):
-                check_expression(raw)
-            written = to_milvus(where, self._dialect())
-            parts = [f"({p})" for p in (raw, written.expr) if p]
-            if parts:
-                kwargs["expr"] = " and ".join(parts)
-            return kwargs
+            return self._with_milvus_expr(kwargs, where)
         if where is None:
             return kwargs
         if isinstance(self._store, InMemoryVectorStore):
@@ -124,6 +133,16 @@ class LangChainBackend:
             raw = kwargs.get("filter")
             if written is not None:
                 kwargs["filter"] = {"$and": [raw, written]} if raw else written
+        return kwargs
+
+    def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
+        """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
+        ``filter``, both), verbatim, AND the filters written by the core."""
+        written = to_milvus(where, self._dialect()).expr
+        kwargs = {k: v for k, v in kwargs.items() if k not in _RAW_EXPR_KEYS}
+        expr = _all_of_exprs([self._raw_expr, written])
+        if expr is not None:
+            kwargs["expr"] = expr
         return kwargs
 
     def _dialect(self) -> Dialect:
@@ -220,14 +239,16 @@ class LangChainBackend:
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What the docstore returned, held to the retriever's raw store filter: its filter
-        function, or its Milvus ``expr``, which the collection itself checks by id."""
+        function (or a wrapped retriever's structured filter), or its Milvus ``expr`` (a
+        wrapped retriever's too), which the collection itself checks by id."""
         if self._raw_filter is not None:
             found = {i: d for i, d in found.items() if self._raw_filter(d)}
         if self._raw_expr:
-            _ensure_orm_connection(self._store)
-            pk = str(getattr(self._store, "_primary_field", "pk"))
-            name = self._store.collection_name
-            allowed = ids_matching(self._store.client, name, pk, list(found), self._raw_expr)
+            rows = self._rows
+            _ensure_orm_connection(rows)
+            pk = _primary_field(rows) or "pk"
+            name, ids = rows.collection_name, list(found)
+            allowed = ids_matching(rows.client, name, pk, ids, self._raw_expr)
             found = {i: d for i, d in found.items() if i in allowed}
         return found
 
@@ -267,7 +288,8 @@ class LangChainBackend:
     def identify(
         self, item: Document, source_key: str, key: str | None = None
     ) -> tuple[str, str | None, int]:
-        item_id = stored_id(item, self._id_key) or key or document_id(item)
+        item_id = stored_id(item, self._id_key) or stored_id(item, self._row_id_key)
+        item_id = item_id or key or document_id(item)
         return item_id, source_of(item, source_key, item_id), len(item.page_content)
 
     def metadata(self, item: Document) -> Mapping[str, Any]:
@@ -351,9 +373,114 @@ def _varchar_key(store: Any) -> bool:
     return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
 
 
-def _raw_expr(search_kwargs: Mapping[str, Any]) -> str | None:
-    raw = search_kwargs.get("expr") or search_kwargs.get("filter")
-    return raw if isinstance(raw, str) and raw.strip() else None
+def _wrapped_retriever(store: VectorStore) -> VectorStoreRetriever | None:
+    """The ``store.as_retriever(...)`` a ``RetrieverSource`` runs; None for any other store."""
+    inner = store.retriever if isinstance(store, RetrieverSource) else None
+    return inner if isinstance(inner, VectorStoreRetriever) else None
+
+
+def _primary_field(store: VectorStore) -> str | None:
+    """The primary key field of a langchain-milvus store, which it puts in each document's
+    metadata; None for any other store."""
+    return str(getattr(store, "_primary_field", "pk")) if is_milvus(store) else None
+
+
+def _raw_filter(
+    search_kwargs: Mapping[str, Any], wrapped: VectorStoreRetriever | None
+) -> Callable[[Document], bool] | None:
+    """What sections fetched by id are held to on their metadata: the retriever's own filter
+    function, or the structured filter of a wrapped retriever (of a Milvus store, its
+    expressions are held by id instead)."""
+    own = search_kwargs.get("filter")
+    if callable(own):
+        return own
+    if wrapped is None or is_milvus(wrapped.vectorstore):
+        return None
+    held = _structured(wrapped.search_kwargs.get("filter"))
+    return None if held is None else _matcher(held)
+
+
+def _check_held(store: VectorStore) -> None:
+    """The store filters of the retrievers a ``RetrieverSource`` runs hold for their search
+    only: refused where the neighbours and summaries fetched from the docstore could not be
+    held to them."""
+    unheld = _unheld_filters(store)
+    if unheld:
+        inner = type(getattr(store, "retriever", store)).__name__
+        raise ValueError(
+            f"the wrapped {inner} holds store filters ({', '.join(unheld)}) that hold for its "
+            "search but not for the neighbours and summaries fetched from the docstore: build "
+            "it without them and pass filters=... (a structured filter or a dict such as "
+            "{'doc_type': 'public'}), which holds for both"
+        )
+
+
+def _unheld_filters(store: VectorStore) -> list[str]:
+    """Every store filter of an ensemble's members; a wrapped retriever's, but a Milvus
+    store's expressions (held by id) and another store's structured filter (held on
+    metadata)."""
+    if not isinstance(store, RetrieverSource):
+        return []
+    wrapped = _wrapped_retriever(store)
+    if wrapped is None:
+        members = getattr(store.retriever, "retrievers", ())
+        kwargs = [m.search_kwargs for m in members if isinstance(m, VectorStoreRetriever)]
+        return sorted({key for each in kwargs for key in _filter_keys(each)})
+    if is_milvus(wrapped.vectorstore):
+        held: tuple[str, ...] = _RAW_EXPR_KEYS
+    else:
+        held = ("filter",) if _structured(wrapped.search_kwargs.get("filter")) else ()
+    return [key for key in _filter_keys(wrapped.search_kwargs) if key not in held]
+
+
+def _filter_keys(search_kwargs: Mapping[str, Any]) -> list[str]:
+    """The store filters among a store's arguments."""
+    return sorted(key for key in _STORE_FILTER_KEYS if search_kwargs.get(key) is not None)
+
+
+def _structured(raw: Any) -> Filter | None:
+    """A store filter in the core model, where it is a structured filter or its dict form."""
+    try:
+        return to_filter(raw)
+    except (TypeError, ValueError):
+        return None
+
+
+def _raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:
+    """The raw Milvus expressions in a Milvus store's arguments: its ``expr`` and its
+    ``filter``, each of which must hold (an empty one is none). Anything else there is not an
+    expression Milvus could read, and is refused rather than left out."""
+    found = []
+    for key in _RAW_EXPR_KEYS:
+        value = search_kwargs.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        if not isinstance(value, str):
+            raise TypeError(
+                f"search_kwargs[{key!r}] of a Milvus store must be a Milvus boolean expression "
+                f"string, got {type(value).__name__} {value!r}: give a structured filter as "
+                "filters=... (e.g. {'doc_type': 'public'})"
+            )
+        found.append(check_expression(value))
+    return found
+
+
+def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
+    """Milvus expressions that must all hold, as one; None when there are none."""
+    parts = [f"({e})" for e in exprs if e]
+    return " and ".join(parts) if parts else None
+
+
+def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:
+    """A call's ``search_kwargs`` hold no store filter: it would replace the retriever's, and
+    the neighbours and summaries fetched from the docstore would not be held to it."""
+    given = _filter_keys(search_kwargs)
+    if given:
+        raise TypeError(
+            f"a call's search_kwargs hold a store filter ({', '.join(given)}), which would "
+            "replace the retriever's own: pass filters=... (a structured filter), which narrows "
+            "it"
+        )
 
 
 def _matcher(where: Filter) -> Callable[[Document], bool]:

@@ -1,0 +1,145 @@
+"""Every raw Milvus expression a LangChain retriever is given holds, attachments included.
+
+A raw expression reaches the store by several paths: ``search_kwargs["expr"]`` and
+``search_kwargs["filter"]`` (both may be given), the ``expr`` field, a wrapped
+``store.as_retriever(search_kwargs=...)``, and the MMR search such a retriever runs.
+Whatever the path, each expression narrows the search and the neighbours and summaries
+fetched from the docstore, on Milvus Lite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from leak_data import POLICY, QUESTION
+
+import langchain_thresholded as lc
+
+pytestmark = pytest.mark.integration
+
+PUBLIC = 'doc_type == "public"'
+HANDBOOK = 'source == "handbook"'
+PUBLIC_SECTIONS = {"h0", "h2", "f0", "f1"}
+PUBLIC_HANDBOOK = {"h0", "h2"}
+
+
+def ids(documents: list[Any]) -> list[str]:
+    return [d.id for d in documents]
+
+
+def doc_types(documents: list[Any]) -> set[str]:
+    return {d.metadata["doc_type"] for d in documents}
+
+
+def over_store(leaky: Any, **settings: Any) -> lc.ThresholdedRetriever:
+    return lc.ThresholdedRetriever(
+        vectorstore=leaky.langchain_store,
+        policy=POLICY,
+        docstore=leaky.langchain_docstore,
+        neighbours=1,
+        **settings,
+    )
+
+
+# expr and filter, both given ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "search_kwargs",
+    [{"expr": HANDBOOK, "filter": PUBLIC}, {"expr": PUBLIC, "filter": HANDBOOK}],
+    ids=["filter-public", "expr-public"],
+)
+def test_expr_and_filter_in_search_kwargs_both_hold(leaky, search_kwargs) -> None:
+    report = over_store(leaky, search_kwargs=search_kwargs).retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_HANDBOOK
+    assert doc_types(report.items) == {"public"}  # h1 and h3 are not attached
+
+
+def test_the_expr_field_holds_with_both_in_search_kwargs(leaky) -> None:
+    retriever = over_store(
+        leaky, search_kwargs={"expr": 'source != "ops"', "filter": HANDBOOK}, expr=PUBLIC
+    )
+    report = retriever.retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_HANDBOOK
+    assert doc_types(report.items) == {"public"}
+
+
+async def test_expr_and_filter_both_hold_async(leaky) -> None:
+    retriever = over_store(leaky, search_kwargs={"expr": HANDBOOK, "filter": PUBLIC})
+    report = await retriever.aretrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_HANDBOOK
+    assert doc_types(report.items) == {"public"}
+
+
+def test_a_wrapped_filter_holds_beside_an_expr_given_to_from_retriever(leaky) -> None:
+    wrapped = leaky.langchain_store.as_retriever(search_kwargs={"filter": PUBLIC})
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        wrapped,
+        policy=POLICY,
+        docstore=leaky.langchain_docstore,
+        neighbours=1,
+        search_kwargs={"expr": HANDBOOK},
+    )
+    report = retriever.retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_HANDBOOK
+    assert doc_types(report.items) == {"public"}
+
+
+def test_a_filter_that_is_not_an_expression_is_refused_on_milvus(leaky) -> None:
+    """It used to be left out of the search beside an ``expr``."""
+    with pytest.raises(TypeError, match=r"search_kwargs\['filter'\].*Milvus boolean expression"):
+        over_store(leaky, search_kwargs={"expr": PUBLIC, "filter": {"doc_type": "internal"}})
+
+
+# The MMR search of a wrapped Milvus retriever ----------------------------------------------------
+def mmr(leaky: Any, search_kwargs: dict[str, Any]) -> lc.ThresholdedRetriever:
+    wrapped = leaky.langchain_store.as_retriever(search_type="mmr", search_kwargs=search_kwargs)
+    return lc.ThresholdedRetriever.from_retriever(
+        wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
+    )
+
+
+def test_mmr_attachments_are_held_to_the_wrapped_expr(leaky) -> None:
+    report = mmr(leaky, {"expr": PUBLIC}).retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_SECTIONS
+    assert doc_types(report.items) == {"public"}  # h1 and h3 are neighbours of h0 and h2
+
+
+async def test_mmr_attachments_are_held_to_the_wrapped_expr_async(leaky) -> None:
+    report = await mmr(leaky, {"expr": PUBLIC}).aretrieve_with_report(QUESTION)
+    assert doc_types(report.items) == {"public"}
+
+
+def test_mmr_sections_are_known_by_their_primary_key(leaky) -> None:
+    """f0 and f1 are each other's neighbours: kept, they are not attached again."""
+    items = mmr(leaky, {"expr": PUBLIC}).invoke(QUESTION)
+    assert sorted(ids(items)) == sorted(PUBLIC_SECTIONS)
+
+
+# The store filters of wrapped retrievers the docstore's sections cannot be held to ---------------
+def ensemble(leaky: Any, search_kwargs: dict[str, Any]) -> Any:
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    dense = leaky.langchain_store.as_retriever(search_kwargs=search_kwargs)
+    return classic.EnsembleRetriever(retrievers=[dense], weights=[1.0])
+
+
+def test_an_ensemble_members_filter_with_a_docstore_is_refused(leaky) -> None:
+    """Its neighbours and summaries would not be held to it: h1 and h3 were attached."""
+    wrapped = ensemble(leaky, {"expr": PUBLIC})
+    with pytest.raises(ValueError, match=r"EnsembleRetriever.*\(expr\).*filters="):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
+        )
+    report = lc.ThresholdedRetriever.from_retriever(
+        ensemble(leaky, {}),
+        policy=POLICY,
+        docstore=leaky.langchain_docstore,
+        filters={"doc_type": "public"},
+    ).retrieve_with_report(QUESTION)
+    assert doc_types(report.items) == {"public"}
+
+
+def test_an_ensemble_members_filter_without_a_docstore_holds(leaky) -> None:
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        ensemble(leaky, {"expr": PUBLIC}), policy=POLICY
+    )
+    assert doc_types(retriever.invoke(QUESTION)) == {"public"}

@@ -1,0 +1,24 @@
+"""A call's ``search_kwargs`` cannot carry a store filter: it would replace the retriever's.
+
+``filters=`` is how a call narrows; a Chroma ``where_document`` (or any other store
+filter) in a call's ``search_kwargs`` would have replaced the retriever's own, or been
+left out of the search unnoticed, and never held for the neighbours and summaries.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from langchain_thresholded import ThresholdedRetriever
+from thresholded import RetrievalPolicy
+
+QUERY = "the question"
+POLICY = RetrievalPolicy(min_similarity=0.5, top_k=10, max_per_source=None, max_chars=None)
+
+
+@pytest.mark.parametrize("key", ["where", "where_document"])
+def test_a_store_filter_in_a_calls_search_kwargs_is_refused(corpus, key):
+    retriever = ThresholdedRetriever(vectorstore=corpus([("a", 0.75)]).store, policy=POLICY)
+    with pytest.raises(TypeError, match=rf"search_kwargs hold a store filter \({key}\).*filters="):
+        retriever.invoke(QUERY, search_kwargs={key: {"$contains": "a"}})
+    assert [d.id for d in retriever.invoke(QUERY, search_kwargs={"unused": None})] == ["a"]

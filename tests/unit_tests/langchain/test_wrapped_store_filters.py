@@ -1,0 +1,39 @@
+"""A wrapped retriever's own store filter holds for the neighbours and summaries too, or the
+retriever is refused.
+
+``from_retriever`` runs a wrapped retriever's search (an ensemble's, an MMR search); the
+sections it attaches are read from the docstore by id. A store filter the backend cannot
+hold them to (a filter function, an ensemble member's filter) would let sections outside
+it be attached, so with a docstore it is refused, naming the filter.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.stores import InMemoryStore
+
+from langchain_thresholded import RetrieverSource, ScoreKind, ThresholdedRetriever
+from thresholded import RetrievalPolicy
+
+QUERY = "the question"
+POLICY = RetrievalPolicy(min_similarity=0.5, top_k=10, max_per_source=None, max_chars=None)
+
+
+def public_only(doc) -> bool:
+    return doc.metadata.get("doc_type") == "public"
+
+
+def test_a_wrapped_filter_function_with_a_docstore_is_refused(corpus):
+    store = corpus([("a", 0.75, {"doc_type": "public"})]).store
+    wrapped = store.as_retriever(search_type="mmr", search_kwargs={"filter": public_only})
+    with pytest.raises(ValueError, match=r"VectorStoreRetriever holds store filters \(filter\)"):
+        ThresholdedRetriever(
+            vectorstore=RetrieverSource(wrapped),
+            policy=POLICY,
+            score_kind=ScoreKind.MMR,
+            docstore=InMemoryStore(),
+        )
+    without = ThresholdedRetriever(
+        vectorstore=RetrieverSource(wrapped), policy=POLICY, score_kind=ScoreKind.MMR
+    )
+    assert [d.id for d in without.invoke(QUERY)] == ["a"]

@@ -78,6 +78,10 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
       document at all was produced by the retriever the call is an error that says to
       pass ``embeddings``.
 
+    A section is its id and the collection a multi-collection retriever marked it with
+    (``source_collection``): two collections may number their sections alike, and their
+    sections of one id are two sections, not a duplicate.
+
     It keeps the order it is given (a reranker's order survives). Documents are returned
     as given, never copied or changed.
     """
@@ -223,6 +227,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
         common: dict[str, Any] = {
             "item": (index, doc),
             "id": doc_id,
+            "collection": metadata_keys.collection_of(meta),
             "source": str(source) if source is not None and str(source) != "" else doc_id,
             "chars": len(doc.page_content),
         }

@@ -69,6 +69,10 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
       with no score is dropped as ``unscored``. When no node has a trusted mark or a
       score, the error says to pass ``embed_model``.
 
+    A section is its id and the collection a multi-collection retriever marked it with
+    (``source_collection``): two collections may number their sections alike, and their
+    sections of one id are two sections, not a duplicate.
+
     Every kept node leaves with its ``score_kind`` and cosine in metadata.
     """
 
@@ -213,6 +217,7 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         common: dict[str, Any] = {
             "item": scored,
             "id": node.node_id,
+            "collection": metadata_keys.collection_of(node.metadata),
             "source": source_of(node, self.policy.source_key),
             "chars": text_length(node),
         }

@@ -449,9 +449,21 @@ def within_filters(
 
 
 def _radius(stage: Stage[Any]) -> float | None:
-    """The floor as a range-search radius, where it can be pushed into the engine."""
+    """The floor as a range-search radius, where it can be pushed into the engine.
+
+    Never under a metric whose scores are cosines only on unit vectors (IP): there a
+    stored vector that is too short scores below the radius though its cosine is above
+    the floor, and the store never returns it, so its length is never checked
+    (:func:`_check_stored_norms`). The same data would silently lose sections that a
+    search without the radius refuses with ``NotUnitVectorError``. Checking them would
+    mean reading back the very candidates the range search saves sending, so such a
+    collection is filtered on the client only; under COSINE the store normalises every
+    vector and nothing can hide below the radius.
+    """
     collection = stage.collection
     if stage.floor == 0.0 or not collection.pushdown.enabled:
+        return None
+    if stage.metric is not None and stage.metric.needs_unit_vectors:
         return None
     if not collection.backend.can_push_down(stage.metric):
         return None

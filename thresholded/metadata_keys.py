@@ -6,6 +6,7 @@ section was retrieved, not what it says.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,6 +31,14 @@ ALL_KEYS: tuple[str, ...] = (SIMILARITY, SCORE_KIND, ATTACHED_ROLE, ATTACHED_TO,
 
 MARKS: frozenset[str] = frozenset({SIMILARITY, SCORE_KIND, ATTACHED_ROLE, ATTACHED_TO})
 """The marks only this package writes: a stored item's own are removed from its copy."""
+
+
+def collection_of(metadata: Mapping[str, Any]) -> str:
+    """The collection a result came from, as a multi-collection retriever marks it; "" when
+    it is unmarked. Part of a section's identity: ids need not be unique across collections,
+    so two results of one id from two collections are two sections, not a duplicate."""
+    value = metadata.get(COLLECTION)
+    return "" if value is None else str(value)
 
 
 def marks(candidate: Candidate[Any], *, collection_key: str | None = None) -> dict[str, Any]:

@@ -4,8 +4,9 @@ Keys come from user interfaces and from LLM-generated filters, values from
 anyone, so neither may change what a filter means: a key must be a plain field
 name (see :mod:`thresholded.filters.keys`), and a value is always a literal,
 whatever quotes, backslashes, operators or newlines it holds. A value Milvus
-could not read at all (a line break, a control character, a lone surrogate) is
-refused before any query, with an error that says why.
+could not read at all (a line break, a control character, a lone surrogate) or
+would read as another value (an integer beyond 64 bits) is refused before any
+query, with an error that says why.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ __all__ = ["UnsafeFilterError", "field_name", "literal", "membership"]
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"'}
 _ALLOWED_CONTROL = {"\t"}
+INT_LITERAL_LIMIT = 2**63 - 1
+"""The largest integer magnitude a Milvus expression holds: its lexer reads a signed 64-bit
+integer, the sign apart from the digits (so -2**63 is out of reach too)."""
 
 
 def field_name(key: object, allowed: Iterable[str] | None = None) -> str:
@@ -32,7 +36,7 @@ def literal(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value)
+        return _integer(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise UnsafeFilterError(f"filter value {value!r} is not a finite number")
@@ -43,6 +47,19 @@ def literal(value: object) -> str:
         return "[" + ", ".join(literal(v) for v in value) + "]"
     raise UnsafeFilterError(
         f"filter value {value!r} of type {type(value).__name__} is not supported"
+    )
+
+
+def _integer(value: int) -> str:
+    """An integer Milvus reads as itself. Beyond 64 bits Milvus Lite clamps the literal to
+    the nearest 64-bit integer (``10**30`` reads as ``2**63 - 1``), so ``!=`` and ``==``
+    would compare with another number than the filter's."""
+    if -INT_LITERAL_LIMIT <= value <= INT_LITERAL_LIMIT:
+        return str(value)
+    raise UnsafeFilterError(
+        f"filter value {value} is beyond the integers a Milvus expression can hold "
+        f"(-{INT_LITERAL_LIMIT} to {INT_LITERAL_LIMIT}, i.e. +-(2**63 - 1)): Milvus would "
+        "compare with another number. Compare with a value within that range"
     )
 
 

@@ -48,7 +48,10 @@ from thresholded.filters.milvus import dialect_of
 
 KEYS = ("a", "b", "c")
 STRINGS = ("x", "y", "xy", "yx", "")
-NUMBERS = (0, 1, 2.5, -1)
+NUMBERS = (0, 1, 2.5, -1, 2**63 - 1, -(2**63 - 1))
+"""Stored and compared; the largest 64-bit integers among them."""
+BEYOND_64_BITS = (2**63, -(2**63), 2**64, 10**30)
+"""Compared only: integers a Milvus expression cannot hold, refused."""
 POLICY = RetrievalPolicy(
     min_similarity=0.1, top_k=64, over_fetch=1, max_per_source=None, max_chars=None
 )
@@ -93,6 +96,8 @@ def conditions(draw: st.DrawFn) -> tuple[str, Op, Any]:
     if op in (Op.EQ, Op.NE) and draw(st.integers(0, 9)) == 0:
         return key, op, draw(lists)  # refused: a list has no single meaning with EQ/NE
     if op in (Op.GT, Op.GTE, Op.LT, Op.LTE, Op.EQ, Op.NE, Op.CONTAINS):
+        if draw(st.integers(0, 9)) == 0:
+            return key, op, draw(st.sampled_from(BEYOND_64_BITS))  # refused
         return key, op, draw(scalars)
     raise AssertionError(op)
 
@@ -119,12 +124,15 @@ def operators(spec: Any) -> list[Op]:
 
 
 def refusal(spec: Any) -> str | None:
-    """What in a tree may be refused: a list with EQ/NE, or TEXT_MATCH_INSENSITIVE."""
+    """What in a tree may be refused: a list with EQ/NE, TEXT_MATCH_INSENSITIVE, or an
+    integer beyond 64 bits."""
     if isinstance(spec[0], Combine):
         return next((r for r in map(refusal, spec[1]) if r), None)
     _, op, value = spec
     if op in (Op.EQ, Op.NE) and isinstance(value, list):
         return f"{op.name} with a list"
+    if value in BEYOND_64_BITS:
+        return "an integer beyond 64 bits"
     return op.name if op is Op.TEXT_MATCH_INSENSITIVE else None
 
 

@@ -399,6 +399,7 @@ def reopen(milvus_server_uri: str, embed_model: HandEmbedding):
             milvus_server_uri,
             old.collection_name,
             dim=DIM,
+            metric=old.similarity_metric,
             consistency_level="Strong",
             **kwargs,
         )

@@ -43,7 +43,7 @@ def sections(hand):
 
 @pytest.fixture(scope="module")
 def index(build_index, sections):
-    return build_index("pushdown", sections)
+    return build_index("pushdown", sections, metric="COSINE")  # IP: the floor is never pushed
 
 
 @pytest.fixture
@@ -154,11 +154,13 @@ def two_databases(milvus_server_uri, build_index, hand):
         "kb",
         [hand.section("l1", 0.9, source="law"), hand.section("l2", 0.45, axis=2, source="law")],
         db_name="laws",
+        metric="COSINE",
     )
     faqs = build_index(
         "kb",
         [hand.section("f1", 0.8, source="faq"), hand.section("f2", 0.5, axis=2, source="faq")],
         db_name="faqs",
+        metric="COSINE",
     )
     return laws, faqs
 

@@ -71,13 +71,13 @@ class BlockingStore(SimpleVectorStore):
 
 @pytest.fixture
 def two(kit, tmp_path):
-    """Collection a (Milvus Lite) at 0.9 and 0.55; collection b at 0.8, 0.4 and 0.25."""
+    """Collection a (Milvus Lite, COSINE) at 0.9 and 0.55; collection b at 0.8, 0.4 and 0.25."""
     uri = str(tmp_path / "multi.db")
     emb = kit.embedding()
     a = kit.build_index(
         [kit.section("a1", 0.9, source="A"), kit.section("a2", 0.55, axis=2, source="A")],
         emb,
-        store=kit.milvus_store(uri, "a", dim=kit.DIM),
+        store=kit.milvus_store(uri, "a", dim=kit.DIM, metric="COSINE"),
     )
     b = kit.build_index(
         [
@@ -86,7 +86,7 @@ def two(kit, tmp_path):
             kit.section("b3", 0.25, axis=3, source="B"),
         ],
         emb,
-        store=kit.milvus_store(uri, "b", dim=kit.DIM),
+        store=kit.milvus_store(uri, "b", dim=kit.DIM, metric="COSINE"),
     )
     return a, b
 
@@ -141,7 +141,7 @@ def test_the_global_cap_budget_and_top_k_apply_after_the_merge(kit, tmp_path):
             kit.section("a2", 0.8, axis=2, source="S", text="x" * 100),
         ],
         emb,
-        store=kit.milvus_store(uri, "a", dim=kit.DIM),
+        store=kit.milvus_store(uri, "a", dim=kit.DIM, metric="COSINE"),
     )
     b = kit.build_index(
         [
@@ -151,7 +151,7 @@ def test_the_global_cap_budget_and_top_k_apply_after_the_merge(kit, tmp_path):
             kit.section("b4", 0.5, axis=4, source="V", text="y" * 100),
         ],
         emb,
-        store=kit.milvus_store(uri, "b", dim=kit.DIM),
+        store=kit.milvus_store(uri, "b", dim=kit.DIM, metric="COSINE"),
     )
     policy = kit.policy(min_similarity=0.3, top_k=3, max_per_source=2, max_chars=400)
     retriever = MultiCollectionRetriever([a, b], policy, neighbours=0)

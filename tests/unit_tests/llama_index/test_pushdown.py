@@ -17,7 +17,7 @@ from pymilvus.exceptions import MilvusException
 
 from llama_index_thresholded import ThresholdedRetriever
 from llama_index_thresholded.pushdown import PUSHDOWN_EPSILON, range_search_kwargs
-from thresholded import ScoreRangeError
+from thresholded import NotUnitVectorError, ScoreRangeError
 
 COSINES = {
     "top": 0.95,
@@ -76,7 +76,8 @@ def sections(kit):
 
 @pytest.fixture
 def index(kit, sections, milvus_uri):
-    store = kit.milvus_store(milvus_uri, "pushdown", dim=kit.DIM)
+    """COSINE: under IP a floor is never pushed (see the tests of IP at the end)."""
+    store = kit.milvus_store(milvus_uri, "pushdown", dim=kit.DIM, metric="COSINE")
     return kit.build_index(sections, kit.embedding(), store=store)
 
 
@@ -184,8 +185,13 @@ def test_a_score_beyond_the_range_tolerance_is_an_error_on_both_paths(kit, milvu
             retriever.retrieve(kit.QUESTION)
 
 
-def test_cosine_metric_is_pushed_too(kit, sections, milvus_uri, monkeypatch):
-    store = kit.milvus_store(milvus_uri, "cos", dim=kit.DIM, metric="COSINE")
+@pytest.mark.parametrize(("metric", "radius"), [("COSINE", 0.5 - PUSHDOWN_EPSILON), ("IP", None)])
+def test_the_floor_is_pushed_under_cosine_not_ip_and_the_result_is_the_same(
+    kit, sections, milvus_uri, monkeypatch, metric, radius
+):
+    """Under IP the floor stays on the client: a short stored vector would hide below the
+    radius (see the tests of IP at the end)."""
+    store = kit.milvus_store(milvus_uri, metric.lower(), dim=kit.DIM, metric=metric)
     index = kit.build_index(sections, kit.embedding(), store=store)
     spy = SearchSpy().install(monkeypatch)
     pushed = ThresholdedRetriever(index, _policy(kit), neighbours=0).retrieve_with_report(
@@ -193,7 +199,9 @@ def test_cosine_metric_is_pushed_too(kit, sections, milvus_uri, monkeypatch):
     )
     client = ThresholdedRetriever(index, _policy(kit), neighbours=0, pushdown=False)
     assert _kept(pushed) == _kept(client.retrieve_with_report(kit.QUESTION))
-    assert spy.radii[0] == pytest.approx(0.5 - PUSHDOWN_EPSILON)
+    assert spy.radii == [None if radius is None else pytest.approx(radius), None]
+    below = pushed.drop_counts().get("below_threshold", 0)
+    assert below == (7 if radius is None else 0)  # what comes back, the client drops
 
 
 def test_l2_is_filtered_on_the_client_only(kit, sections, milvus_uri, monkeypatch):
@@ -292,3 +300,19 @@ def test_a_real_failure_is_raised_not_taken_for_a_refusal(kit, index):
     with pytest.raises(MilvusException):
         retriever.retrieve(kit.QUESTION)
     assert retriever.to_dict()["pushdown"] is True
+
+
+# IP: a short vector is refused, with or without pushdown --------------------------------------
+@pytest.mark.parametrize("pushdown", [True, False])
+def test_under_ip_a_short_vector_below_the_floor_is_refused_with_or_without_pushdown(
+    kit, milvus_uri, pushdown
+):
+    """Cosine 0.9 stored with norm 0.3 scores 0.27: a radius of 0.5 would hide it, and the
+    call would silently lose it; its length is checked, and refused, either way."""
+    hidden = [x * 0.3 for x in kit.vec(0.9)]
+    nodes = [kit.section("ok", 0.6, axis=2), kit.section("hidden", embedding=hidden)]
+    store = kit.milvus_store(milvus_uri, "short", dim=kit.DIM, metric="IP")
+    index = kit.build_index(nodes, kit.embedding(), store=store)
+    retriever = ThresholdedRetriever(index, _policy(kit), neighbours=0, pushdown=pushdown)
+    with pytest.raises(NotUnitVectorError, match=r"section 'hidden' is stored with norm 0\.3000"):
+        retriever.retrieve(kit.QUESTION)

@@ -40,6 +40,7 @@ from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriev
 from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.pushdown import PUSHDOWN_EPSILON
 from thresholded import RetrievalPolicy
+from thresholded.scores import Metric
 
 DIM = 384
 
@@ -49,7 +50,7 @@ def build(uri_of, names, vectors_per_collection, rng, **store_kwargs):
     start = time.perf_counter()
     for i, name in enumerate(names):
         vectors, _ = clustered(rng, vectors_per_collection, DIM, clusters=20, spread=1.2)
-        store = milvus_store(uri_of(i), name, dim=DIM, **store_kwargs)
+        store = milvus_store(uri_of(i), name, dim=DIM, metric=Metric.COSINE, **store_kwargs)
         indexes.append(index_nodes(store, nodes_for(vectors, prefix=f"{name}-"), DIM))
     print(f"indexed {len(names)} x {vectors_per_collection} in {time.perf_counter() - start:.0f} s")
     return indexes

@@ -1,8 +1,9 @@
 """Range-search pushdown vs client-side filtering: latency and results transferred.
 
 100,000 synthetic 384-dimensional unit vectors (clustered), indexed through
-LlamaIndex's MilvusVectorStore (FLAT, IP). Half the questions are near a
-cluster (several sections clear the floor), half are random (nothing does).
+LlamaIndex's MilvusVectorStore (FLAT, COSINE: an IP floor is never pushed). Half the
+questions are near a cluster (several sections clear the floor), half are random
+(nothing does).
 The same ThresholdedRetriever runs with ``pushdown=True`` (the floor goes to
 Milvus as a range-search radius) and ``pushdown=False`` (Milvus returns the top
 ``fetch_k`` and the client drops what is below the floor), calls interleaved.
@@ -41,6 +42,7 @@ from pymilvus import MilvusClient
 from llama_index_thresholded import ThresholdedRetriever
 from llama_index_thresholded.milvus import milvus_store
 from thresholded import RetrievalPolicy
+from thresholded.scores import Metric
 
 DIM = 384
 BATCH = 5000
@@ -72,7 +74,9 @@ class Transfer:
 
 def build(uri: str, n: int, rng: np.random.Generator) -> tuple[VectorStoreIndex, np.ndarray, float]:
     vectors, centres = clustered(rng, n, DIM, clusters=n // 100, spread=1.2)
-    store = milvus_store(uri, "pushdown", dim=DIM, batch_size=BATCH, overwrite=True)
+    store = milvus_store(
+        uri, "pushdown", dim=DIM, batch_size=BATCH, overwrite=True, metric=Metric.COSINE
+    )
     storage = StorageContext.from_defaults(vector_store=store)
     index = VectorStoreIndex([], storage_context=storage, embed_model=MockEmbedding(embed_dim=DIM))
     start = time.perf_counter()

@@ -3,8 +3,10 @@
 The radius goes to Milvus in the search config the store would use anyway. No
 ``range_filter`` (the upper bound) is sent: ``range_filter=1.0`` would drop
 results of near-unit vectors that score just above 1, which the policy keeps.
-Only dense searches on IP or COSINE are pushed: an L2 radius is a distance, with
-the opposite ordering; L2 collections are filtered on the client only.
+Only dense searches on COSINE are pushed. An IP score is a cosine only on a unit
+vector, and a stored vector too short to score above the radius would never come back
+to have its length checked; an L2 radius is a distance, with the opposite ordering. IP
+and L2 collections are filtered on the client only.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ __all__ = ["PUSHDOWN_EPSILON", "SEARCH_CONFIG_KEY", "is_milvus_store", "range_se
 SEARCH_CONFIG_KEY = "milvus_search_config"
 """The ``vector_store_kwargs`` key LlamaIndex's Milvus store reads its search_params from."""
 
-PUSHED_METRICS = (Metric.IP, Metric.COSINE)
+PUSHED_METRICS = (Metric.COSINE,)
+"""The metrics whose floor is sent as a radius: scores that are cosines whatever the
+stored vectors' lengths."""
 
 
 def is_milvus_store(vector_store: object) -> bool:

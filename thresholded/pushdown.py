@@ -1,9 +1,14 @@
 """Range-search pushdown: let the engine drop what is below the cosine floor.
 
 A dense search on Milvus can be a range search: the engine returns only results
-whose IP or COSINE score is strictly above a radius, so results below the floor
-never cross the wire. The client-side floor stays the authority; the pushdown
-only saves work and transfer.
+whose score is strictly above a radius, so results below the floor never cross the
+wire. The client-side floor stays the authority; the pushdown only saves work and
+transfer.
+
+- Only COSINE collections are pushed. Under IP a score is a cosine only on a unit
+  vector: a stored vector too short would score below the radius though its cosine
+  is above the floor, never come back, and never have its length checked. IP and L2
+  collections are filtered on the client, where every stored norm is checked.
 
 - The engine keeps ``score > radius`` while the policy keeps ``score >= floor``,
   and scores are float32: the radius is ``floor - PUSHDOWN_EPSILON``, so a score

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -163,7 +163,6 @@ class MultiCollectionRetriever(EngineRetriever):
     """Filters combined (AND) with every call's: the field to expose with
     ``configurable_fields``."""
 
-    _collections: tuple[Collection[Document], ...] = PrivateAttr(default=())
     _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
 
     @field_validator("collections")
@@ -173,31 +172,38 @@ class MultiCollectionRetriever(EngineRetriever):
             raise ValueError("needs at least one collection")
         return value
 
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        specs = [_spec(c) for c in self.collections]
-        self._collections = tuple(self._collection(spec, i) for i, spec in enumerate(specs))
-        check_one_model(
-            self._collections,
-            self.policy,
-            embeddings_model=model_of(self.embeddings),
+    def _build(self) -> tuple[_Member, ...]:
+        """Each collection's retriever (a spec's store or URI is opened here, once), with the
+        collections checked together."""
+        members = tuple(
+            _Member(spec, spec.retriever or self._member(spec))
+            for spec in map(_spec, self.collections)
         )
-        check_unique_names([c.name for c in self._collections])
+        self._searched(members)
+        return members
 
-    def _collection(self, spec: CollectionSpec, position: int) -> Collection[Document]:
-        sub = spec.retriever or self._member(spec)
+    def _searched(self, members: tuple[_Member, ...]) -> tuple[Collection[Document], ...]:
+        """Every collection as its retriever searches it now (its filters, timeout and
+        retries included), checked to use one model under distinct names."""
+        collections = tuple(self._collection(m, i) for i, m in enumerate(members))
+        check_one_model(collections, self.policy, embeddings_model=model_of(self.embeddings))
+        check_unique_names([c.name for c in collections])
+        return collections
+
+    def _collection(self, member: _Member, position: int) -> Collection[Document]:
+        spec, sub = member
         if sub.score_kind is not ScoreKind.COSINE:
             raise ValueError(
                 "MultiCollectionRetriever merges dense cosine results: every collection's "
                 f"retriever needs score_kind='cosine', not {sub.score_kind.value!r}"
             )
+        collection = sub.as_collection()
         store = sub.vectorstore
         if getattr(store, "similarity_search_with_score_by_vector", None) is None:
             raise ValueError(
                 f"{type(store).__name__} cannot search by vector: the question is embedded once "
                 "for every collection, so each store needs similarity_search_with_score_by_vector"
             )
-        collection = sub.as_collection()
         keys = _narrowest(collection.allowed_filter_keys, self.allowed_filter_keys)
         return replace(
             collection,
@@ -244,7 +250,7 @@ class MultiCollectionRetriever(EngineRetriever):
     # Public API ----------------------------------------------------------------------
     @property
     def collection_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self._collections)
+        return tuple(c.name for c in self._searched(self._state()))
 
     def close(self) -> None:
         """Shut the thread pool down (searches still running finish in the background)."""
@@ -258,7 +264,7 @@ class MultiCollectionRetriever(EngineRetriever):
         where, store_options = filters_of_call(options, self.call_filters)
         return plan(
             Question(query),
-            self._collections,
+            self._searched(self._state()),
             self.policy.with_overrides(top_k=options.get("k")),
             min_similarity=options.get("min_similarity"),
             min_top_similarity=options.get("min_top_similarity"),
@@ -279,9 +285,16 @@ class MultiCollectionRetriever(EngineRetriever):
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            workers = self.max_workers or min(64, 2 * len(self._collections))
+            workers = self.max_workers or min(64, 2 * len(self.collections))
             self._pool = ThreadPoolExecutor(workers, thread_name_prefix="multi-collection")
         return self._pool
+
+
+class _Member(NamedTuple):
+    """A collection as given, and the retriever that searches it."""
+
+    spec: CollectionSpec
+    retriever: ThresholdedRetriever
 
 
 def _spec(collection: Any) -> CollectionSpec:

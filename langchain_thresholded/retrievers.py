@@ -404,8 +404,9 @@ class ThresholdedRetriever(EngineRetriever):
 
     # One call ----------------------------------------------------------------------
     def as_collection(self) -> Collection[Document]:
-        """This retriever's store and settings as the engine searches them; a
-        ``MultiCollectionRetriever`` searches its collections through it."""
+        """This retriever's store and settings as the engine searches them, its filters and
+        ``call_filters`` included; a ``MultiCollectionRetriever`` searches its collections
+        through it."""
         return self._state().collection
 
     def as_policy(self) -> RetrievalPolicy:
@@ -419,7 +420,7 @@ class ThresholdedRetriever(EngineRetriever):
         policy = state.policy.with_overrides(
             top_k=options.get("k"), **{name: options.get(name) for name in _POLICY_OVERRIDES}
         )
-        where, store_options = filters_of_call(options, self.call_filters)
+        where, store_options = filters_of_call(options)
         return plan(
             Question(query), [state.collection], policy, filters=where, options=store_options
         )
@@ -466,7 +467,7 @@ class ThresholdedRetriever(EngineRetriever):
             ),
             timeout=self.timeout,
             embeds=self.score_kind is ScoreKind.COSINE,
-            where=to_filter(self.filters),
+            where=all_of(to_filter(self.filters), to_filter(self.call_filters)),
             allowed_filter_keys=None if keys is None else frozenset(keys),
         )
 

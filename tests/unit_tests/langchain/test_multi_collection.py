@@ -321,3 +321,39 @@ def test_names_must_differ(two):
     same = [CollectionSpec(retriever=sub, name="kb") for sub in subs]
     with pytest.raises(ValueError, match="named 'kb'"):
         MultiCollectionRetriever(collections=same)
+
+
+def test_a_collection_s_call_filters_hold_for_its_results_and_attachments(corpus):
+    """call_filters are the retriever's filters per call (the configurable ones): in a
+    collection, they hold as they do when the retriever is called alone."""
+    public, secret = {"doc_type": "public"}, {"doc_type": "secret"}
+    c = corpus(
+        [
+            ("p1", 0.875, {**public, "next_id": "x1"}),
+            ("s1", 0.75, {**secret, "next_id": "y1"}),
+        ]
+    )
+    docstore = InMemoryStore()
+    docstore.mset(
+        [
+            ("x1", Document(id="x1", page_content="x1", metadata=secret)),
+            ("y1", Document(id="y1", page_content="y1", metadata=public)),
+        ]
+    )
+    member = ThresholdedRetriever(
+        vectorstore=c.store,
+        policy=floor(0.5),
+        docstore=docstore,
+        parent_summaries=False,
+        call_filters=public,
+    )
+    alone = member.retrieve_with_report(QUERY)
+    assert [d.id for d in alone.items] == ["p1"]
+    retriever = MultiCollectionRetriever(collections=[member], policy=RetrievalPolicy(top_k=5))
+    for report in (
+        retriever.retrieve_with_report(QUERY),
+        asyncio.run(retriever.aretrieve_with_report(QUERY)),
+    ):
+        assert [d.id for d in report.items] == ["p1"]
+        # s1 is not even asked for: the store searches inside the filters
+        assert {d.id: d.reason for d in report.dropped} == {"x1": DropReason.OUTSIDE_FILTERS}

@@ -199,10 +199,10 @@ class MultiCollectionRetriever(EngineRetriever):
             )
         collection = sub.as_collection()
         store = sub.vectorstore
-        if getattr(store, "similarity_search_with_score_by_vector", None) is None:
+        if not collection.backend.searches_by_vector:
             raise ValueError(
                 f"{type(store).__name__} cannot search by vector: the question is embedded once "
-                "for every collection, so each store needs similarity_search_with_score_by_vector"
+                "for every collection, so each store needs a search by vector"
             )
         keys = _narrowest(collection.allowed_filter_keys, self.allowed_filter_keys)
         return replace(

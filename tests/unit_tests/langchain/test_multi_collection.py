@@ -357,3 +357,29 @@ def test_a_collection_s_call_filters_hold_for_its_results_and_attachments(corpus
         assert [d.id for d in report.items] == ["p1"]
         # s1 is not even asked for: the store searches inside the filters
         assert {d.id: d.reason for d in report.dropped} == {"x1": DropReason.OUTSIDE_FILTERS}
+
+
+def test_a_chroma_store_is_a_collection_as_it_is_a_retriever_s_store(two):
+    """Chroma searches by vector under another name: the backend knows it, and says so."""
+    pytest.importorskip("langchain_chroma")
+    import chromadb
+    from langchain_chroma import Chroma
+
+    a, b = two
+    store = Chroma(
+        "multi-collection-b",
+        b.embeddings,
+        client=chromadb.EphemeralClient(),
+        collection_metadata={"hnsw:space": "cosine"},
+    )
+    documents = list(b.documents.values())
+    store.add_documents(documents, ids=[d.id for d in documents])
+    chroma = ThresholdedRetriever(vectorstore=store, policy=floor(0.3125))
+    assert [d.id for d in chroma.invoke(QUERY)] == ["b1", "b2"]
+    retriever = MultiCollectionRetriever(
+        collections=[CollectionSpec(retriever=chroma, name="b"), specs(a, b)[0]],
+        policy=RetrievalPolicy(top_k=10),
+    )
+    assert kept(retriever.retrieve_with_report(QUERY)) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
+    asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
+    assert kept(asynchronous) == [("a", "a1"), ("b", "b1"), ("b", "b2")]

@@ -124,10 +124,11 @@ class MultiCollectionRetriever(EngineRetriever):
     for different models, or embeddings whose ``model_id`` differ, are refused with
     ``ModelMismatchError``. Dense search only: the merge compares cosines.
 
-    ``timeout`` (seconds) is each collection's default deadline; ``max_retries``,
-    ``retry_backoff`` and ``allow_model_mismatch`` are those of the collections it
-    builds from a store or a URI (a ready ``ThresholdedRetriever`` keeps its own, and
-    its docstore: neighbours and parent summaries are attached from a retriever's).
+    ``timeout`` (seconds) is the deadline of each collection that sets none (a spec's
+    ``timeout``, else its retriever's own); ``max_retries``, ``retry_backoff`` and
+    ``allow_model_mismatch`` are those of the collections it builds from a store or a URI
+    (a ready ``ThresholdedRetriever`` keeps its own, its timeout and its docstore:
+    neighbours and parent summaries are attached from a retriever's).
 
     Per call: ``k``, ``min_similarity`` (every collection's floor), ``min_top_similarity``
     (every gate, the global one included), ``filters`` (a structured filter, combined
@@ -143,8 +144,8 @@ class MultiCollectionRetriever(EngineRetriever):
     embeddings: Embeddings | None = None
     """Embeds the question once; default: the first collection's (they share one model)."""
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    """Each collection's default deadline of its whole search stage, retries included,
-    in seconds."""
+    """The deadline of a collection's whole search stage, retries included, in seconds,
+    where neither its spec nor its retriever sets one."""
     max_retries: int = Field(default=0, ge=0)
     """Retries of a transient search failure, in the collections built from a spec."""
     retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False)
@@ -210,7 +211,7 @@ class MultiCollectionRetriever(EngineRetriever):
             allowed_filter_keys=keys,
             policy=sub.as_policy(),
             name=spec.name or _default_name(store, position),
-            timeout=spec.timeout if spec.timeout is not None else self.timeout,
+            timeout=_first(spec.timeout, collection.timeout, self.timeout),
             retrieve_k=spec.retrieve_k,
         )
 
@@ -244,7 +245,7 @@ class MultiCollectionRetriever(EngineRetriever):
             embeddings=self.embeddings,
             db_name=spec.db_name,
             token=spec.token,
-            timeout=spec.timeout if spec.timeout is not None else self.timeout,
+            timeout=_first(spec.timeout, self.timeout),
         )
 
     # Public API ----------------------------------------------------------------------
@@ -311,6 +312,11 @@ def _narrowest(own: frozenset[str] | None, given: list[str] | None) -> frozenset
     if given is None:
         return own
     return frozenset(given) if own is None else own & frozenset(given)
+
+
+def _first(*timeouts: float | None) -> float | None:
+    """The first deadline set, e.g. the spec's, the retriever's own, the default."""
+    return next((t for t in timeouts if t is not None), None)
 
 
 def _default_name(store: Any, position: int) -> str:

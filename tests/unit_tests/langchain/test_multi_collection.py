@@ -44,6 +44,18 @@ class FailingStore(InMemoryVectorStore):
         raise ConnectionError("store is down")
 
 
+class FlakyStore(InMemoryVectorStore):
+    """Fails its first search, then answers."""
+
+    failures: int = 1
+
+    def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("store is briefly down")
+        return super().similarity_search_with_score_by_vector(embedding, k=k, **kwargs)
+
+
 class BlockingStore(InMemoryVectorStore):
     release: threading.Event | None = None
 
@@ -240,6 +252,41 @@ def test_a_collection_that_times_out(two, corpus):
         assert asynchronous.status("slow").status == "timeout"
     finally:
         store.release.set()
+
+
+def test_a_collection_keeps_its_retriever_s_timeout_and_retries(two, corpus):
+    """A ready retriever's timeout and retries hold as they do when it is called alone; the
+    multi-collection retriever's timeout is for the collections that set none."""
+    a, b = two
+    c = corpus([("slow1", 0.9375)])
+    slow_store = BlockingStore(c.embeddings)
+    slow_store.release = threading.Event()
+    slow_store.add_documents(list(c.documents.values()))
+    slow = ThresholdedRetriever(vectorstore=slow_store, policy=floor(0.25), timeout=0.2)
+    flaky_store = FlakyStore(c.embeddings)
+    flaky_store.add_documents(list(c.documents.values()))
+    flaky = ThresholdedRetriever(
+        vectorstore=flaky_store, policy=floor(0.25), max_retries=1, retry_backoff=0
+    )
+    try:
+        retriever = MultiCollectionRetriever(
+            collections=[
+                *specs(a, b),
+                CollectionSpec(retriever=slow, name="slow"),
+                CollectionSpec(retriever=flaky, name="flaky"),
+            ],
+            timeout=30,
+        )
+        report = retriever.retrieve_with_report(QUERY)
+        assert report.status("slow").status == "timeout"
+        assert report.status("flaky").status == "ok"
+        assert kept(report)[0] == ("flaky", "slow1")
+        flaky_store.failures = 1
+        asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
+        assert asynchronous.status("slow").status == "timeout"
+        assert asynchronous.status("flaky").status == "ok"
+    finally:
+        slow_store.release.set()
 
 
 def _linked(prefix: str, cosines: list[float]):

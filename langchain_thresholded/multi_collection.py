@@ -25,6 +25,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -91,6 +92,11 @@ class CollectionSpec(BaseCollectionSpec):
     """The Milvus database; default: the server's default database."""
     token: str = ""
     """The Milvus server's token (``user:password``), with ``uri``."""
+
+    @field_validator("retriever", mode="before")
+    @classmethod
+    def _not_configurable(cls, value: Any) -> Any:
+        return _not_configurable(value)
 
     @model_validator(mode="after")
     def _one_way_to_name_it(self) -> CollectionSpec:
@@ -165,6 +171,11 @@ class MultiCollectionRetriever(EngineRetriever):
     ``configurable_fields``."""
 
     _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
+
+    @field_validator("collections", mode="before")
+    @classmethod
+    def _none_configurable(cls, value: Any) -> Any:
+        return [_not_configurable(c) for c in value] if isinstance(value, list) else value
 
     @field_validator("collections")
     @classmethod
@@ -296,6 +307,19 @@ class _Member(NamedTuple):
 
     spec: CollectionSpec
     retriever: ThresholdedRetriever
+
+
+def _not_configurable(collection: Any) -> Any:
+    """A configurable retriever is configured by a call's config, which its collection's
+    search does not get: it is refused, not searched with its defaults."""
+    if isinstance(collection, DynamicRunnable):
+        raise ValueError(
+            f"a collection cannot be a configurable retriever ({type(collection).__name__}): "
+            "the config of a call does not reach a collection's retriever. Give the "
+            "ThresholdedRetriever itself, and make the MultiCollectionRetriever configurable "
+            "instead (its call_filters and policy hold in every collection)"
+        )
+    return collection
 
 
 def _spec(collection: Any) -> CollectionSpec:

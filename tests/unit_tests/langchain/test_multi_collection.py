@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.runnables import ConfigurableField
 from langchain_core.stores import InMemoryStore
 from langchain_core.vectorstores import InMemoryVectorStore
 
@@ -430,3 +431,16 @@ def test_a_chroma_store_is_a_collection_as_it_is_a_retriever_s_store(two):
     assert kept(retriever.retrieve_with_report(QUERY)) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
     asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
     assert kept(asynchronous) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
+
+
+def test_a_configurable_retriever_is_refused_as_a_collection(two):
+    """The config of a call does not reach a collection's retriever: searched with its
+    defaults, its configured filters would be dropped."""
+    a, b = two
+    configurable = ThresholdedRetriever(vectorstore=a.store, policy=floor(0.5)).configurable_fields(
+        call_filters=ConfigurableField(id="call_filters")
+    )
+    with pytest.raises(ValueError, match="cannot be a configurable retriever"):
+        MultiCollectionRetriever(collections=[configurable, b.store])
+    with pytest.raises(ValueError, match="cannot be a configurable retriever"):
+        CollectionSpec(retriever=configurable, name="a")

@@ -19,6 +19,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig
 from langchain_core.stores import BaseStore
+from langchain_core.structured_query import Expr
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
@@ -538,9 +539,20 @@ class _Searched:
     collection: Collection[Document]
 
 
+@dataclass(frozen=True)
+class _Structured:
+    """A structured filter (``Comparison``, ``Operation``) and its fields, copied."""
+
+    filter: Expr
+    fields: dict[str, Any]
+
+
 def _shape(value: Any) -> Any:
-    """``value`` with its dicts, lists, tuples and sets copied, all the way down, and every
-    other object as it is: what a field held, to tell later whether it was changed in place."""
+    """``value`` with its dicts, lists, tuples, sets and structured filters copied, all the
+    way down, and every other object as it is: what a field held, to tell later whether it
+    was changed in place."""
+    if isinstance(value, Expr):
+        return _Structured(value, _shape(vars(value)))
     if isinstance(value, Mapping):
         return {key: _shape(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -567,6 +579,8 @@ def _same(shape: Any, value: Any) -> bool:
         )
     if isinstance(shape, frozenset):
         return isinstance(value, set | frozenset) and shape == value
+    if isinstance(shape, _Structured):
+        return shape.filter is value and _same(shape.fields, vars(value))
     return shape is value
 
 

@@ -10,6 +10,7 @@ import asyncio
 import pytest
 from langchain_core.documents import Document
 from langchain_core.stores import InMemoryStore
+from langchain_core.structured_query import Comparator, Comparison, Operation, Operator
 from pydantic import ValidationError
 
 from langchain_thresholded import MultiCollectionRetriever, ThresholdedRetriever
@@ -130,3 +131,11 @@ def test_a_collection_changed_after_the_multi_collection_retriever_was_built(mix
     assert both_ways(multi) == ["p1", "p2"]
     multi.collections = [retriever_over(mixed, filters={"doc_type": "secret"})]
     assert both_ways(multi) == ["s1"]
+
+
+def test_a_structured_filter_changed_in_place_holds(mixed):
+    secret = Comparison(comparator=Comparator.EQ, attribute="doc_type", value="secret")
+    retriever = retriever_over(mixed, filters=Operation(operator=Operator.AND, arguments=[secret]))
+    assert both_ways(retriever) == ["s1"]
+    secret.value = "public"
+    assert both_ways(retriever) == ["p1", "p2"]

@@ -24,7 +24,7 @@ def ids(nodes):
 def test_a_setting_cannot_be_set_after_construction(kit, index, name):
     retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=0)
     public = MetadataFilters(filters=[MetadataFilter(key="kind", value="public")])
-    with pytest.raises(AttributeError, match=rf"ThresholdedRetriever.{name} cannot be set"):
+    with pytest.raises(AttributeError, match=rf"ThresholdedRetriever\.{name} cannot be set"):
         setattr(retriever, name, public)
     assert ids(retriever.retrieve(kit.QUESTION)) == ["public", "secret"]
     narrowed = retriever.retrieve_with_report(kit.QUESTION, filters=public)
@@ -35,7 +35,7 @@ def test_a_multi_collection_retriever_s_settings_are_fixed_too(kit, index):
     retriever = MultiCollectionRetriever(
         [index], policy=kit.policy(min_similarity=0.5), neighbours=0
     )
-    with pytest.raises(AttributeError, match="MultiCollectionRetriever.filters cannot be set"):
+    with pytest.raises(AttributeError, match=r"MultiCollectionRetriever\.filters cannot be set"):
         retriever.filters = MetadataFilters(filters=[])
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, cast
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -29,7 +29,13 @@ from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from langchain_thresholded.backend import QuestionEmbedder, as_dropped, describe, output
+from langchain_thresholded.backend import (
+    LangChainBackend,
+    QuestionEmbedder,
+    as_dropped,
+    describe,
+    output,
+)
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.retrievers import (
     STORE_OPTIONS,
@@ -211,7 +217,7 @@ class MultiCollectionRetriever(EngineRetriever):
             )
         collection = sub.as_collection()
         store = sub.vectorstore
-        if not collection.backend.searches_by_vector:
+        if not cast(LangChainBackend, collection.backend).searches_by_vector:
             raise ValueError(
                 f"{type(store).__name__} cannot search by vector: the question is embedded once "
                 "for every collection, so each store needs a search by vector"

@@ -234,6 +234,10 @@ class ThresholdedRetriever(EngineRetriever):
     returned satisfies every filter in force, attachments included (those outside
     are dropped as ``outside_filters``). A raw Milvus ``expr`` is given when the
     retriever is built, never per call.
+
+    A field changed after construction holds from the next call: assigned
+    (``retriever.filters = ...``), in a ``model_copy(update=...)``, or a dict changed in
+    place (``retriever.search_kwargs["filter"] = ...``).
     """
 
     vectorstore: VectorStore

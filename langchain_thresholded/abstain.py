@@ -16,8 +16,9 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from langchain_core.runnables.config import patch_config
+from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.runnables.utils import AddableDict
-from pydantic import ConfigDict, PrivateAttr, model_validator
+from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from thresholded.strict import StrictArguments
 
@@ -86,9 +87,11 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
         chain.invoke({"input": "And for yearly plans?", "chat_history": history})
     """
 
-    retriever: BaseRetriever
+    retriever: BaseRetriever | DynamicRunnable
     """Finds the context. A ``ThresholdedRetriever`` or ``MultiCollectionRetriever`` says
-    through its report whether anything matched; any other retriever, by returning nothing."""
+    through its report whether anything matched; any other retriever, by returning nothing.
+    A configurable retriever (``retriever.configurable_fields(...)``) is configured by each
+    call's config, as it would be in an LCEL chain."""
     answer_chain: Runnable[Any, Any]
     """Answers from the context, e.g. ``prompt | llm``. It gets the input (a dict, or
     ``{question_key: question}``) with the context under ``context_key``."""
@@ -117,6 +120,16 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
 
     _answer_type: AnswerType = PrivateAttr(default="str")
 
+    @field_validator("retriever")
+    @classmethod
+    def _a_configurable_retriever(cls, value: Any) -> Any:
+        if isinstance(value, DynamicRunnable) and not isinstance(value.default, BaseRetriever):
+            raise ValueError(
+                f"a configurable {type(value.default).__name__} is not a retriever: give a "
+                "retriever, or one made configurable with configurable_fields(...)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _resolve_answer_type(self) -> AbstainingChain:
         kind = self.answer_type or _answer_type_of(self.answer_chain.OutputType)
@@ -131,7 +144,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     @classmethod
     def from_combine_docs_chain(
         cls,
-        retriever: BaseRetriever,
+        retriever: BaseRetriever | DynamicRunnable,
         combine_docs_chain: Runnable[Any, Any],
         **fields: Any,
     ) -> AbstainingChain:
@@ -269,21 +282,29 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
 
     def _retrieve(self, input: Any, config: RunnableConfig) -> tuple[list[Document], bool]:
         query = self._query(input, config)
-        with_report = getattr(self.retriever, "retrieve_with_report", None)
+        retriever, config = self._configured(config)
+        with_report = getattr(retriever, "retrieve_with_report", None)
         if with_report is None:
-            documents = self.retriever.invoke(query, config)
+            documents = retriever.invoke(query, config)
             return documents, not documents
         report = with_report(query, config)
         return report.items, report.nothing_matched
 
     async def _aretrieve(self, input: Any, config: RunnableConfig) -> tuple[list[Document], bool]:
         query = await self._aquery(input, config)
-        with_report = getattr(self.retriever, "aretrieve_with_report", None)
+        retriever, config = self._configured(config)
+        with_report = getattr(retriever, "aretrieve_with_report", None)
         if with_report is None:
-            documents = await self.retriever.ainvoke(query, config)
+            documents = await retriever.ainvoke(query, config)
             return documents, not documents
         report = await with_report(query, config)
         return report.items, report.nothing_matched
+
+    def _configured(self, config: RunnableConfig) -> tuple[Runnable[Any, Any], RunnableConfig]:
+        """The retriever as this call's config sets it, when it is configurable."""
+        if isinstance(self.retriever, DynamicRunnable):
+            return self.retriever.prepare(config)
+        return self.retriever, config
 
     def _head(
         self, input: Any, documents: list[Document], *, nothing_matched: bool = False

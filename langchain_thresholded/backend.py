@@ -102,6 +102,8 @@ class LangChainBackend:
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
         self.name = _store_name(store)
         self.threaded = _needs_thread(store)
+        self.searches_by_vector = _by_vector(store) is not None
+        """Whether the store searches by a given vector (else it embeds the question again)."""
 
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Mapping[str, Any] | None = None) -> dict:

@@ -21,14 +21,21 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple, cast
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from langchain_thresholded.backend import QuestionEmbedder, as_dropped, describe, output
+from langchain_thresholded.backend import (
+    LangChainBackend,
+    QuestionEmbedder,
+    as_dropped,
+    describe,
+    output,
+)
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.retrievers import (
     STORE_OPTIONS,
@@ -92,6 +99,11 @@ class CollectionSpec(BaseCollectionSpec):
     token: str = ""
     """The Milvus server's token (``user:password``), with ``uri``."""
 
+    @field_validator("retriever", mode="before")
+    @classmethod
+    def _not_configurable(cls, value: Any) -> Any:
+        return _not_configurable(value)
+
     @model_validator(mode="after")
     def _one_way_to_name_it(self) -> CollectionSpec:
         by_uri = self.uri is not None or self.collection_name is not None
@@ -124,10 +136,11 @@ class MultiCollectionRetriever(EngineRetriever):
     for different models, or embeddings whose ``model_id`` differ, are refused with
     ``ModelMismatchError``. Dense search only: the merge compares cosines.
 
-    ``timeout`` (seconds) is each collection's default deadline; ``max_retries``,
-    ``retry_backoff`` and ``allow_model_mismatch`` are those of the collections it
-    builds from a store or a URI (a ready ``ThresholdedRetriever`` keeps its own, and
-    its docstore: neighbours and parent summaries are attached from a retriever's).
+    ``timeout`` (seconds) is the deadline of each collection that sets none (a spec's
+    ``timeout``, else its retriever's own); ``max_retries``, ``retry_backoff`` and
+    ``allow_model_mismatch`` are those of the collections it builds from a store or a URI
+    (a ready ``ThresholdedRetriever`` keeps its own, its timeout and its docstore:
+    neighbours and parent summaries are attached from a retriever's).
 
     Per call: ``k``, ``min_similarity`` (every collection's floor), ``min_top_similarity``
     (every gate, the global one included), ``filters`` (a structured filter, combined
@@ -143,8 +156,8 @@ class MultiCollectionRetriever(EngineRetriever):
     embeddings: Embeddings | None = None
     """Embeds the question once; default: the first collection's (they share one model)."""
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    """Each collection's default deadline of its whole search stage, retries included,
-    in seconds."""
+    """The deadline of a collection's whole search stage, retries included, in seconds,
+    where neither its spec nor its retriever sets one."""
     max_retries: int = Field(default=0, ge=0)
     """Retries of a transient search failure, in the collections built from a spec."""
     retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False)
@@ -163,8 +176,12 @@ class MultiCollectionRetriever(EngineRetriever):
     """Filters combined (AND) with every call's: the field to expose with
     ``configurable_fields``."""
 
-    _collections: tuple[Collection[Document], ...] = PrivateAttr(default=())
     _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
+
+    @field_validator("collections", mode="before")
+    @classmethod
+    def _none_configurable(cls, value: Any) -> Any:
+        return [_not_configurable(c) for c in value] if isinstance(value, list) else value
 
     @field_validator("collections")
     @classmethod
@@ -173,38 +190,45 @@ class MultiCollectionRetriever(EngineRetriever):
             raise ValueError("needs at least one collection")
         return value
 
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        specs = [_spec(c) for c in self.collections]
-        self._collections = tuple(self._collection(spec, i) for i, spec in enumerate(specs))
-        check_one_model(
-            self._collections,
-            self.policy,
-            embeddings_model=model_of(self.embeddings),
+    def _build(self) -> tuple[_Member, ...]:
+        """Each collection's retriever (a spec's store or URI is opened here, once), with the
+        collections checked together."""
+        members = tuple(
+            _Member(spec, spec.retriever or self._member(spec))
+            for spec in map(_spec, self.collections)
         )
-        check_unique_names([c.name for c in self._collections])
+        self._searched(members)
+        return members
 
-    def _collection(self, spec: CollectionSpec, position: int) -> Collection[Document]:
-        sub = spec.retriever or self._member(spec)
+    def _searched(self, members: tuple[_Member, ...]) -> tuple[Collection[Document], ...]:
+        """Every collection as its retriever searches it now (its filters, timeout and
+        retries included), checked to use one model under distinct names."""
+        collections = tuple(self._collection(m, i) for i, m in enumerate(members))
+        check_one_model(collections, self.policy, embeddings_model=model_of(self.embeddings))
+        check_unique_names([c.name for c in collections])
+        return collections
+
+    def _collection(self, member: _Member, position: int) -> Collection[Document]:
+        spec, sub = member
         if sub.score_kind is not ScoreKind.COSINE:
             raise ValueError(
                 "MultiCollectionRetriever merges dense cosine results: every collection's "
                 f"retriever needs score_kind='cosine', not {sub.score_kind.value!r}"
             )
+        collection = sub.as_collection()
         store = sub.vectorstore
-        if getattr(store, "similarity_search_with_score_by_vector", None) is None:
+        if not cast(LangChainBackend, collection.backend).searches_by_vector:
             raise ValueError(
                 f"{type(store).__name__} cannot search by vector: the question is embedded once "
-                "for every collection, so each store needs similarity_search_with_score_by_vector"
+                "for every collection, so each store needs a search by vector"
             )
-        collection = sub.as_collection()
         keys = _narrowest(collection.allowed_filter_keys, self.allowed_filter_keys)
         return replace(
             collection,
             allowed_filter_keys=keys,
             policy=sub.as_policy(),
             name=spec.name or _default_name(store, position),
-            timeout=spec.timeout if spec.timeout is not None else self.timeout,
+            timeout=_first(spec.timeout, collection.timeout, self.timeout),
             retrieve_k=spec.retrieve_k,
         )
 
@@ -238,13 +262,13 @@ class MultiCollectionRetriever(EngineRetriever):
             embeddings=self.embeddings,
             db_name=spec.db_name,
             token=spec.token,
-            timeout=spec.timeout if spec.timeout is not None else self.timeout,
+            timeout=_first(spec.timeout, self.timeout),
         )
 
     # Public API ----------------------------------------------------------------------
     @property
     def collection_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self._collections)
+        return tuple(c.name for c in self._searched(self._state()))
 
     def close(self) -> None:
         """Shut the thread pool down (searches still running finish in the background)."""
@@ -258,7 +282,7 @@ class MultiCollectionRetriever(EngineRetriever):
         where, store_options = filters_of_call(options, self.call_filters)
         return plan(
             Question(query),
-            self._collections,
+            self._searched(self._state()),
             self.policy.with_overrides(top_k=options.get("k")),
             min_similarity=options.get("min_similarity"),
             min_top_similarity=options.get("min_top_similarity"),
@@ -279,9 +303,29 @@ class MultiCollectionRetriever(EngineRetriever):
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            workers = self.max_workers or min(64, 2 * len(self._collections))
+            workers = self.max_workers or min(64, 2 * len(self.collections))
             self._pool = ThreadPoolExecutor(workers, thread_name_prefix="multi-collection")
         return self._pool
+
+
+class _Member(NamedTuple):
+    """A collection as given, and the retriever that searches it."""
+
+    spec: CollectionSpec
+    retriever: ThresholdedRetriever
+
+
+def _not_configurable(collection: Any) -> Any:
+    """A configurable retriever is configured by a call's config, which its collection's
+    search does not get: it is refused, not searched with its defaults."""
+    if isinstance(collection, DynamicRunnable):
+        raise ValueError(
+            f"a collection cannot be a configurable retriever ({type(collection).__name__}): "
+            "the config of a call does not reach a collection's retriever. Give the "
+            "ThresholdedRetriever itself, and make the MultiCollectionRetriever configurable "
+            "instead (its call_filters and policy hold in every collection)"
+        )
+    return collection
 
 
 def _spec(collection: Any) -> CollectionSpec:
@@ -298,6 +342,11 @@ def _narrowest(own: frozenset[str] | None, given: list[str] | None) -> frozenset
     if given is None:
         return own
     return frozenset(given) if own is None else own & frozenset(given)
+
+
+def _first(*timeouts: float | None) -> float | None:
+    """The first deadline set, e.g. the spec's, the retriever's own, the default."""
+    return next((t for t in timeouts if t is not None), None)
 
 
 def _default_name(store: Any, position: int) -> str:

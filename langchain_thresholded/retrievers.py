@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,6 +19,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig
 from langchain_core.stores import BaseStore
+from langchain_core.structured_query import Expr
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
@@ -70,12 +73,66 @@ class EngineRetriever(StrictArguments, BaseRetriever):
     """What this package's LangChain retrievers share: ``invoke`` and ``retrieve_with_report``
     run the engine once, and send one ``thresholded_selection`` event per call. A subclass
     plans a call (``_plan``) and turns the engine's result into its report (``_report``).
-    An unknown field is refused, not ignored."""
+    An unknown field is refused, not ignored.
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    What the engine searches is made from the fields (``_build``) when the retriever is
+    built, and made again whenever a field has changed since: assigned
+    (``retriever.filters = ...``, validated as the constructor validates it), changed by
+    ``model_copy(update=...)``, or a dict or list changed in place
+    (``retriever.search_kwargs["filter"] = ...``, seen at the next call). No change is
+    ignored; an assignment or copy the constructor would refuse is refused, and leaves the
+    retriever as it was."""
+
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True, extra="forbid", validate_assignment=True
+    )
 
     _stage: ClassVar[str] = "retriever"
     """What the event's ``stage`` says."""
+
+    _built: tuple[dict[str, Any], Any] | None = PrivateAttr(default=None)
+    """The fields as ``_build`` read them (their dicts and lists copied), and what it made."""
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        self._state()  # a bad setting is refused now, not at the first call
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in type(self).model_fields:
+            self._change({name: value})
+        else:
+            super().__setattr__(name, value)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
+        """A copy, its ``update`` validated as the constructor validates it and searched: a
+        value the constructor would refuse is refused here too."""
+        copy = super().model_copy(deep=deep)
+        copy._change(dict(update or {}))
+        return copy
+
+    @abstractmethod
+    def _build(self) -> Any:
+        """What the engine searches, made from the fields as they are now."""
+
+    def _state(self) -> Any:
+        """What ``_build`` made of the fields, made again if any changed since."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        if self._built is None or not _same(self._built[0], fields):
+            shape = _shape(fields)  # before building: a build must not hide a change
+            self._built = (shape, self._build())
+        return self._built[1]
+
+    def _change(self, values: dict[str, Any]) -> None:
+        """Set fields (each validated) and build from them; if either fails, nothing changes."""
+        before = dict(self.__dict__)
+        try:
+            for name, value in values.items():
+                super().__setattr__(name, value)
+            self._state()
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
 
     # Public API --------------------------------------------------------------------
     def retrieve_with_report(
@@ -177,6 +234,10 @@ class ThresholdedRetriever(EngineRetriever):
     returned satisfies every filter in force, attachments included (those outside
     are dropped as ``outside_filters``). A raw Milvus ``expr`` is given when the
     retriever is built, never per call.
+
+    A field changed after construction holds from the next call: assigned
+    (``retriever.filters = ...``), in a ``model_copy(update=...)``, or a dict changed in
+    place (``retriever.search_kwargs["filter"] = ...``).
     """
 
     vectorstore: VectorStore
@@ -242,25 +303,6 @@ class ThresholdedRetriever(EngineRetriever):
     embeddings name (``model_id``, ``model_name`` or ``model``), or when they name none (a
     profile or policy for a named model is otherwise refused). A floor measured for one model
     means nothing for another: only when you know."""
-
-    _collection: Collection[Document] = PrivateAttr()
-    _policy: RetrievalPolicy = PrivateAttr()
-
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        self._policy = (
-            profiled_policy(
-                self.policy,
-                self.profile,
-                collection=self.collection,
-                store_collection=collection_name(self.vectorstore),
-            )
-            or RetrievalPolicy()
-        )
-        self._check_scoring()  # raise the metric error itself, not wrapped by pydantic
-        self._collection = self._build_collection()
-        policy = self.as_policy()
-        check_judgeable(self._collection, policy, self._collection.floor(policy))  # now
 
     @field_validator("metric", mode="before")
     @classmethod
@@ -367,24 +409,42 @@ class ThresholdedRetriever(EngineRetriever):
 
     # One call ----------------------------------------------------------------------
     def as_collection(self) -> Collection[Document]:
-        """This retriever's store and settings as the engine searches them; a
-        ``MultiCollectionRetriever`` searches its collections through it."""
-        return self._collection
+        """This retriever's store and settings as the engine searches them, its filters and
+        ``call_filters`` included; a ``MultiCollectionRetriever`` searches its collections
+        through it."""
+        return self._state().collection
 
     def as_policy(self) -> RetrievalPolicy:
         """The retriever's policy: ``policy``, or its ``profile``'s."""
-        return self._policy
+        return self._state().policy
 
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         """One call: its policy with the call's overrides, its filters and store arguments."""
         options = check_options(self, kwargs, _CALL_OPTIONS)
-        policy = self.as_policy().with_overrides(
+        state = self._state()
+        policy = state.policy.with_overrides(
             top_k=options.get("k"), **{name: options.get(name) for name in _POLICY_OVERRIDES}
         )
-        where, store_options = filters_of_call(options, self.call_filters)
+        where, store_options = filters_of_call(options)
         return plan(
-            Question(query), [self._collection], policy, filters=where, options=store_options
+            Question(query), [state.collection], policy, filters=where, options=store_options
         )
+
+    def _build(self) -> _Searched:
+        """The policy (``policy``, or its ``profile``'s) and the collection of the fields."""
+        policy = (
+            profiled_policy(
+                self.policy,
+                self.profile,
+                collection=self.collection,
+                store_collection=collection_name(self.vectorstore),
+            )
+            or RetrievalPolicy()
+        )
+        self._check_scoring(policy)
+        collection = self._build_collection()
+        check_judgeable(collection, policy, collection.floor(policy))
+        return _Searched(policy, collection)
 
     def _build_collection(self) -> Collection[Document]:
         backend = LangChainBackend(
@@ -412,7 +472,7 @@ class ThresholdedRetriever(EngineRetriever):
             ),
             timeout=self.timeout,
             embeds=self.score_kind is ScoreKind.COSINE,
-            where=to_filter(self.filters),
+            where=all_of(to_filter(self.filters), to_filter(self.call_filters)),
             allowed_filter_keys=None if keys is None else frozenset(keys),
         )
 
@@ -446,14 +506,14 @@ class ThresholdedRetriever(EngineRetriever):
             kwargs["expr"] = " and ".join(f"({e})" for e in (base, self.expr) if e)
         return kwargs
 
-    def _check_scoring(self) -> None:
-        """Fail at construction on a store whose scores cannot be read as cosines."""
+    def _check_scoring(self, policy: RetrievalPolicy) -> None:
+        """Refuse a store whose scores cannot be read as cosines."""
         needs_metric = self.score_kind is ScoreKind.COSINE
         if needs_metric and self.metric is None and not supports_metric_detection(self.vectorstore):
             raise unknown_store_error(self.vectorstore)
         if needs_metric and not is_milvus(self.vectorstore):  # Milvus is read per call
             store_metric(self.vectorstore, self.metric)  # a contradicting metric= is refused
-        embeds = needs_metric or wants_rescore(self._policy, self.score_kind)
+        embeds = needs_metric or wants_rescore(policy, self.score_kind)
         if embeds and self._store_embeddings() is None:
             raise ValueError(
                 f"{type(self.vectorstore).__name__} exposes no embeddings to embed the query "
@@ -473,6 +533,59 @@ class ThresholdedRetriever(EngineRetriever):
         if is_milvus(self.vectorstore):
             return str(getattr(self.vectorstore, "_primary_field", "pk"))
         return "id"
+
+
+@dataclass(frozen=True)
+class _Searched:
+    """What a ``ThresholdedRetriever``'s fields make: its policy and its collection."""
+
+    policy: RetrievalPolicy
+    collection: Collection[Document]
+
+
+@dataclass(frozen=True)
+class _Structured:
+    """A structured filter (``Comparison``, ``Operation``) and its fields, copied."""
+
+    filter: Expr
+    fields: dict[str, Any]
+
+
+def _shape(value: Any) -> Any:
+    """``value`` with its dicts, lists, tuples, sets and structured filters copied, all the
+    way down, and every other object as it is: what a field held, to tell later whether it
+    was changed in place."""
+    if isinstance(value, Expr):
+        return _Structured(value, _shape(vars(value)))
+    if isinstance(value, Mapping):
+        return {key: _shape(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_shape(item) for item in value]
+    if isinstance(value, set | frozenset):
+        return frozenset(value)
+    return value
+
+
+def _same(shape: Any, value: Any) -> bool:
+    """Whether ``value`` still holds what ``_shape`` copied: the same keys and items, and the
+    very same objects (an object is not compared by value: a new one counts as a change)."""
+    if isinstance(shape, dict):
+        return (
+            isinstance(value, Mapping)
+            and shape.keys() == value.keys()
+            and all(_same(item, value[key]) for key, item in shape.items())
+        )
+    if isinstance(shape, list):
+        return (
+            isinstance(value, list | tuple)
+            and len(shape) == len(value)
+            and all(map(_same, shape, value))
+        )
+    if isinstance(shape, frozenset):
+        return isinstance(value, set | frozenset) and shape == value
+    if isinstance(shape, _Structured):
+        return shape.filter is value and _same(shape.fields, vars(value))
+    return shape is value
 
 
 def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:

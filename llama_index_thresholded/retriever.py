@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -38,7 +38,25 @@ class EngineRetriever(BaseRetriever):
     events once (see ``events.py``), and the engine that runs them. A subclass plans a
     call (``_plan(question, **overrides)``) and turns the engine's result into its report
     (``_finish(result)``). They are not declared here: LlamaIndex would wrap an abstract
-    method in a span of its own, and a call opens exactly one."""
+    method in a span of its own, and a call opens exactly one.
+
+    Its settings are its constructor's arguments, fixed when it is built: setting one
+    afterwards (``retriever.filters = ...``) would change nothing, so it is an error. Only
+    what LlamaIndex's ``BaseRetriever`` itself reads (``callback_manager``, ``object_map``)
+    can be set."""
+
+    _SETTABLE: ClassVar[frozenset[str]] = frozenset({"callback_manager", "object_map"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_") and name not in self._SETTABLE:
+            raise AttributeError(
+                f"{type(self).__name__}.{name} cannot be set: a retriever's settings are "
+                "fixed when it is built, and a new value would change nothing. Build a new "
+                f"retriever ({type(self).__name__}(..., {name}=...)), or give one call its "
+                "own: retrieve_with_report(query, filters=..., policy=..., top_k=..., "
+                "min_similarity=...)"
+            )
+        super().__setattr__(name, value)
 
     # Retrieval --------------------------------------------------------------------------
     @dispatcher.span

@@ -7,6 +7,7 @@ of 0.5, and ``OTHER_QUERY`` (orthogonal to every document) finds nothing.
 
 from __future__ import annotations
 
+import asyncio
 from operator import itemgetter
 from typing import Any
 
@@ -20,7 +21,12 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableBranch, RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import (
+    ConfigurableField,
+    RunnableBranch,
+    RunnableLambda,
+    RunnablePassthrough,
+)
 
 from langchain_thresholded import (
     DEFAULT_NO_MATCH_ANSWER,
@@ -358,6 +364,31 @@ def test_any_retriever_abstains_when_it_returns_nothing():
     assert chain.invoke(OTHER_QUERY) == NO_MATCH
     assert chain.invoke(QUERY) == ANSWER
     assert calls.count == 1
+
+
+def test_a_configurable_retriever_is_configured_by_each_call(retriever):
+    configurable = retriever.configurable_fields(
+        call_filters=ConfigurableField(id="call_filters"),
+        policy=ConfigurableField(id="policy"),
+    )
+    calls = Calls()
+    chain = build("str", configurable, spy_model(calls))
+    elsewhere = {"configurable": {"call_filters": {"source": "elsewhere"}}}
+    strict = {"configurable": {"policy": POLICY.with_overrides(min_similarity=0.875)}}
+    assert chain.invoke(QUERY, config=elsewhere) == NO_MATCH
+    assert asyncio.run(chain.ainvoke(QUERY, config=strict)) == NO_MATCH
+    assert list(chain.stream(QUERY, config=elsewhere)) == [NO_MATCH]
+    assert calls.count == 0
+    assert chain.invoke(QUERY) == ANSWER
+    assert calls.count == 1 and REFUNDS in calls.prompts[0]
+
+
+def test_a_configurable_runnable_that_is_not_a_retriever_is_refused():
+    configurable = spy_model(Calls()).configurable_fields(
+        responses=ConfigurableField(id="responses")
+    )
+    with pytest.raises(ValueError, match="configurable FakeListChatModel is not a retriever"):
+        build("str", configurable, spy_model(Calls()))
 
 
 # Configuration -------------------------------------------------------------------------

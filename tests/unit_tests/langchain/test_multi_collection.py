@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.runnables import ConfigurableField
 from langchain_core.stores import InMemoryStore
 from langchain_core.vectorstores import InMemoryVectorStore
 
@@ -42,6 +43,18 @@ def kept(report):
 class FailingStore(InMemoryVectorStore):
     def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
         raise ConnectionError("store is down")
+
+
+class FlakyStore(InMemoryVectorStore):
+    """Fails its first search, then answers."""
+
+    failures: int = 1
+
+    def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("store is briefly down")
+        return super().similarity_search_with_score_by_vector(embedding, k=k, **kwargs)
 
 
 class BlockingStore(InMemoryVectorStore):
@@ -242,6 +255,41 @@ def test_a_collection_that_times_out(two, corpus):
         store.release.set()
 
 
+def test_a_collection_keeps_its_retriever_s_timeout_and_retries(two, corpus):
+    """A ready retriever's timeout and retries hold as they do when it is called alone; the
+    multi-collection retriever's timeout is for the collections that set none."""
+    a, b = two
+    c = corpus([("slow1", 0.9375)])
+    slow_store = BlockingStore(c.embeddings)
+    slow_store.release = threading.Event()
+    slow_store.add_documents(list(c.documents.values()))
+    slow = ThresholdedRetriever(vectorstore=slow_store, policy=floor(0.25), timeout=0.2)
+    flaky_store = FlakyStore(c.embeddings)
+    flaky_store.add_documents(list(c.documents.values()))
+    flaky = ThresholdedRetriever(
+        vectorstore=flaky_store, policy=floor(0.25), max_retries=1, retry_backoff=0
+    )
+    try:
+        retriever = MultiCollectionRetriever(
+            collections=[
+                *specs(a, b),
+                CollectionSpec(retriever=slow, name="slow"),
+                CollectionSpec(retriever=flaky, name="flaky"),
+            ],
+            timeout=30,
+        )
+        report = retriever.retrieve_with_report(QUERY)
+        assert report.status("slow").status == "timeout"
+        assert report.status("flaky").status == "ok"
+        assert kept(report)[0] == ("flaky", "slow1")
+        flaky_store.failures = 1
+        asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
+        assert asynchronous.status("slow").status == "timeout"
+        assert asynchronous.status("flaky").status == "ok"
+    finally:
+        slow_store.release.set()
+
+
 def _linked(prefix: str, cosines: list[float]):
     """Specs of a chain s0..sN whose metadata links prev/next; docstore texts name the prefix."""
     ids = [f"s{i}" for i in range(len(cosines))]
@@ -321,3 +369,78 @@ def test_names_must_differ(two):
     same = [CollectionSpec(retriever=sub, name="kb") for sub in subs]
     with pytest.raises(ValueError, match="named 'kb'"):
         MultiCollectionRetriever(collections=same)
+
+
+def test_a_collection_s_call_filters_hold_for_its_results_and_attachments(corpus):
+    """call_filters are the retriever's filters per call (the configurable ones): in a
+    collection, they hold as they do when the retriever is called alone."""
+    public, secret = {"doc_type": "public"}, {"doc_type": "secret"}
+    c = corpus(
+        [
+            ("p1", 0.875, {**public, "next_id": "x1"}),
+            ("s1", 0.75, {**secret, "next_id": "y1"}),
+        ]
+    )
+    docstore = InMemoryStore()
+    docstore.mset(
+        [
+            ("x1", Document(id="x1", page_content="x1", metadata=secret)),
+            ("y1", Document(id="y1", page_content="y1", metadata=public)),
+        ]
+    )
+    member = ThresholdedRetriever(
+        vectorstore=c.store,
+        policy=floor(0.5),
+        docstore=docstore,
+        parent_summaries=False,
+        call_filters=public,
+    )
+    alone = member.retrieve_with_report(QUERY)
+    assert [d.id for d in alone.items] == ["p1"]
+    retriever = MultiCollectionRetriever(collections=[member], policy=RetrievalPolicy(top_k=5))
+    for report in (
+        retriever.retrieve_with_report(QUERY),
+        asyncio.run(retriever.aretrieve_with_report(QUERY)),
+    ):
+        assert [d.id for d in report.items] == ["p1"]
+        # s1 is not even asked for: the store searches inside the filters
+        assert {d.id: d.reason for d in report.dropped} == {"x1": DropReason.OUTSIDE_FILTERS}
+
+
+def test_a_chroma_store_is_a_collection_as_it_is_a_retriever_s_store(two):
+    """Chroma searches by vector under another name: the backend knows it, and says so."""
+    pytest.importorskip("langchain_chroma")
+    import chromadb
+    from langchain_chroma import Chroma
+
+    a, b = two
+    store = Chroma(
+        "multi-collection-b",
+        b.embeddings,
+        client=chromadb.EphemeralClient(),
+        collection_metadata={"hnsw:space": "cosine"},
+    )
+    documents = list(b.documents.values())
+    store.add_documents(documents, ids=[d.id for d in documents])
+    chroma = ThresholdedRetriever(vectorstore=store, policy=floor(0.3125))
+    assert [d.id for d in chroma.invoke(QUERY)] == ["b1", "b2"]
+    retriever = MultiCollectionRetriever(
+        collections=[CollectionSpec(retriever=chroma, name="b"), specs(a, b)[0]],
+        policy=RetrievalPolicy(top_k=10),
+    )
+    assert kept(retriever.retrieve_with_report(QUERY)) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
+    asynchronous = asyncio.run(retriever.aretrieve_with_report(QUERY))
+    assert kept(asynchronous) == [("a", "a1"), ("b", "b1"), ("b", "b2")]
+
+
+def test_a_configurable_retriever_is_refused_as_a_collection(two):
+    """The config of a call does not reach a collection's retriever: searched with its
+    defaults, its configured filters would be dropped."""
+    a, b = two
+    configurable = ThresholdedRetriever(vectorstore=a.store, policy=floor(0.5)).configurable_fields(
+        call_filters=ConfigurableField(id="call_filters")
+    )
+    with pytest.raises(ValueError, match="cannot be a configurable retriever"):
+        MultiCollectionRetriever(collections=[configurable, b.store])
+    with pytest.raises(ValueError, match="cannot be a configurable retriever"):
+        CollectionSpec(retriever=configurable, name="a")

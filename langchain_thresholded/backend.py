@@ -43,7 +43,7 @@ FAISS_FILTER_ROWS = 10_000
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 _RAW_EXPR_KEYS = ("expr", "filter")
 """Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
-_STORE_FILTER_KEYS = frozenset({*_RAW_EXPR_KEYS, "where", "where_document"})
+STORE_FILTER_KEYS = frozenset({*_RAW_EXPR_KEYS, "where", "where_document"})
 """Store arguments that filter: the retriever's own, never a call's."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
@@ -86,14 +86,9 @@ class LangChainBackend:
         self._milvus = is_milvus(store)
         self._faiss = is_faiss(store)
         wrapped = _wrapped_retriever(store)
-        self._rows = store if wrapped is None else wrapped.vectorstore
-        """The store whose rows a search returns: the store, or the one a wrapped
-        ``store.as_retriever(...)`` searches (e.g. its MMR search) with its own arguments."""
+        self._rows = rows_store(store)
         rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
         self._raw_expr = _all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
-        self._row_id_key = _primary_field(self._rows) if wrapped is not None else None
-        """The metadata key of a wrapped Milvus store's primary key, which its documents
-        carry: their ids, as the docstore knows them."""
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
         if docstore is not None:
             _check_held(store)
@@ -248,7 +243,7 @@ class LangChainBackend:
         if self._raw_expr:
             rows = self._rows
             _ensure_orm_connection(rows)
-            pk = _primary_field(rows) or "pk"
+            pk = primary_field(rows) or "pk"
             name, ids = rows.collection_name, list(found)
             allowed = ids_matching(rows.client, name, pk, ids, self._raw_expr)
             found = {i: d for i, d in found.items() if i in allowed}
@@ -290,8 +285,7 @@ class LangChainBackend:
     def identify(
         self, item: Document, source_key: str, key: str | None = None
     ) -> tuple[str, str | None, int]:
-        item_id = stored_id(item, self._id_key) or stored_id(item, self._row_id_key)
-        item_id = item_id or key or document_id(item)
+        item_id = stored_id(item, self._id_key) or key or document_id(item)
         return item_id, source_of(item, source_key, item_id), len(item.page_content)
 
     def metadata(self, item: Document) -> Mapping[str, Any]:
@@ -381,7 +375,14 @@ def _wrapped_retriever(store: VectorStore) -> VectorStoreRetriever | None:
     return inner if isinstance(inner, VectorStoreRetriever) else None
 
 
-def _primary_field(store: VectorStore) -> str | None:
+def rows_store(store: VectorStore) -> VectorStore:
+    """The store whose rows a search returns: the store, or the one a wrapped
+    ``store.as_retriever(...)`` searches (e.g. its MMR search) with its own arguments."""
+    wrapped = _wrapped_retriever(store)
+    return store if wrapped is None else wrapped.vectorstore
+
+
+def primary_field(store: VectorStore) -> str | None:
     """The primary key field of a langchain-milvus store, which it puts in each document's
     metadata; None for any other store."""
     return str(getattr(store, "_primary_field", "pk")) if is_milvus(store) else None
@@ -437,7 +438,7 @@ def _unheld_filters(store: VectorStore) -> list[str]:
 
 def _filter_keys(search_kwargs: Mapping[str, Any]) -> list[str]:
     """The store filters among a store's arguments."""
-    return sorted(key for key in _STORE_FILTER_KEYS if search_kwargs.get(key) is not None)
+    return sorted(key for key in STORE_FILTER_KEYS if search_kwargs.get(key) is not None)
 
 
 def _structured(raw: Any) -> Filter | None:

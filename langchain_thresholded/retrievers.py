@@ -23,7 +23,16 @@ from langchain_core.structured_query import Expr
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from langchain_thresholded.backend import LangChainBackend, LinkKeys, as_dropped, describe, output
+from langchain_thresholded.backend import (
+    STORE_FILTER_KEYS,
+    LangChainBackend,
+    LinkKeys,
+    as_dropped,
+    describe,
+    output,
+    primary_field,
+    rows_store,
+)
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
@@ -395,7 +404,7 @@ class ThresholdedRetriever(EngineRetriever):
             return cls(vectorstore=source, embeddings=store_embeddings, **fields)
         if raw_expr is not None:
             store_kwargs["filter"] = raw_expr
-        fields["search_kwargs"] = {**store_kwargs, **(fields.get("search_kwargs") or {})}
+        fields["search_kwargs"] = _inherited_kwargs(store_kwargs, fields.get("search_kwargs") or {})
         return cls(vectorstore=retriever.vectorstore, embeddings=embeddings, **fields)
 
     # BaseRetriever -----------------------------------------------------------------
@@ -528,11 +537,11 @@ class ThresholdedRetriever(EngineRetriever):
         return found if isinstance(found, Embeddings) else None
 
     def _id_key(self) -> str | None:
+        """The metadata key of each document's id: ``id_key``, else the primary key of the
+        Milvus store searched (a wrapped retriever's too), else ``"id"``."""
         if self.id_key is not None:
             return self.id_key
-        if is_milvus(self.vectorstore):
-            return str(getattr(self.vectorstore, "_primary_field", "pk"))
-        return "id"
+        return primary_field(rows_store(self.vectorstore)) or "id"
 
 
 @dataclass(frozen=True)
@@ -607,6 +616,24 @@ def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:
         "Build the retriever without it and pass filters=... (a structured filter or a dict "
         "such as {'doc_type': 'public'}), which holds for every result and attachment"
     )
+
+
+def _inherited_kwargs(inherited: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """A wrapped retriever's ``search_kwargs`` with the ones given to ``from_retriever``,
+    which replace them, but for the store's filters: a Milvus expression both give holds
+    twice (AND); any other filter both give is refused, as neither may replace the other."""
+    merged = {**inherited, **given}
+    for key in sorted(inherited.keys() & given.keys() & STORE_FILTER_KEYS):
+        mine, theirs = inherited[key], given[key]
+        if key in _RAW_FILTERS and isinstance(mine, str) and isinstance(theirs, str):
+            merged[key] = f"({mine}) and ({theirs})"
+        elif mine != theirs:
+            raise ValueError(
+                f"search_kwargs[{key!r}] is given both by the wrapped retriever ({mine!r}) and "
+                f"to from_retriever ({theirs!r}): one would replace the other. Keep one, and "
+                "give further restrictions as filters=..., which are ANDed with it"
+            )
+    return merged
 
 
 def filters_of_call(options: dict[str, Any], configured: Any = None) -> tuple[Any, dict[str, Any]]:

@@ -84,6 +84,23 @@ def test_a_wrapped_filter_holds_beside_an_expr_given_to_from_retriever(leaky) ->
     assert doc_types(report.items) == {"public"}
 
 
+@pytest.mark.parametrize("key", ["filter", "expr"])
+def test_a_wrapped_expression_holds_beside_one_of_the_same_key(leaky, key) -> None:
+    """The expression given to ``from_retriever`` used to replace the wrapped one."""
+    wrapped = leaky.langchain_store.as_retriever(search_kwargs={key: PUBLIC})
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        wrapped,
+        policy=POLICY,
+        docstore=leaky.langchain_docstore,
+        neighbours=1,
+        search_kwargs={key: 'source != "nowhere"'},
+    )
+    report = retriever.retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) <= PUBLIC_SECTIONS
+    assert report.kept
+    assert doc_types(report.items) == {"public"}
+
+
 def test_a_filter_that_is_not_an_expression_is_refused_on_milvus(leaky) -> None:
     """It used to be left out of the search beside an ``expr``."""
     with pytest.raises(TypeError, match=r"search_kwargs\['filter'\].*Milvus boolean expression"):
@@ -113,6 +130,17 @@ def test_mmr_sections_are_known_by_their_primary_key(leaky) -> None:
     """f0 and f1 are each other's neighbours: kept, they are not attached again."""
     items = mmr(leaky, {"expr": PUBLIC}).invoke(QUESTION)
     assert sorted(ids(items)) == sorted(PUBLIC_SECTIONS)
+
+
+def test_mmr_ids_are_primary_keys_whatever_the_metadata_holds(leaky) -> None:
+    """A document whose metadata has an ``id`` is still known by its primary key."""
+    wrapped = leaky.langchain_store.as_retriever(
+        search_type="mmr", search_kwargs={"expr": PUBLIC}
+    )
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
+    )
+    assert retriever._id_key() == leaky.langchain_store._primary_field
 
 
 # The store filters of wrapped retrievers the docstore's sections cannot be held to ---------------

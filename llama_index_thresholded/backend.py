@@ -279,7 +279,7 @@ class LlamaIndexBackend:
         """Sections fetched by id, held to every restriction of the retriever's
         ``vector_store_kwargs``: the store itself says which of them it would return (a
         section it does not hold, e.g. a summary only in the docstore, is not one)."""
-        restrictions = _restricting_kwargs(self._store, self._args["vector_store_kwargs"])
+        restrictions = restricting_kwargs(self._store, self._args["vector_store_kwargs"])
         if not restrictions or not found:
             return found
         if is_milvus_store(self._store):
@@ -500,7 +500,7 @@ def _store_keywords(store: Any) -> _StoreKeywords | None:
     return None
 
 
-def _restricting_kwargs(store: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def restricting_kwargs(store: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The keywords among ``kwargs`` whose values restrict what the store returns: on a store
     whose keywords are not known, every one."""
     known = _store_keywords(store)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,7 +20,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
-from llama_index_thresholded.backend import index_collection
+from llama_index_thresholded.backend import index_collection, restricting_kwargs
 from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
@@ -221,8 +222,12 @@ class ThresholdedRetriever(EngineRetriever):
         node_ids: Search only these sections (attachments too).
         sparse_top_k: The sparse candidates of a hybrid query, passed to the store.
         hybrid_top_k: The fused candidates of a hybrid query, passed to the store.
-        vector_store_kwargs: Passed to the store's query, e.g. Milvus's
-            ``string_expr`` (ANDed with ``filters``).
+        vector_store_kwargs: Passed to the store's query. Those that restrict it hold
+            for the neighbours and parent summaries too: Milvus's ``string_expr``,
+            ``milvus_scalar_filters`` and ``milvus_partition_names``, Chroma's
+            ``where``, ``where_document`` and ``ids`` (all ANDed with ``filters``).
+            Milvus's and Chroma's other keywords are refused but those that only tune
+            the search; another store's are refused unless nothing is attached.
         allowed_filter_keys: The only metadata keys a filter may name (default: any
             plain field name).
         pushdown: Send the floor to Milvus as a range search (``pushdown.py``).
@@ -281,7 +286,9 @@ class ThresholdedRetriever(EngineRetriever):
 
         Its ``similarity_top_k`` is replaced by ``policy.top_k * policy.over_fetch``. Its
         filters, ``doc_ids``, ``node_ids`` and ``vector_store_kwargs`` restrictions stay in
-        force: ``filters=`` given here is combined with its filters (AND). Any other
+        force: ``filters=`` given here is combined with its filters (AND), a
+        ``string_expr`` with its own (AND), and any other restriction it already has is
+        refused rather than replaced. Any other
         retriever (e.g. an ``AutoMergingRetriever``) is an error that says to wrap the
         vector retriever inside it.
         """
@@ -297,10 +304,11 @@ class ThresholdedRetriever(EngineRetriever):
             "sparse_top_k": retriever._sparse_top_k,
             "hybrid_top_k": retriever._hybrid_top_k,
             "vector_store_kwargs": _kwargs_both(
-                retriever._kwargs, kwargs.pop("vector_store_kwargs", None)
+                retriever._vector_store, retriever._kwargs, kwargs.pop("vector_store_kwargs", None)
             ),
             "callback_manager": retriever.callback_manager,
         }
+        _no_replaced_restriction(inherited, kwargs, ("doc_ids", "node_ids"))
         return cls(retriever._index, policy, **{**inherited, **kwargs})
 
     # Configuration ----------------------------------------------------------------------
@@ -391,18 +399,34 @@ def _both(*filters: MetadataFilters | None) -> MetadataFilters | None:
     return MetadataFilters(filters=list(given), condition=FilterCondition.AND)
 
 
-def _kwargs_both(inherited: dict[str, Any], given: dict[str, Any] | None) -> dict[str, Any]:
-    """The wrapped retriever's store arguments with the new ones; a raw ``string_expr`` given
-    by both must hold twice (AND), never be replaced."""
-    merged = {**(inherited or {}), **(given or {})}
-    exprs = [k.get("string_expr") for k in (inherited or {}, given or {}) if k.get("string_expr")]
+def _no_replaced_restriction(
+    inherited: Mapping[str, Any], given: Mapping[str, Any], keys: Iterable[str]
+) -> None:
+    """Refuse a restriction of the wrapped retriever that a given one would replace."""
+    clashing = [k for k in keys if inherited.get(k) is not None and given.get(k) is not None]
+    clashing = [k for k in clashing if inherited[k] != given[k]]
+    if clashing:
+        raise ValueError(
+            f"both the wrapped retriever and from_retriever give {clashing}: one would "
+            "replace the other. Give them once, and further restrictions as filters=..., "
+            "which are combined"
+        )
+
+
+def _kwargs_both(
+    store: Any, inherited: dict[str, Any] | None, given: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The wrapped retriever's store arguments with the new ones. A raw ``string_expr`` given
+    by both holds twice (AND); any other restriction given by both (``where``,
+    ``milvus_scalar_filters``, ``milvus_partition_names``, ...) is refused, as neither may
+    replace the other."""
+    inherited, given = inherited or {}, given or {}
+    merged = {**inherited, **given}
+    exprs = [k.get("string_expr") for k in (inherited, given) if k.get("string_expr")]
     if len(exprs) > 1:
         merged["string_expr"] = " and ".join(f"({e})" for e in exprs)
-    if "milvus_scalar_filters" in (inherited or {}) and "milvus_scalar_filters" in (given or {}):
-        raise ValueError(
-            "both the wrapped retriever and vector_store_kwargs give milvus_scalar_filters: "
-            "give them once (as filters=..., which are combined)"
-        )
+    restricted = restricting_kwargs(store, inherited).keys() - {"string_expr"}
+    _no_replaced_restriction(inherited, given, sorted(restricted))
     return merged
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
 from llama_index.core.retrievers import VectorIndexRetriever
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
@@ -80,3 +81,22 @@ def test_from_retriever_inherits_the_callback_manager_and_embed_model(kit):
     retriever.retrieve(kit.QUESTION)
     assert other._calls == [kit.QUESTION]  # the question was embedded by the inherited model
     assert debug.get_event_pairs(CBEventType.RETRIEVE)
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"doc_ids": ["de0"]}, "doc_ids"),
+        ({"node_ids": ["de0"]}, "node_ids"),
+        ({"vector_store_kwargs": {"where": {"lang": "de"}}, "neighbours": 0}, "where"),
+    ],
+)
+def test_from_retriever_refuses_a_restriction_that_would_replace_the_wrapped_one(kit, given, named):
+    """A restriction given both by the wrapped retriever and here: one would replace the
+    other (the wrapped retriever's used to be dropped)."""
+    index, _ = spy_index(kit)
+    base = VectorIndexRetriever(
+        index, doc_ids=["en0"], node_ids=["en0"], vector_store_kwargs={"where": {"lang": "en"}}
+    )
+    with pytest.raises(ValueError, match=rf"{named}.*would replace the other"):
+        ThresholdedRetriever.from_retriever(base, metric="COSINE", **given)

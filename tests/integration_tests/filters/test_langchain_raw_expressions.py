@@ -134,9 +134,7 @@ def test_mmr_sections_are_known_by_their_primary_key(leaky) -> None:
 
 def test_mmr_ids_are_primary_keys_whatever_the_metadata_holds(leaky) -> None:
     """A document whose metadata has an ``id`` is still known by its primary key."""
-    wrapped = leaky.langchain_store.as_retriever(
-        search_type="mmr", search_kwargs={"expr": PUBLIC}
-    )
+    wrapped = leaky.langchain_store.as_retriever(search_type="mmr", search_kwargs={"expr": PUBLIC})
     retriever = lc.ThresholdedRetriever.from_retriever(
         wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
     )

@@ -39,7 +39,6 @@ def test_a_wrapped_filter_function_with_a_docstore_is_refused(corpus):
     assert [d.id for d in without.invoke(QUERY)] == ["a"]
 
 
-
 def test_a_wrapped_store_filter_and_another_of_the_same_key_are_refused(corpus):
     """Neither may replace the other (a Milvus expression, which can, holds twice)."""
     store = corpus([("a", 0.75, {"doc_type": "public"})]).store

@@ -50,23 +50,23 @@ def calibrate_index(
     progress: bool = True,
     **options: Any,
 ) -> CalibrationResult | SimpleCalibrationResult:
-    """Calibrate on a ``MilvusVectorStore``'s collection: its sections and stored vectors.
+    """Calibrate on a ``MilvusVectorStore``'s collection: its sections and stored vectors,
+    read through the store's own client (its server, token and database).
 
     ``filters`` (LlamaIndex filters or a Milvus expression) calibrates under them:
     a filter can only lower a question's best score. Other ``options`` are those of
     ``thresholded.calibration.calibrate`` (``passages``, ``mode``, ``gate_margin``...).
     """
     expression = filters if isinstance(filters, str) else _expression(filters, vector_store)
-    token = getattr(vector_store, "token", "") or ""
     return calibrate_collection(
         embedder_of(embed_model, progress=progress),
-        vector_store.uri,
+        None,
         vector_store.collection_name,
         questions,
         id_field=id_field,
         filter=expression,
         progress=progress,
-        client_options={"token": token} if token else None,
+        client=vector_store.client,  # its uri, token and database: the store keeps no uri
         **options,
     )
 

@@ -207,3 +207,33 @@ def test_both_adapters_calibrate_from_python(indexed: dict[str, Any], minilm_emb
     assert ours.extra["layout"] == "llama-index" and theirs.extra["layout"] == "langchain"
     assert ours.gate is not None and theirs.gate is not None
     assert ours.tables[0].n_answerable == theirs.tables[0].n_answerable == 24
+
+
+def test_calibrate_index_reads_a_plain_milvus_store_s_own_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm_embed_model
+) -> None:
+    """LlamaIndex's ``MilvusVectorStore`` keeps no uri (its ``uri`` stays at the default
+    ``./milvus_llamaindex.db``): the collection of that name there is not the one read."""
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.schema import TextNode
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    from llama_index_thresholded.calibration import calibrate_index
+    from thresholded.calibration import SimpleForm
+
+    def index(store: Any, texts: dict[str, str]) -> None:
+        nodes = [TextNode(id_=i, text=t) for i, t in texts.items()]
+        storage = StorageContext.from_defaults(vector_store=store)
+        VectorStoreIndex(nodes, storage_context=storage, embed_model=minilm_embed_model)
+
+    monkeypatch.chdir(tmp_path)
+    ours = MilvusVectorStore(uri=str(tmp_path / "kb.db"), collection_name="kb", dim=384)
+    index(ours, {"refunds": "Refunds are paid within 14 days.", "hours": "We open at nine."})
+    other = MilvusVectorStore(uri="./milvus_llamaindex.db", collection_name="kb", dim=384)
+    index(other, {"cats": "Cats sleep a lot.", "trains": "Trains run hourly."})
+    assert ours.uri == other.uri  # what the store says of itself
+    form = SimpleForm(
+        should_match=("When are refunds paid?",), should_not_match=("Weather in Mumbai?",)
+    )
+    result = calibrate_index(ours, minilm_embed_model, form, progress=False)
+    assert {row.top_pid for row in result.rows} <= {"refunds", "hours"}

@@ -117,7 +117,7 @@ def _passage(row: dict[str, Any], layout: Layout) -> Passage:
 
 
 def read_collection(
-    uri: str,
+    uri: str | None,
     collection: str,
     *,
     id_field: str | None = None,
@@ -125,13 +125,22 @@ def read_collection(
     dimension: int | None = None,
     batch_size: int = 512,
     progress: bool = True,
+    client: Any = None,
     **client_options: Any,
 ) -> StoredCorpus:
     """Read every section (under ``filter``) and its stored vector, in batches.
 
+    The collection is read at ``uri``, through a connection of its own, or through
+    ``client``, an open ``MilvusClient`` (e.g. a vector store's), when ``uri`` is None.
     ``dimension``, when given, must be the vector field's: the model that embeds the
     questions has to be the one the collection was built with.
     """
+    if client is not None:
+        if uri is not None or client_options:
+            raise TypeError("read_collection takes a uri (and its client options) or a client")
+        return _read(client, collection, id_field, filter, dimension, batch_size, progress)
+    if uri is None:
+        raise TypeError("read_collection needs the collection's uri or an open client")
     from pymilvus import MilvusClient
 
     from thresholded.milvus_lite import wait_for_milvus_lite
@@ -139,11 +148,11 @@ def read_collection(
     wait_for_milvus_lite(uri)
     # a connection of its own, closed after the read: a shared one left idle by another
     # client may have been hung up on by the server
-    client = MilvusClient(uri=uri, dedicated=True, **client_options)
+    own = MilvusClient(uri=uri, dedicated=True, **client_options)
     try:
-        return _read(client, collection, id_field, filter, dimension, batch_size, progress)
+        return _read(own, collection, id_field, filter, dimension, batch_size, progress)
     finally:
-        client.close()
+        own.close()
 
 
 def _read(

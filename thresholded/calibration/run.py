@@ -210,7 +210,7 @@ def summarise(
 
 def calibrate_collection(
     embedder: Embedder,
-    uri: str,
+    uri: str | None,
     collection: str,
     questions: Sequence[Question] | SimpleForm,
     *,
@@ -218,9 +218,13 @@ def calibrate_collection(
     filter: str = "",
     progress: bool = True,
     client_options: dict[str, Any] | None = None,
+    client: Any = None,
     **options: Any,
 ) -> CalibrationResult | SimpleCalibrationResult:
     """Calibrate on an existing Milvus collection: its sections and stored vectors.
+
+    The collection is read at ``uri`` (with ``client_options``), or through ``client``, an
+    open ``MilvusClient``, when ``uri`` is None.
 
     Only the questions are embedded. ``questions`` are JSON Lines questions (gold
     ids matched with the primary key, or the metadata key ``id_field``) or a simple
@@ -236,6 +240,7 @@ def calibrate_collection(
         filter=filter,
         dimension=model.dimension,
         progress=progress,
+        client=client,
         **(client_options or {}),
     )
     corpus = list(stored.passages)

@@ -53,7 +53,7 @@ from thresholded.fanout import (
     check_one_model,
     check_unique_names,
 )
-from thresholded.policy import RetrievalPolicy
+from thresholded.policy import RetrievalPolicy, unmeasured
 from thresholded.provenance import Asked
 from thresholded.report import MultiCollectionReport
 from thresholded.scores import ScoreKind
@@ -236,7 +236,7 @@ class MultiCollectionRetriever(EngineRetriever):
         """The retriever of a spec's store, or of the Milvus collection it names by URI."""
         return ThresholdedRetriever(
             vectorstore=spec.store if spec.store is not None else self._opened(spec),
-            policy=spec.policy or self.policy,
+            policy=spec.policy or (unmeasured(self.policy) if spec.profile else self.policy),
             profile=spec.profile,
             collection=spec.collection,
             metric=spec.metric,

@@ -231,7 +231,8 @@ class ThresholdedRetriever(EngineRetriever):
 
     The floor, the answer gate and ``top_k`` are ``policy``'s (``policy.min_similarity``,
     ``policy.min_top_similarity``, ``policy.top_k``), or a calibration ``profile``'s
-    floor, gate and model with ``policy``'s other fields; expose ``policy`` with
+    floor, gate and model with ``policy``'s other fields (a ``policy`` that sets another
+    floor, gate or model beside a profile is refused); expose ``policy`` with
     ``configurable_fields`` to change them per config.
 
     Per call: ``retriever.invoke(q, k=2, min_similarity=0.5, filters=...)``; also

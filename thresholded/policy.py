@@ -218,13 +218,53 @@ class RetrievalPolicy(BaseModel):
                 f"profile {path} was measured for collection {profile.collection!r}, "
                 f"not {collection!r}"
             )
-        return cls.model_validate(
-            {
-                **fields,
-                "min_similarity": profile.min_similarity,
-                "min_top_similarity": profile.min_top_similarity,
-                "embedding_model": profile.embedding_model,
-            }
+        measured = {
+            "min_similarity": profile.min_similarity,
+            "min_top_similarity": profile.min_top_similarity,
+            "embedding_model": profile.embedding_model,
+        }
+        _no_measured_field_replaced(path, measured, fields)
+        given = {k: v for k, v in measured.items() if v is not None or k not in fields}
+        return cls.model_validate({**fields, **given})
+
+
+_MEASURED = ("min_similarity", "min_top_similarity", "embedding_model")
+"""The policy fields a calibration profile gives."""
+
+
+def unmeasured(policy: RetrievalPolicy) -> RetrievalPolicy:
+    """``policy`` without the floor, gate and model a calibration profile gives: the base of
+    a collection whose own profile gives them (a multi-collection retriever's policy is the
+    default of a collection that has no profile)."""
+    kept = {k: v for k, v in _set_fields(policy).items() if k not in _MEASURED}
+    return RetrievalPolicy.model_validate(kept)
+
+
+def _set_fields(policy: RetrievalPolicy) -> dict[str, Any]:
+    """The fields a policy was given a value other than their default for."""
+    defaults = RetrievalPolicy()
+    return {
+        key: value
+        for key, value in policy.model_dump().items()
+        if key in policy.model_fields_set and value != getattr(defaults, key)
+    }
+
+
+def _no_measured_field_replaced(
+    path: str | Path, measured: dict[str, Any], fields: dict[str, Any]
+) -> None:
+    """Refuse a floor, gate or model given beside a profile that measured another one: one
+    of the two would be silently dropped."""
+    clashing = [
+        f"{key}={fields[key]!r} (the profile's: {measured[key]!r})"
+        for key in _MEASURED
+        if key in fields and measured[key] is not None and fields[key] != measured[key]
+    ]
+    if clashing:
+        raise ValueError(
+            f"the policy sets {', '.join(clashing)}, which profile {path} measured: give the "
+            "floor, gate and model either in the policy or by the profile, not both (per call, "
+            "min_similarity= and min_top_similarity= still override)"
         )
 
 
@@ -249,7 +289,7 @@ def profiled_policy(
                 "give profile=... too"
             )
         return policy
-    fields = (policy or RetrievalPolicy()).model_dump(exclude={"min_similarity", "embedding_model"})
+    fields = {} if policy is None else _set_fields(policy)
     scope = collection or store_collection
     if scope is None:
         from thresholded.profile import CalibrationProfile

@@ -33,6 +33,8 @@ VECTORS = {
 }
 SECTIONS = ("s1", "s2", "s3")
 POLICY = RetrievalPolicy(min_similarity=0.5, top_k=3, max_per_source=None, max_chars=None)
+BESIDE_A_PROFILE = RetrievalPolicy(top_k=3, max_per_source=None, max_chars=None)
+"""POLICY but its floor: a profile gives the floor."""
 SLOW = 1.0
 """Seconds a slow store takes to answer: well beyond the deadlines below."""
 
@@ -291,16 +293,22 @@ def profile(tmp_path) -> Callable[..., Any]:
 @pytest.mark.parametrize("build", ADAPTERS)
 def test_profile_and_collection_give_the_profile_s_floor(build, profile):
     path = profile("kb", 0.8)
-    retriever = build(policy=POLICY, profile=path, collection="kb", neighbours=0)
+    retriever = build(policy=BESIDE_A_PROFILE, profile=path, collection="kb", neighbours=0)
     assert floor_of(retriever) == 0.8
     assert kept(report_of(retriever)) == ["s1"]  # 0.75 is below the profile's floor
     assert retriever.policy.top_k == POLICY.top_k  # the policy's other fields stay
 
 
 @pytest.mark.parametrize("build", ADAPTERS)
+def test_a_policy_s_own_floor_beside_a_profile_is_refused(build, profile):
+    with pytest.raises(ValueError, match=r"sets min_similarity=0.5 \(the profile's: 0.8\)"):
+        build(policy=POLICY, profile=profile("kb", 0.8), collection="kb")
+
+
+@pytest.mark.parametrize("build", ADAPTERS)
 def test_a_profile_of_another_collection_is_refused(build, profile):
     with pytest.raises(ProfileError, match="measured for collection 'kb', not 'faq'"):
-        build(policy=POLICY, profile=profile("kb"), collection="faq")
+        build(policy=BESIDE_A_PROFILE, profile=profile("kb"), collection="faq")
 
 
 @pytest.mark.parametrize("build", ADAPTERS)
@@ -309,8 +317,8 @@ def test_a_profile_of_a_named_collection_needs_collection_on_a_store_that_names_
 ):
     """An in-memory store names no collection: the caller says the profile is its own."""
     with pytest.raises(ValueError, match=r"names no collection.*pass collection='kb'"):
-        build(policy=POLICY, profile=profile("kb"))
-    assert floor_of(build(policy=POLICY, profile=profile(None, 0.7))) == 0.7
+        build(policy=BESIDE_A_PROFILE, profile=profile("kb"))
+    assert floor_of(build(policy=BESIDE_A_PROFILE, profile=profile(None, 0.7))) == 0.7
 
 
 def chroma(adapter: str, name: str, **settings: Any) -> Any:
@@ -357,11 +365,11 @@ def chroma(adapter: str, name: str, **settings: Any) -> Any:
 
 @pytest.mark.parametrize("adapter", ["langchain", "llama_index"])
 def test_a_chroma_store_names_its_collection_for_the_profile(adapter, profile):
-    retriever = chroma(adapter, "kbase", policy=POLICY, profile=profile("kbase", 0.8))
+    retriever = chroma(adapter, "kbase", policy=BESIDE_A_PROFILE, profile=profile("kbase", 0.8))
     assert floor_of(retriever) == 0.8
     assert kept(report_of(retriever)) == ["s1"]
     with pytest.raises(ProfileError, match="measured for collection 'kbase', not 'faq'"):
-        chroma(adapter, "faq", policy=POLICY, profile=profile("kbase"))
+        chroma(adapter, "faq", policy=BESIDE_A_PROFILE, profile=profile("kbase"))
 
 
 @pytest.mark.parametrize("build", ADAPTERS)

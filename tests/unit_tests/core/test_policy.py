@@ -491,3 +491,29 @@ def test_from_profile_validates_other_fields(tmp_path: Path) -> None:
     with pytest.raises(ValidationError) as info:
         RetrievalPolicy.from_profile(_profile(tmp_path), top_k=0)
     assert "top_k" in str(info.value)
+
+
+PROFILE = Path(__file__).resolve().parents[3] / "data" / "profiles" / "xquad-minilm-en.json"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"min_similarity": 0.6}, {"min_top_similarity": 0.7}, {"embedding_model": "BAAI/bge-m3"}],
+)
+def test_a_policy_beside_a_profile_may_not_set_another_floor_gate_or_model(given) -> None:
+    """One of the two used to be dropped without a word: the profile's won."""
+    from thresholded.policy import profiled_policy
+
+    with pytest.raises(ValueError, match=rf"sets {next(iter(given))}=.*profile"):
+        profiled_policy(RetrievalPolicy(**given), PROFILE, collection="xquad-bench")
+    with pytest.raises(ValueError, match="not both"):
+        RetrievalPolicy.from_profile(PROFILE, **given)
+
+
+def test_a_policy_beside_a_profile_gives_its_other_fields() -> None:
+    from thresholded.policy import profiled_policy
+
+    policy = RetrievalPolicy(top_k=7).with_overrides(max_chars=900)
+    profiled = profiled_policy(policy, PROFILE, collection="xquad-bench")
+    assert (profiled.top_k, profiled.max_chars) == (7, 900)
+    assert (profiled.min_similarity, profiled.min_top_similarity) == (0.08, 0.17)

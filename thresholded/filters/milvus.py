@@ -69,6 +69,15 @@ _COMPARISONS = {Op.EQ: "==", Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 _ARRAYS = {Op.CONTAINS: "json_contains", Op.ANY: "json_contains_any", Op.ALL: "json_contains_all"}
 _COMPLEMENTS = {Op.NE: Op.EQ, Op.NIN: Op.IN}
 _LIKE_SPECIALS = ("%", "_", "\\")
+
+
+def _argument(value: object) -> str:
+    """A value as a function's argument: a negative number in parentheses, as Milvus Lite 3
+    and the server read no sign there (``json_contains(a, -1)`` is a syntax error)."""
+    written = literal(value)
+    return f"({written})" if written.startswith("-") else written
+
+
 _EXACT_ON_2_3 = frozenset({*_COMPARISONS, Op.IN, *_ARRAYS})
 """Conditions the 2.3 server writes exactly, so that ``not`` gives their complement."""
 
@@ -160,7 +169,7 @@ class _Writer:
             assert isinstance(c.value, tuple)
             return _joined([f"{key} == {literal(v)}" for v in c.value], "or")
         if c.op in _ARRAYS:
-            return f"{_ARRAYS[c.op]}({key}, {literal(c.value)})"
+            return f"{_ARRAYS[c.op]}({key}, {_argument(c.value)})"
         if c.op is Op.TEXT_MATCH:
             return self.text_match(key, str(c.value))
         assert c.op is Op.IS_EMPTY

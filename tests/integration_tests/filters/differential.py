@@ -123,6 +123,24 @@ def operators(spec: Any) -> list[Op]:
     return [spec[1]]
 
 
+MAY_BE_REFUSED = {
+    "EQ with a list",
+    "NE with a list",
+    "TEXT_MATCH_INSENSITIVE",
+    "an integer beyond 64 bits",
+}
+"""What :func:`refusal` names: the trees an engine's translation may refuse."""
+
+
+def check(stats: dict[str, Any], cases: int) -> None:
+    """A run's figures: no mismatch, only the refusals expected, and most trees compared."""
+    assert stats["cases"] == cases
+    assert stats["mismatches"] == []
+    assert set(stats["refused"]) <= MAY_BE_REFUSED, stats["refused"]
+    assert stats["compared"] >= cases // 2  # most trees reach the engine and both adapters
+    print(json.dumps({k: stats[k] for k in ("dialect", "cases", "compared", "refused", "inexact")}))
+
+
 def refusal(spec: Any) -> str | None:
     """What in a tree may be refused: a list with EQ/NE, TEXT_MATCH_INSENSITIVE, or an
     integer beyond 64 bits."""

@@ -192,3 +192,11 @@ def test_values_stay_literals() -> None:
 def test_modern_orderings_have_no_exact_complement() -> None:
     written = to_milvus(Group(Combine.NOT, (c(Op.GT, 1),)), Dialect.MODERN)
     assert written.expr is None and not written.exact  # a string is neither > 1 nor <= 1 there
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_a_negative_number_is_an_argument_milvus_reads(dialect: Dialect) -> None:
+    """Milvus Lite 3 and the server read no sign in a function's argument."""
+    assert to_milvus(c(Op.CONTAINS, -1), dialect).expr == "json_contains(k, (-1))"
+    assert to_milvus(c(Op.CONTAINS, -2.5), dialect).expr == "json_contains(k, (-2.5))"
+    assert to_milvus(c(Op.ANY, [-1, 2]), dialect).expr == "json_contains_any(k, [-1, 2])"

@@ -202,7 +202,7 @@ def test_abstaining_engine_answers_the_weather_without_the_llm(
     assert str(response) == DEFAULT_NO_MATCH_MESSAGE
     assert response.metadata == {
         NOTHING_MATCHED: True,
-        "abstained_by": "floor",  # pushed down into Milvus: nothing came back to gate
+        "abstained_by": "gate",  # the best cosine is below the answer gate
     }
     assert reranker.received == [[]]
     assert llm._calls == 0

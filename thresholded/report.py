@@ -58,7 +58,8 @@ class Report(Generic[T]):
     selection: Selection[Any] = field(repr=False)
     """The core's selection: the candidates themselves, with their scores and marks."""
     emptied_by: str | None = None
-    """Why nothing was kept: ``gate``, ``floor``, ``filters`` or ``policy``; None if kept."""
+    """Why nothing was kept: ``gate``, ``floor``, ``filters`` (nothing within them) or
+    ``policy`` (the cap or budget); None if kept."""
     describe: Callable[[T], str] = field(default=repr, repr=False, compare=False)
     """A short text of an item, for ``explain``."""
 

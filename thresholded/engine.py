@@ -47,7 +47,8 @@ from thresholded.fanout import (
     timed_out,
 )
 from thresholded.filters import Filter, all_of, matches, none_match
-from thresholded.filters.model import check_keys
+from thresholded.filters.model import check_keys, check_not_marks
+from thresholded.metadata_keys import COLLECTION, COLLECTION_HINT, NOT_STORED
 from thresholded.models import ModelId, check_named_model
 from thresholded.norms import check_stored_norms
 from thresholded.policy import RetrievalPolicy
@@ -289,6 +290,7 @@ def plan(
     what every collection kept.
     """
     policy = policy.with_overrides(min_top_similarity=min_top_similarity)
+    marks = _marks(collections)
     stages = []
     for collection in collections:
         own = (collection.policy or policy).with_overrides(
@@ -298,12 +300,21 @@ def plan(
         stage_policy = _stage_policy(own, k, policy.source_key)
         where = all_of(collection.where, filters)
         check_keys(where, collection.allowed_filter_keys)
+        check_not_marks(where, marks)
         prepared = collection.backend.prepare(where, options)
         metric = collection.backend.metric(prepared) if _reads_metric(collection) else None
         floor = collection.floor(own)
         check_judgeable(collection, own, floor)
         stages.append(Stage(collection, stage_policy, floor, where, prepared, metric))
     return Call(question, policy, tuple(stages), fan or _INLINE, embedder)
+
+
+def _marks(collections: Sequence[Collection[Any]]) -> dict[str, str]:
+    """The keys the results carry that the stored sections lack: the marks, and the
+    collection a multi-collection retriever labels each result with."""
+    if not any(c.name for c in collections):
+        return NOT_STORED
+    return {**NOT_STORED, COLLECTION: COLLECTION_HINT}
 
 
 @functools.lru_cache(maxsize=256)

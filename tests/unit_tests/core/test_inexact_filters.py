@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from thresholded import InexactFilterError, RetrievalPolicy
-from thresholded.attachments import Links
 from thresholded.engine import Collection, Question, SearchArgs, drive, plan, retrieve
 from thresholded.filters import Condition, Op
 from thresholded.scores import Metric
@@ -34,7 +33,8 @@ def unit(cosine: float) -> list[float]:
 
 
 class UnfilteredStore:
-    """Hand-made unit vectors, searched by cosine; the filters are not applied."""
+    """Hand-made unit vectors, searched by cosine; the filters are not applied. Only what
+    a search stage uses (no attachments: nothing is fetched by id)."""
 
     name = "unfiltered store"
     dimension = 2
@@ -69,12 +69,6 @@ class UnfilteredStore:
 
     def stored_vector(self, item: str) -> list[float]:
         return self.rows[item][0]
-
-    def fetch(self, ids: list[str]) -> dict[str, str]:
-        return {i: i for i in ids if i in self.rows}
-
-    def links(self, item: str) -> Links:
-        return Links()
 
     def identify(self, item: str, source_key: str, key: str | None = None) -> tuple[str, str, int]:
         return item, item, len(item)

@@ -2,7 +2,8 @@
 
 A call opens one span (the retriever method's), sends LlamaIndex's
 ``RetrievalStartEvent``/``RetrievalEndEvent`` and one RETRIEVE callback event,
-whose end payload carries the drops, and one :class:`ThresholdSelectionEvent`.
+whose end payload carries the drops, and one :class:`ThresholdSelectionEvent`. Sections
+outside the filters are counted in both, never named: an event may reach the end user.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 
 from thresholded.report import MultiCollectionReport, Report
+from thresholded.selection import DropReason
 
 if TYPE_CHECKING:
     from llama_index.core.instrumentation.dispatcher import Dispatcher
@@ -47,7 +49,10 @@ class ThresholdSelectionEvent(BaseEvent):
     """The ids of their neighbours and summaries."""
     dropped: list[dict[str, Any]]
     """One entry per dropped candidate: ``id``, ``reason``, ``score`` and ``similarity``
-    (and ``collection`` from a multi-collection retriever)."""
+    (and ``collection`` from a multi-collection retriever); not those outside the filters."""
+    outside_filters: int = 0
+    """How many candidates were outside the filters: counted, never named, since an event
+    may reach the end user (the report's ``dropped`` names them, for the application)."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -80,6 +85,7 @@ def retrieval_events(
             payload={
                 EventPayload.NODES: report.items,
                 "thresholded_dropped": dropped,
+                "thresholded_outside_filters": _outside_filters(report),
                 "thresholded_min_similarity": report.min_similarity,
                 **collections,
             }
@@ -94,14 +100,16 @@ def retrieval_events(
             kept_ids=[n.node.node_id for n in report.kept],
             attached_ids=[n.node.node_id for n in report.attached],
             dropped=dropped,
+            outside_filters=_outside_filters(report),
         )
     )
     dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query, nodes=report.items))
 
 
 def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:
-    """One JSON-ready entry per drop: its id, its collection (from a multi-collection
-    retriever), its reason, its raw score (as the store gave it) and its cosine."""
+    """One JSON-ready entry per drop an event names (not those outside the filters): its id,
+    its collection (from a multi-collection retriever), its reason, its raw score (as the
+    store gave it) and its cosine."""
     return [
         {
             "id": d.id,
@@ -110,8 +118,12 @@ def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:
             "score": d.item.score,
             "similarity": d.similarity,
         }
-        for d in report.dropped
+        for d in report.dropped_to_tell
     ]
+
+
+def _outside_filters(report: Report[NodeWithScore]) -> int:
+    return report.drop_counts().get(DropReason.OUTSIDE_FILTERS.value, 0)
 
 
 def _score_kind(report: Report[NodeWithScore]) -> str | None:

@@ -12,6 +12,7 @@ from thresholded.calibration import calibrate
 from thresholded.errors import (
     CollectionNotFoundError,
     DimensionMismatchError,
+    InexactFilterError,
     ModelMismatchError,
     ModelWeightsNotFoundError,
     NonCosineScoreError,
@@ -41,6 +42,7 @@ __all__ = [
     "DimensionMismatchError",
     "DropReason",
     "DroppedItem",
+    "InexactFilterError",
     "Metric",
     "ModelId",
     "ModelMismatchError",

@@ -27,7 +27,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from thresholded.attachments import AttachmentSpec, Links, walk
-from thresholded.errors import DimensionMismatchError, NonCosineScoreError, ScoreRangeError
+from thresholded.errors import (
+    DimensionMismatchError,
+    InexactFilterError,
+    NonCosineScoreError,
+    ScoreRangeError,
+)
 from thresholded.fanout import (
     CollectionStatus,
     Found,
@@ -42,7 +47,8 @@ from thresholded.fanout import (
     timed_out,
 )
 from thresholded.filters import Filter, all_of, matches, none_match
-from thresholded.filters.model import check_keys
+from thresholded.filters.model import check_keys, check_not_marks
+from thresholded.metadata_keys import COLLECTION, COLLECTION_HINT, NOT_STORED
 from thresholded.models import ModelId, check_named_model
 from thresholded.norms import check_stored_norms
 from thresholded.policy import RetrievalPolicy
@@ -284,6 +290,7 @@ def plan(
     what every collection kept.
     """
     policy = policy.with_overrides(min_top_similarity=min_top_similarity)
+    marks = _marks(collections)
     stages = []
     for collection in collections:
         own = (collection.policy or policy).with_overrides(
@@ -293,12 +300,21 @@ def plan(
         stage_policy = _stage_policy(own, k, policy.source_key)
         where = all_of(collection.where, filters)
         check_keys(where, collection.allowed_filter_keys)
+        check_not_marks(where, marks)
         prepared = collection.backend.prepare(where, options)
         metric = collection.backend.metric(prepared) if _reads_metric(collection) else None
         floor = collection.floor(own)
         check_judgeable(collection, own, floor)
         stages.append(Stage(collection, stage_policy, floor, where, prepared, metric))
     return Call(question, policy, tuple(stages), fan or _INLINE, embedder)
+
+
+def _marks(collections: Sequence[Collection[Any]]) -> dict[str, str]:
+    """The keys the results carry that the stored sections lack: the marks, and the
+    collection a multi-collection retriever labels each result with."""
+    if not any(c.name for c in collections):
+        return NOT_STORED
+    return {**NOT_STORED, COLLECTION: COLLECTION_HINT}
 
 
 @functools.lru_cache(maxsize=256)
@@ -416,6 +432,13 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
     args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
     hits, pushed = yield from _search(collection, args)
     candidates, outside = within_filters([stage], _candidates(stage, hits))
+    while _short_within_filters(stage, args.k, hits, candidates, outside):
+        args = replace(
+            args, k=_widened(stage, args.k, candidates), radius=_kept_radius(args, pushed)
+        )
+        hits, pushed = yield from _search(collection, args)
+        candidates, outside = within_filters([stage], _candidates(stage, hits))
+    candidates, outside = _nearest_within(stage.policy.top_k, candidates, outside)
     if stage.metric is not None and stage.metric.needs_unit_vectors:
         yield from _check_stored_norms(stage, candidates)
     if collection.rescores(stage.policy) and vector is not None:
@@ -424,6 +447,77 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
     if outside:
         selection = replace(selection, dropped=(*outside, *selection.dropped))
     return Found(len(hits), selection, pushdown=pushed)
+
+
+MAX_FILTERED_SEARCH_ROWS = 16_384
+"""The most rows one search is widened to when the store returned too few inside the
+filters (Milvus's own limit on a search): beyond it, the call is an error."""
+
+
+def _short_within_filters(
+    stage: Stage[T],
+    asked: int,
+    hits: Sequence[Any],
+    inside: Sequence[Candidate[T]],
+    outside: Sequence[Dropped[T]],
+) -> bool:
+    """Whether the search must be widened: the store applied the filters inexactly (a
+    superset, or not at all), so some of the nearest rows it returned lie outside them,
+    fewer than the candidates asked for are left, and farther rows may hold more. Not
+    when the store returned every row it has (fewer than asked), nor when the farthest
+    row is below the floor already: every row beyond it is too (cosines, best first)."""
+    if not outside or len(inside) >= stage.policy.top_k or len(hits) < asked:
+        return False
+    return not _beyond_the_floor(stage, [*inside, *(d.candidate for d in outside)])
+
+
+def _beyond_the_floor(stage: Stage[T], candidates: Sequence[Candidate[T]]) -> bool:
+    """Whether the farthest of these store-ordered cosines is below the stage's floor."""
+    if stage.floor == 0.0 or stage.collection.score_kind is not ScoreKind.COSINE:
+        return False
+    scores = [c.score for c in candidates]
+    if not all(is_valid_score(s) for s in scores):
+        return False
+    return min(scores) < stage.floor  # type: ignore[type-var]
+
+
+def _widened(stage: Stage[T], asked: int, inside: Sequence[Candidate[T]]) -> int:
+    """Twice as many rows, up to :data:`MAX_FILTERED_SEARCH_ROWS`; at that limit, an error:
+    a result that may lack sections within the filters is not returned as complete."""
+    if asked >= MAX_FILTERED_SEARCH_ROWS:
+        collection = stage.collection
+        raise InexactFilterError(
+            f"{_label(collection)} does not apply the filters exactly in its search, and "
+            f"its {asked} nearest rows hold only {len(inside)} of the "
+            f"{stage.policy.top_k} candidates asked for within them: the rest may lie "
+            "farther. Write the filter in a form the store applies (on Milvus Lite 2.5, "
+            "e.g. a scalar field instead of NOT over a list test), or ask for fewer "
+            "candidates"
+        )
+    return min(2 * asked, MAX_FILTERED_SEARCH_ROWS)
+
+
+def _kept_radius(args: SearchArgs, pushed: bool) -> float | None:
+    """The range search's radius, unless the engine refused it."""
+    return args.radius if pushed else None
+
+
+def _nearest_within(
+    k: int, inside: list[Candidate[T]], outside: list[Dropped[T]]
+) -> tuple[list[Candidate[T]], list[Dropped[T]]]:
+    """The ``k`` nearest candidates within the filters, and the rows outside them that the
+    store returned before the last of those: what a store applying the filters exactly
+    would have returned, and what it would have skipped. A widened search returns more."""
+    if len(inside) <= k:
+        return inside, outside
+    last = inside[k - 1].score
+    nearer = [d for d in outside if _rank_of(d.candidate.score) <= _rank_of(last)]
+    return inside[:k], nearer
+
+
+def _rank_of(score: float | None) -> float:
+    """A score for ordering (nearest first): an unusable score sorts last."""
+    return -score if is_valid_score(score) else float("inf")  # type: ignore[operator]
 
 
 def within_filters(

@@ -67,3 +67,8 @@ class MissingExtraError(ThresholdedError, ImportError):
 class UnsafeFilterError(ThresholdedError, ValueError):
     """A filter that could change the meaning of a query, or that means nothing: refused
     before any request is sent."""
+
+
+class InexactFilterError(ThresholdedError, RuntimeError):
+    """The store could not apply a call's filters exactly, and even its widest search held
+    too few sections within them: the result could lack some, so none is returned."""

@@ -32,6 +32,24 @@ ALL_KEYS: tuple[str, ...] = (SIMILARITY, SCORE_KIND, ATTACHED_ROLE, ATTACHED_TO,
 MARKS: frozenset[str] = frozenset({SIMILARITY, SCORE_KIND, ATTACHED_ROLE, ATTACHED_TO})
 """The marks only this package writes: a stored item's own are removed from its copy."""
 
+NOT_STORED: dict[str, str] = {
+    SIMILARITY: "the floor judges a section's cosine: set min_similarity (per call, or in "
+    "the policy)",
+    SCORE_KIND: "every score of a collection is of one kind, its score_kind setting",
+    ATTACHED_ROLE: "attachments follow their kept sections: choose them with the neighbour "
+    "and parent summary settings",
+    ATTACHED_TO: "attachments follow their kept sections: choose them with the neighbour "
+    "and parent summary settings",
+}
+"""The marks a filter cannot name, with what to use instead: a filter is judged on the
+stored sections, which do not carry them (a stored item's own are replaced)."""
+
+COLLECTION_HINT = (
+    "to search some collections only, build the multi-collection retriever over those "
+    "collections, or give a collection's own retriever its filters"
+)
+"""What to use instead of a filter on :data:`COLLECTION` in a multi-collection call."""
+
 
 def collection_of(metadata: Mapping[str, Any]) -> str:
     """The collection a result came from, as a multi-collection retriever marks it; "" when

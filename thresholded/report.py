@@ -58,7 +58,8 @@ class Report(Generic[T]):
     selection: Selection[Any] = field(repr=False)
     """The core's selection: the candidates themselves, with their scores and marks."""
     emptied_by: str | None = None
-    """Why nothing was kept: ``gate``, ``floor``, ``filters`` or ``policy``; None if kept."""
+    """Why nothing was kept: ``gate``, ``floor``, ``filters`` (nothing within them) or
+    ``policy`` (the cap or budget); None if kept."""
     describe: Callable[[T], str] = field(default=repr, repr=False, compare=False)
     """A short text of an item, for ``explain``."""
 
@@ -160,6 +161,14 @@ class Report(Generic[T]):
         wanted = DropReason(reason)
         return [d.item for d in self.dropped if d.reason is wanted]
 
+    @property
+    def dropped_to_tell(self) -> tuple[DroppedItem[T], ...]:
+        """The drops an event names: all but those outside the filters, which events only
+        count (``drop_counts``). An event may reach the end user (LangChain's
+        ``astream_events``), and those ids and cosines would tell of sections the filters
+        exclude; ``dropped`` keeps them, for the application."""
+        return tuple(d for d in self.dropped if d.reason is not DropReason.OUTSIDE_FILTERS)
+
     # Telling ------------------------------------------------------------------------
     def explain(self, width: int = 70) -> str:
         """A readable account of the call, for logs and demos: one line per item."""
@@ -195,7 +204,8 @@ class Report(Generic[T]):
         )
 
     def to_event_data(self, stage: str) -> dict[str, Any]:
-        """The report as JSON-ready data, for callback events and traces."""
+        """The report as JSON-ready data, for callback events and traces. A section outside
+        the filters is counted, never named (see ``dropped_to_tell``)."""
         return {
             "stage": stage,
             "query": self.query,
@@ -219,7 +229,7 @@ class Report(Generic[T]):
                     "reason": d.reason.value,
                     "similarity": d.similarity,
                 }
-                for d in self.dropped
+                for d in self.dropped_to_tell
             ],
             "drop_counts": self.drop_counts(),
             "passed_through": [k.value for k in self.passed_through],

@@ -152,12 +152,14 @@ class Selection(Generic[T]):
 
     @property
     def emptied_by(self) -> str | None:
-        """Why nothing was kept: ``gate``, ``floor``, or ``filters`` (nothing was found at
-        all, under the filters); ``policy`` when the cap or budget dropped the rest; None
-        when something was kept."""
+        """Why nothing was kept: ``gate``, ``floor``, or ``filters`` (nothing was found
+        within the filters: what the store returned lay outside them, or it returned
+        nothing); ``policy`` when the cap or budget dropped the rest; None when something
+        was kept."""
         if self.kept:
             return None
         reasons = {d.reason for d in self.dropped if not d.candidate.is_attachment}
+        reasons.discard(DropReason.OUTSIDE_FILTERS)  # never a candidate: as if not found
         if DropReason.BELOW_GATE in reasons:
             return "gate"
         if reasons & {DropReason.BELOW_THRESHOLD, DropReason.INVALID_SCORE}:

@@ -18,7 +18,7 @@ A top-level empty filter is no filter: adapters turn it into ``None``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -144,6 +144,19 @@ def check_keys(f: Filter | None, allowed: Iterable[str] | None) -> None:
     allowed = frozenset(allowed)
     for key in sorted(keys(f)):
         check_key(key, allowed)
+
+
+def check_not_marks(f: Filter | None, marks: Mapping[str, str]) -> None:
+    """Refuse a filter naming a key this package writes on its results (``marks``: each with
+    what to use instead): the filter is judged on the stored sections, which lack it, so
+    ``!=`` would exclude nothing and ``==`` everything, whatever the results show."""
+    for key in sorted(keys(f)):
+        if key in marks:
+            raise UnsafeFilterError(
+                f"filter key {key!r} is a mark this package writes on its results, not "
+                f"metadata of the stored sections, which the filter is judged on: "
+                f"{marks[key]}"
+            )
 
 
 def fold(f: Filter) -> Filter | bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 from thresholded import DropReason, RetrievalPolicy, ScoreKind
 from thresholded.core import Candidate, select
 from thresholded.fanout import Found, Outcome, merge
+from thresholded.selection import Dropped
 
 NO_CAP = {"max_per_source": None, "max_chars": None, "top_k": 10}
 
@@ -58,6 +61,15 @@ def test_emptied_by_the_floor_or_by_nothing_found():
     assert select([cand("a", 0.2)], policy, 0.5).emptied_by == "floor"
     assert select([], policy, 0.5).emptied_by == "filters"
     assert select([cand("a", 0.9)], policy, 0.5).emptied_by is None
+
+
+def test_emptied_by_the_filters_when_every_candidate_lay_outside_them():
+    policy = RetrievalPolicy(min_similarity=0.5, **NO_CAP)
+    outside = (Dropped(cand("internal", 0.95), DropReason.OUTSIDE_FILTERS),)
+    nothing_inside = replace(select([], policy, 0.5), dropped=outside)
+    assert nothing_inside.emptied_by == "filters"
+    below = select([cand("a", 0.2)], policy, 0.5)
+    assert replace(below, dropped=(*outside, *below.dropped)).emptied_by == "floor"
 
 
 def found(*cands: Candidate, policy: RetrievalPolicy, floor: float) -> Found:

@@ -7,6 +7,7 @@ attached one as returned, ``as_dropped`` gives a dropped one as the store had it
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from thresholded import DroppedItem, DropReason, MultiCollectionReport, Report, 
 from thresholded.core import AttachedRole, Candidate, Question, Result, attach, select
 from thresholded.fanout import CollectionStatus
 from thresholded.scores import ScoreKind
+from thresholded.selection import Dropped
 
 POLICY = RetrievalPolicy(min_similarity=0.5, top_k=2, max_per_source=None, max_chars=None)
 
@@ -257,6 +259,22 @@ def test_a_multi_collection_report_tells_of_its_collections() -> None:
     assert data["dropped"] == [
         {"id": "c", "collection": "kb", "reason": "beyond_top_k", "similarity": 0.6}
     ]
+
+
+def test_events_count_the_sections_outside_the_filters_and_never_name_them() -> None:
+    """An event may be streamed to the end user: the ids and cosines of sections the filters
+    exclude would tell of them. The report, for the application, keeps them."""
+    chosen = selection()
+    outside = (
+        Dropped(section("internal", 0.95), DropReason.OUTSIDE_FILTERS),
+        Dropped(neighbour("internal+1", "a"), DropReason.OUTSIDE_FILTERS),
+    )
+    r = report(selection=replace(chosen, dropped=(*outside, *chosen.dropped)))
+    data = r.to_event_data("retriever")
+    assert "internal" not in json.dumps(data)
+    assert {d["id"] for d in data["dropped"]} == {"c", "d", "c+1"}
+    assert data["drop_counts"]["outside_filters"] == 2
+    assert ids(r.dropped_for("outside_filters")) == ["internal", "internal+1"]
 
 
 def test_a_report_is_frozen_and_compares_by_value() -> None:

@@ -162,3 +162,32 @@ def test_report_explain_lists_kept_attached_and_dropped(kit, index):
     assert "below_threshold" in text
     nothing = retriever.retrieve_with_report(kit.ORTHOGONAL).explain()
     assert "nothing matched" in nothing
+
+
+def test_events_count_the_sections_outside_the_filters_and_never_name_them(kit, recorder):
+    """An event may reach the end user: the id and cosine of a section the filters exclude
+    (here a neighbour) would tell of it. The report, for the application, names it."""
+    from llama_index.core.vector_stores import MetadataFilter, MetadataFilters
+
+    nodes = [
+        kit.section("public", 0.9, doc_type="public"),
+        kit.section("internal", 0.8, axis=2, doc_type="internal"),
+    ]
+    kit.link_chain(nodes)
+    index = kit.build_index(nodes, kit.embedding())
+    debug = LlamaDebugHandler()
+    retriever = ThresholdedRetriever(
+        index,
+        policy(kit),
+        neighbours=1,
+        filters=MetadataFilters(filters=[MetadataFilter(key="doc_type", value="public")]),
+        callback_manager=CallbackManager([debug]),
+    )
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    assert [d.id for d in report.dropped] == ["internal"]
+    (event,) = recorder.selections
+    assert event.kept_ids == ["public"]
+    assert (event.dropped, event.outside_filters) == ([], 1)
+    (_, end), *_ = debug.get_event_pairs(CBEventType.RETRIEVE)
+    assert end.payload["thresholded_dropped"] == []
+    assert end.payload["thresholded_outside_filters"] == 1

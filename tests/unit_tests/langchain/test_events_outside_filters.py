@@ -1,0 +1,55 @@
+"""The ``thresholded_selection`` event, streamed by ``astream_events`` to whoever consumes it
+(often the end user), counts the sections outside the filters and never names them: their
+ids and cosines would tell of documents the filters exclude. The report keeps them."""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.documents import Document
+from langchain_core.stores import InMemoryStore
+
+from langchain_thresholded import ThresholdedRetriever
+from langchain_thresholded.events import EVENT_NAME
+from thresholded import RetrievalPolicy
+
+QUERY = "the question"
+POLICY = RetrievalPolicy(min_similarity=0.5, top_k=5, max_per_source=None, max_chars=None)
+
+
+def retriever(corpus) -> ThresholdedRetriever:
+    found = corpus(
+        [
+            ("pub", 0.875, {"doc_type": "public", "next_id": "secret"}),
+            ("secret", 0.75, {"doc_type": "internal", "prev_id": "pub"}),
+        ]
+    )
+    docstore = InMemoryStore()
+    docstore.mset(
+        [
+            (i, Document(id=i, page_content=d.page_content, metadata=d.metadata))
+            for i, d in found.documents.items()
+        ]
+    )
+    return ThresholdedRetriever(
+        vectorstore=found.store,
+        policy=POLICY,
+        docstore=docstore,
+        neighbours=1,
+        filters={"doc_type": "public"},
+    )
+
+
+async def test_the_streamed_event_counts_the_sections_outside_the_filters(corpus):
+    chosen = retriever(corpus)
+    events = [
+        e["data"]
+        async for e in chosen.astream_events(QUERY, version="v2")
+        if e["event"] == "on_custom_event" and e["name"] == EVENT_NAME
+    ]
+    (data,) = events
+    assert [k["id"] for k in data["kept"]] == ["pub"]
+    assert "secret" not in json.dumps(data)
+    assert data["drop_counts"] == {"outside_filters": 1}
+    report = chosen.retrieve_with_report(QUERY)
+    assert [d.id for d in report.dropped] == ["secret"]

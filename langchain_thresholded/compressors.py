@@ -35,7 +35,7 @@ from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
-from thresholded.provenance import Asked, Standing, register, standing
+from thresholded.provenance import Asked, Standing, marks_model, register, standing
 from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
@@ -202,6 +202,8 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
         Without embeddings, documents none of which can be judged are an error."""
         question = None if query is None else Asked(query)
         standings = [standing(doc, question) for doc in documents]
+        ours = [doc for doc, s in zip(documents, standings, strict=True) if s is Standing.OURS]
+        self._check_marks_model(marks_model(doc) for doc in ours)
         foreign = [i for i, s in enumerate(standings) if s is not Standing.OURS]
         if not foreign:
             return None

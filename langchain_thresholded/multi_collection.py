@@ -293,7 +293,7 @@ class MultiCollectionRetriever(EngineRetriever):
         )
 
     def _report(self, result: Any) -> MultiCollectionReport[Document]:
-        asked = Asked(result.question.text, result.vector)
+        asked = Asked(result.question.text, result.vector, model=result.model)
         return MultiCollectionReport.from_result(
             result,
             output=lambda candidate: output(candidate, asked=asked, collection_key=COLLECTION_KEY),

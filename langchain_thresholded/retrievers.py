@@ -205,7 +205,7 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         """The call: its question, collections, policy, filters and store arguments."""
 
     def _report(self, result: Any) -> Report[Document]:
-        asked = Asked(result.question.text, result.vector)
+        asked = Asked(result.question.text, result.vector, model=result.model)
         return Report.from_result(
             result,
             output=lambda candidate: output(candidate, asked=asked),

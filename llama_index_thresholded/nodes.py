@@ -113,7 +113,9 @@ def asked_by(result: Result[BaseNode]) -> Asked:
     bundle = question.item if isinstance(question.item, QueryBundle) else question.text
     found = asked(bundle)
     assert found is not None
-    return replace(found, vector=result.vector, given=question.vector is not None)
+    return replace(
+        found, vector=result.vector, given=question.vector is not None, model=result.model
+    )
 
 
 def as_dropped(candidate: Candidate[BaseNode]) -> NodeWithScore:

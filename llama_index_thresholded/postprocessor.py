@@ -24,7 +24,7 @@ from llama_index_thresholded.nodes import asked, marked_copy, marks_of, source_o
 from thresholded import metadata_keys
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
-from thresholded.provenance import Asked, Standing, asked_of, register, standing
+from thresholded.provenance import Asked, Standing, asked_of, marks_model, register, standing
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, Selection, select
 from thresholded.trusted_scores import (
@@ -193,6 +193,8 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         error."""
         question = asked(query)
         standings = [standing(n.node, question) for n in nodes]
+        ours = [n for n, s in zip(nodes, standings, strict=True) if s is Standing.OURS]
+        self._check_marks_model(marks_model(n.node) for n in ours)
         to_judge = [n for n, s in zip(nodes, standings, strict=True) if s is not Standing.OURS]
         if not to_judge:
             return None

@@ -351,6 +351,13 @@ def check_judgeable(collection: Collection[Any], policy: RetrievalPolicy, floor:
         )
 
 
+def _model_of(stages: Sequence[Stage[Any]]) -> ModelId | None:
+    """The one model every collection names (None where one names none, or they differ)."""
+    models = {stage.collection.model for stage in stages}
+    model = models.pop() if len(models) == 1 else None
+    return ModelId.parse(model) if isinstance(model, str) else model
+
+
 # The pipeline ------------------------------------------------------------------------------
 def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
     """One retrieval, in order: every adapter, sync or async, runs exactly this."""
@@ -369,7 +376,8 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
         selection = attach(selection, inside, call.policy)
     if outside:
         selection = replace(selection, dropped=(*selection.dropped, *outside))
-    result = Result(call.question, selection, statuses(outcomes, selection, errors), vector)
+    model = _model_of(call.stages)
+    result = Result(call.question, selection, statuses(outcomes, selection, errors), vector, model)
     log_result(result)
     return result
 
@@ -689,6 +697,8 @@ class Result(Generic[T]):
     vector: Vector | None = None
     """The question's vector as the collections were searched with it: the caller's, else
     the embedded one (None: no search needed one)."""
+    model: ModelId | None = None
+    """The embedding model whose cosines the scores are (None: no collection names one)."""
 
     @property
     def emptied_by(self) -> str | None:

@@ -18,9 +18,10 @@ the same filter is built back from it with ``policy=``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+from thresholded.errors import ModelMismatchError
 from thresholded.models import KNOWN_FLOORS, ModelId, check_model_in_use
 from thresholded.policy import MILVUS_MAX_TOP_K, RetrievalPolicy, policy_or_none
 from thresholded.strict import StrictArguments
@@ -134,7 +135,40 @@ class PolicyInForce(StrictArguments):
     def _policy_in_force(self) -> RetrievalPolicy:
         return getattr(self, "policy")  # noqa: B009  # the subclass's pydantic field
 
+    def _check_marks_model(self, marks_models: Iterable[ModelId | None]) -> None:
+        """Refuse the marks of results retrieved with another model than the floor's (the
+        policy's model) or than the one this filter computes cosines with: one model's
+        cosines mean nothing at another's floor, nor beside another's cosines."""
+        if getattr(self, "allow_model_mismatch", False):
+            return
+        own = self._model_in_use()
+        declared = getattr(self, "embedding_model", None)  # the caller names the model in use
+        for marks_model in set(marks_models):
+            if marks_model is not None or declared is None:
+                check_model_in_use(
+                    self._policy_in_force().embedding_model,
+                    marks_model,
+                    what="this policy's threshold",
+                    where="the retriever that produced the results",
+                )
+            if own is not None and own[0] is not None and marks_model is not None:
+                _same_model_as_marks(own, marks_model)
+
     def _model_in_use(self) -> tuple[ModelId | str | None, str] | None:
         """The model that computes cosines (its id, or None when it names none) and how the
         class calls it; None when there is no such model."""
         return None
+
+
+def _same_model_as_marks(own: tuple[ModelId | str, str], marks_model: ModelId) -> None:
+    """The model a filter computes cosines with must be the one its results were retrieved
+    with: their cosines and the computed ones are compared at one floor."""
+    model, named = own
+    mine = ModelId.parse(model) if isinstance(model, str) else model
+    if not mine.same_model(marks_model):
+        raise ModelMismatchError(
+            f"the results were retrieved with the embedding model {marks_model}, but {named} "
+            f"is {mine}: one model's cosines cannot be compared with another's at one floor. "
+            f"Give {named} the retriever's model, or allow_model_mismatch=True if you know "
+            "better."
+        )

@@ -19,7 +19,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
 
-__all__ = ["Asked", "Standing", "asked_of", "is_registered", "register", "standing"]
+from thresholded.models import ModelId
+
+__all__ = [
+    "Asked",
+    "Standing",
+    "asked_of",
+    "is_registered",
+    "marks_model",
+    "register",
+    "standing",
+]
 
 T = TypeVar("T")
 
@@ -37,6 +47,9 @@ class Asked:
     (LlamaIndex's ``custom_embedding_strs``)."""
     given: bool = False
     """The vector is the caller's own, not the embedding of the question's texts."""
+    model: ModelId | None = None
+    """The embedding model whose cosines the marks are (None: not named). It is not part of
+    the question: a filter checks it against its own floor's model."""
     _verdicts: dict[int, tuple[Asked, bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -137,3 +150,9 @@ def asked_of(obj: object) -> Asked | None:
     """The question ``obj`` was registered for; None when it was not, or for none."""
     entry = _entry(obj)
     return None if entry is None else entry.asked
+
+
+def marks_model(obj: object) -> ModelId | None:
+    """The embedding model whose cosines ``obj``'s marks are; None when not named."""
+    asked = asked_of(obj)
+    return None if asked is None else asked.model

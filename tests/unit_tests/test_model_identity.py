@@ -105,3 +105,49 @@ def test_the_filters_refuse_a_model_that_is_not_the_policy_s():
     )
     unnamed = RetrievalPolicy(min_similarity=0.3)
     lc.SimilarityThresholdCompressor(policy=unnamed, embeddings=DeterministicFakeEmbedding(size=8))
+
+
+# The marks of results: cosines of the model they were retrieved with ------------------------------
+class NamedLangChain(DeterministicFakeEmbedding):
+    model_name: str = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class OtherLangChain(DeterministicFakeEmbedding):
+    model_name: str = "acme/encoder"
+
+
+class NamedLlamaIndex(MockEmbedding):
+    model_name: str = "acme/encoder"
+
+
+BGE_M3 = RetrievalPolicy(min_similarity=0.3, embedding_model="BAAI/bge-m3")
+
+
+def test_the_compressor_refuses_marks_of_another_model_than_its_floor_s():
+    store = InMemoryVectorStore(NamedLangChain(size=8))
+    store.add_texts(["one", "two"])
+    unnamed = RetrievalPolicy(min_similarity=-1.0, max_per_source=None, max_chars=None)
+    found = lc.ThresholdedRetriever(vectorstore=store, policy=unnamed).invoke("one")
+    assert found
+    with pytest.raises(ModelMismatchError, match="measured for the embedding model BAAI/bge-m3"):
+        lc.SimilarityThresholdCompressor(policy=BGE_M3).compress_documents(found, "one")
+    with pytest.raises(ModelMismatchError, match="retrieved with the embedding model"):
+        lc.SimilarityThresholdCompressor(
+            min_similarity=0.3, embeddings=OtherLangChain(size=8)
+        ).compress_documents(found, "one")
+    allowed = lc.SimilarityThresholdCompressor(policy=BGE_M3, allow_model_mismatch=True)
+    assert allowed.compress_documents(found, "one")
+
+
+def test_the_postprocessor_refuses_marks_of_another_model_than_its_floor_s():
+    nodes = [TextNode(id_=t, text=t, embedding=[1.0] + [0.0] * 7) for t in ("one", "two")]
+    storage = StorageContext.from_defaults(vector_store=SimpleVectorStore())
+    named = NamedLlamaIndex(embed_dim=8)
+    index = VectorStoreIndex(nodes, storage_context=storage, embed_model=named)
+    unnamed = RetrievalPolicy(min_similarity=-1.0, max_per_source=None, max_chars=None)
+    found = li.ThresholdedRetriever(index, unnamed, neighbours=0).retrieve("one")
+    assert found
+    with pytest.raises(ModelMismatchError, match="measured for the embedding model BAAI/bge-m3"):
+        li.SimilarityThresholdPostprocessor(policy=BGE_M3).postprocess_nodes(found, query_str="one")
+    allowed = li.SimilarityThresholdPostprocessor(policy=BGE_M3, allow_model_mismatch=True)
+    assert allowed.postprocess_nodes(found, query_str="one")

@@ -32,7 +32,7 @@ from thresholded.engine import Question, SearchArgs
 from thresholded.filters import Dialect, Filter, client_dialect, matches, to_milvus
 from thresholded.filters.chroma import to_chroma
 from thresholded.milvus_collection import ids_matching
-from thresholded.milvus_expr import check_expression
+from thresholded.milvus_expr import check_expression, membership
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -43,8 +43,13 @@ FAISS_FILTER_ROWS = 10_000
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 _RAW_EXPR_KEYS = ("expr", "filter")
 """Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
-STORE_FILTER_KEYS = frozenset({*_RAW_EXPR_KEYS, "where", "where_document"})
-"""Store arguments that filter: the retriever's own, never a call's."""
+_ONLY_IDS = "ids"
+"""Where a Chroma store's arguments limit a search to the sections of the listed ids."""
+_PARTITIONS = "partition_names"
+"""Where a langchain-milvus store's arguments limit a search to the listed partitions."""
+STORE_FILTER_KEYS = frozenset({*_RAW_EXPR_KEYS, "where", "where_document", _ONLY_IDS, _PARTITIONS})
+"""Store arguments that limit what a search returns: the retriever's own, never a call's,
+never replaced."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
 scores of a dense store that are not cosines (re-scored, the floor reads their cosine).
@@ -90,6 +95,8 @@ class LangChainBackend:
         rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
         self._raw_expr = _all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
+        self._only_ids = _only_ids(rows_kwargs)
+        self._partitions = rows_kwargs.get(_PARTITIONS) if is_milvus(self._rows) else None
         if docstore is not None:
             _check_held(store)
         self._engine_dialect: Dialect | None = None
@@ -235,19 +242,30 @@ class LangChainBackend:
         return self._admitted(_found(ids, await self._docstore.amget(ids)))
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
-        """What the docstore returned, held to the retriever's raw store filter: its filter
-        function (or a wrapped retriever's structured filter), or its Milvus ``expr`` (a
-        wrapped retriever's too), which the collection itself checks by id."""
+        """What the docstore returned, held to the retriever's raw store restrictions: its
+        filter function (or a wrapped retriever's structured filter), its ``ids``, and on
+        Milvus its ``expr`` and ``partition_names`` (a wrapped retriever's too), which the
+        collection itself checks by id."""
         if self._raw_filter is not None:
             found = {i: d for i, d in found.items() if self._raw_filter(d)}
-        if self._raw_expr:
-            rows = self._rows
-            _ensure_orm_connection(rows)
-            pk = primary_field(rows) or "pk"
-            name, ids = rows.collection_name, list(found)
-            allowed = ids_matching(rows.client, name, pk, ids, self._raw_expr)
+        if self._only_ids is not None:
+            found = {i: d for i, d in found.items() if i in self._only_ids}
+        if found and (self._raw_expr or self._partitions):
+            allowed = self._milvus_allowed(list(found))
             found = {i: d for i, d in found.items() if i in allowed}
         return found
+
+    def _milvus_allowed(self, ids: list[str]) -> set[str]:
+        """The ids among ``ids`` whose rows satisfy the raw expressions and lie in the
+        partitions the retriever searches."""
+        rows = self._rows
+        _ensure_orm_connection(rows)
+        pk, allowed = primary_field(rows) or "pk", set(ids)
+        if self._raw_expr:
+            allowed &= ids_matching(rows.client, rows.collection_name, pk, ids, self._raw_expr)
+        if self._partitions:
+            allowed &= _ids_in_partitions(rows, pk, ids, self._partitions)
+        return allowed
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored vectors by id: an ``InMemoryVectorStore``'s or a FAISS index's own, a Milvus
@@ -291,11 +309,17 @@ class LangChainBackend:
     def metadata(self, item: Document) -> Mapping[str, Any]:
         return item.metadata
 
-    restricted = False
-    """Its sections are limited by their metadata only."""
+    @property
+    def restricted(self) -> bool:
+        """Its sections are limited by their ids too (``search_kwargs["ids"]``), which a
+        store that ignores them does not hold for its search."""
+        return self._only_ids is not None
 
     def admits(self, item: Document) -> bool:
-        return True
+        return (
+            self._only_ids is None
+            or (stored_id(item, self._id_key) or document_id(item)) in self._only_ids
+        )
 
 
 class QuestionEmbedder:
@@ -369,6 +393,26 @@ def _varchar_key(store: Any) -> bool:
     return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
 
 
+def _ids_in_partitions(store: Any, pk: str, ids: list[str], partitions: Any) -> set[str]:
+    """The ids among ``ids`` that a langchain-milvus collection holds in ``partitions``."""
+    rows = store.client.query(
+        store.collection_name,
+        filter=membership(pk, ids),
+        output_fields=[pk],
+        partition_names=list(partitions),
+        limit=len(ids),
+    )
+    return {str(row[pk]) for row in rows}
+
+
+def _only_ids(search_kwargs: Mapping[str, Any]) -> frozenset[str] | None:
+    """The ids a store's arguments limit a search to (one id or a list); None: any."""
+    given = search_kwargs.get(_ONLY_IDS)
+    if given is None:
+        return None
+    return frozenset([given] if isinstance(given, str) else (str(i) for i in given))
+
+
 def _wrapped_retriever(store: VectorStore) -> VectorStoreRetriever | None:
     """The ``store.as_retriever(...)`` a ``RetrieverSource`` runs; None for any other store."""
     inner = store.retriever if isinstance(store, RetrieverSource) else None
@@ -419,9 +463,9 @@ def _check_held(store: VectorStore) -> None:
 
 
 def _unheld_filters(store: VectorStore) -> list[str]:
-    """Every store filter of an ensemble's members; a wrapped retriever's, but a Milvus
-    store's expressions (held by id) and another store's structured filter (held on
-    metadata)."""
+    """Every store filter of an ensemble's members; of a wrapped retriever, but those held
+    for sections fetched by id: a Milvus store's expressions and partitions (held by id),
+    another store's structured filter (held on metadata), and its ``ids``."""
     if not isinstance(store, RetrieverSource):
         return []
     wrapped = _wrapped_retriever(store)
@@ -429,10 +473,11 @@ def _unheld_filters(store: VectorStore) -> list[str]:
         members = getattr(store.retriever, "retrievers", ())
         kwargs = [m.search_kwargs for m in members if isinstance(m, VectorStoreRetriever)]
         return sorted({key for each in kwargs for key in _filter_keys(each)})
+    held: tuple[str, ...] = (_ONLY_IDS,)
     if is_milvus(wrapped.vectorstore):
-        held: tuple[str, ...] = _RAW_EXPR_KEYS
-    else:
-        held = ("filter",) if _structured(wrapped.search_kwargs.get("filter")) else ()
+        held += (*_RAW_EXPR_KEYS, _PARTITIONS)
+    elif _structured(wrapped.search_kwargs.get("filter")):
+        held += ("filter",)
     return [key for key in _filter_keys(wrapped.search_kwargs) if key not in held]
 
 

@@ -269,7 +269,9 @@ class ThresholdedRetriever(EngineRetriever):
     store can); ``rrf``, ``weighted``, ...: searched by query text."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Passed to every search, e.g. Milvus's ``{"param": ...}``; a raw ``{"expr": ...}`` (or
-    ``filter``) here is ANDed with every call's filters."""
+    ``filter``) here is ANDed with every call's filters. Its restrictions (``expr``,
+    ``filter``, ``where``, ``where_document``, Chroma's ``ids``, Milvus's
+    ``partition_names``) hold for attachments too, and a call cannot replace them."""
     filters: Any = None
     """The retriever's own filter, structured (see :mod:`langchain_thresholded.filters`):
     it holds in every call, and a call's ``filters`` narrow it."""

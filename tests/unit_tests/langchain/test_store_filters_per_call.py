@@ -9,16 +9,35 @@ from __future__ import annotations
 
 import pytest
 
-from langchain_thresholded import ThresholdedRetriever
+from langchain_thresholded import MultiCollectionRetriever, ThresholdedRetriever
 from thresholded import RetrievalPolicy
 
 QUERY = "the question"
 POLICY = RetrievalPolicy(min_similarity=0.5, top_k=10, max_per_source=None, max_chars=None)
 
 
-@pytest.mark.parametrize("key", ["where", "where_document"])
+@pytest.mark.parametrize("key", ["where", "where_document", "ids", "partition_names"])
 def test_a_store_filter_in_a_calls_search_kwargs_is_refused(corpus, key):
     retriever = ThresholdedRetriever(vectorstore=corpus([("a", 0.75)]).store, policy=POLICY)
     with pytest.raises(TypeError, match=rf"search_kwargs hold a store filter \({key}\).*filters="):
         retriever.invoke(QUERY, search_kwargs={key: {"$contains": "a"}})
     assert [d.id for d in retriever.invoke(QUERY, search_kwargs={"unused": None})] == ["a"]
+
+
+def test_a_calls_ids_are_refused_in_every_collection(corpus):
+    """Each collection's store gets the call's search_kwargs: they would replace its ids."""
+    store = corpus([("a", 0.75), ("b", 0.75)]).store
+    own = ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"ids": ["a"]})
+    retriever = MultiCollectionRetriever(collections=[own], policy=POLICY)
+    with pytest.raises(TypeError, match=r"search_kwargs hold a store filter \(ids\)"):
+        retriever.invoke(QUERY, search_kwargs={"ids": ["a", "b"]})
+    assert [d.id for d in retriever.invoke(QUERY)] == ["a"]
+
+
+def test_the_retrievers_ids_hold_where_the_store_ignores_them(corpus):
+    """An InMemoryVectorStore searches every document whatever its ids: b came back."""
+    store = corpus([("a", 0.75), ("b", 0.875)]).store
+    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"ids": ["a"]})
+    report = retriever.retrieve_with_report(QUERY)
+    assert [d.id for d in report.kept] == ["a"]
+    assert [(d.id, d.reason.value) for d in report.dropped] == [("b", "outside_filters")]

@@ -47,3 +47,13 @@ def test_a_wrapped_store_filter_and_another_of_the_same_key_are_refused(corpus):
         ThresholdedRetriever.from_retriever(
             wrapped, search_kwargs={"where_document": {"$contains": "b"}}
         )
+
+
+def test_an_ensemble_members_ids_with_a_docstore_are_refused(corpus):
+    """The neighbours and summaries fetched from the docstore would not be held to them."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    store = corpus([("a", 0.75), ("b", 0.75)]).store
+    member = store.as_retriever(search_kwargs={"ids": ["a"]})
+    wrapped = classic.EnsembleRetriever(retrievers=[member], weights=[1.0])
+    with pytest.raises(ValueError, match=r"EnsembleRetriever holds store filters \(ids\)"):
+        ThresholdedRetriever.from_retriever(wrapped, policy=POLICY, docstore=InMemoryStore())

@@ -16,12 +16,13 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
-from langchain_thresholded.ensemble import RetrieverSource
+from langchain_thresholded.ensemble import RetrieverSource, is_ensemble
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
@@ -29,7 +30,15 @@ from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Question, SearchArgs
-from thresholded.filters import Dialect, Filter, client_dialect, matches, to_milvus
+from thresholded.filters import (
+    Combine,
+    Dialect,
+    Filter,
+    Group,
+    client_dialect,
+    matches,
+    to_milvus,
+)
 from thresholded.filters.chroma import to_chroma
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import check_expression, membership
@@ -311,15 +320,22 @@ class LangChainBackend:
 
     @property
     def restricted(self) -> bool:
-        """Its sections are limited by their ids too (``search_kwargs["ids"]``), which a
-        store that ignores them does not hold for its search."""
-        return self._only_ids is not None
+        """Its sections are limited by more than the filters: by their ids
+        (``search_kwargs["ids"]``, which a store may ignore), or, with a docstore, by the
+        ``filters`` of the ``ThresholdedRetriever``s it wraps, which the neighbours and
+        summaries fetched from the docstore are held to."""
+        return self._only_ids is not None or self._wrapped_where() is not None
 
     def admits(self, item: Document) -> bool:
-        return (
-            self._only_ids is None
-            or (stored_id(item, self._id_key) or document_id(item)) in self._only_ids
-        )
+        item_id = stored_id(item, self._id_key) or document_id(item)
+        if self._only_ids is not None and item_id not in self._only_ids:
+            return False
+        where = self._wrapped_where()
+        return where is None or matches(where, item.metadata)
+
+    def _wrapped_where(self) -> Filter | None:
+        """The wrapped retrievers' filters, read when asked: they may have changed."""
+        return None if self._docstore is None else _members_where(self._store)
 
 
 class QuestionEmbedder:
@@ -448,12 +464,22 @@ def _raw_filter(
 
 
 def _check_held(store: VectorStore) -> None:
-    """The store filters of the retrievers a ``RetrieverSource`` runs hold for their search
+    """The restrictions of the retrievers a ``RetrieverSource`` runs hold for their search
     only: refused where the neighbours and summaries fetched from the docstore could not be
     held to them."""
+    inner = type(getattr(store, "retriever", store)).__name__
+    unread = _unread_members(store)
+    if unread:
+        raise ValueError(
+            f"the restrictions of the wrapped {inner}{''.join(unread)} cannot be read, so the "
+            "neighbours and summaries fetched from the docstore could not be held to them: "
+            "wrap a retriever that is restricted by filters=... alone (a store's "
+            "as_retriever() without a filter, or a ThresholdedRetriever) and pass "
+            "filters=... (a structured filter or a dict such as {'doc_type': 'public'}), "
+            "which holds for both; or leave the docstore out"
+        )
     unheld = _unheld_filters(store)
     if unheld:
-        inner = type(getattr(store, "retriever", store)).__name__
         raise ValueError(
             f"the wrapped {inner} holds store filters ({', '.join(unheld)}) that hold for its "
             "search but not for the neighbours and summaries fetched from the docstore: build "
@@ -463,14 +489,15 @@ def _check_held(store: VectorStore) -> None:
 
 
 def _unheld_filters(store: VectorStore) -> list[str]:
-    """Every store filter of an ensemble's members; of a wrapped retriever, but those held
-    for sections fetched by id: a Milvus store's expressions and partitions (held by id),
-    another store's structured filter (held on metadata), and its ``ids``."""
+    """Every store filter of the retrievers a ``RetrieverSource`` runs; of a wrapped
+    ``store.as_retriever(...)``, but those held for sections fetched by id: a Milvus
+    store's expressions and partitions (held by id), another store's structured filter
+    (held on metadata), and its ``ids``."""
     if not isinstance(store, RetrieverSource):
         return []
     wrapped = _wrapped_retriever(store)
     if wrapped is None:
-        members = getattr(store.retriever, "retrievers", ())
+        members = _members(store.retriever)
         kwargs = [m.search_kwargs for m in members if isinstance(m, VectorStoreRetriever)]
         return sorted({key for each in kwargs for key in _filter_keys(each)})
     held: tuple[str, ...] = (_ONLY_IDS,)
@@ -479,6 +506,55 @@ def _unheld_filters(store: VectorStore) -> list[str]:
     elif _structured(wrapped.search_kwargs.get("filter")):
         held += ("filter",)
     return [key for key in _filter_keys(wrapped.search_kwargs) if key not in held]
+
+
+def _members(retriever: BaseRetriever) -> list[BaseRetriever]:
+    """The retrievers whose documents a wrapped retriever returns: an ensemble's, or itself."""
+    return list(retriever.retrievers) if is_ensemble(retriever) else [retriever]  # type: ignore[attr-defined]
+
+
+def _unread_members(store: VectorStore) -> list[str]:
+    """The retrievers a ``RetrieverSource`` runs (not a ``store.as_retriever(...)``) whose
+    restrictions cannot be read: any but a store's ``as_retriever(...)`` and a
+    ``ThresholdedRetriever`` over a store, restricted by its ``filters`` alone."""
+    if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
+        return []
+    if not is_ensemble(store.retriever):
+        return [] if _readable(store.retriever) else [""]
+    members = enumerate(_members(store.retriever))
+    return [f"'s member {i} ({type(m).__name__})" for i, m in members if not _readable(m)]
+
+
+def _readable(retriever: BaseRetriever) -> bool:
+    """Whether a wrapped retriever's restrictions can be read: a store's
+    ``as_retriever(...)`` (its store filters), or a ``ThresholdedRetriever`` restricted by
+    its filters alone."""
+    return isinstance(retriever, VectorStoreRetriever) or _filtered_only(retriever)
+
+
+def _filtered_only(retriever: BaseRetriever) -> bool:
+    """Whether ``retriever`` is a ``ThresholdedRetriever`` over a store whose only
+    restriction is its ``filters`` (and ``call_filters``): what ``as_collection().where``
+    says, which holds on metadata."""
+    store = getattr(retriever, "vectorstore", None)
+    if not hasattr(retriever, "as_collection") or not isinstance(store, VectorStore):
+        return False
+    if isinstance(store, RetrieverSource) or getattr(retriever, "expr", None):
+        return False
+    return not _filter_keys(getattr(retriever, "search_kwargs", None) or {})
+
+
+def _members_where(store: VectorStore) -> Filter | None:
+    """What a document must satisfy to be one the retrievers a ``RetrieverSource`` runs may
+    return: any member's ``filters`` (None when one of them has none)."""
+    if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
+        return None
+    wheres = [
+        m.as_collection().where if _filtered_only(m) else None for m in _members(store.retriever)
+    ]
+    if any(w is None for w in wheres):
+        return None
+    return wheres[0] if len(wheres) == 1 else Group(Combine.OR, tuple(wheres))
 
 
 def _filter_keys(search_kwargs: Mapping[str, Any]) -> list[str]:

@@ -358,6 +358,13 @@ class ThresholdedRetriever(EngineRetriever):
         operators the filter model does not accept) is an error that says to pass
         ``filters=``.
 
+        With a ``docstore``, the neighbours and summaries it attaches are held to the wrapped
+        retriever's restrictions, so those must be readable: a store's ``as_retriever(...)``
+        (its store filters, as above) or a ``ThresholdedRetriever`` over a store restricted
+        by its ``filters`` alone (an ensemble's members likewise; a document is then held to
+        any member's filters). Any other retriever (a ``MultiQueryRetriever``, a retriever of
+        your own) is refused with a docstore: pass ``filters=`` instead.
+
         An ensemble's documents get their weighted RRF score (kind ``rrf``), which is
         never compared with the floor; with ``policy.hybrid_policy="rescore"`` the floor
         meets each document's dense cosine, computed with ``embeddings``, and the RRF

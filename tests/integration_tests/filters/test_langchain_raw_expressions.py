@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 import pytest
+from langchain_core.retrievers import BaseRetriever
 from leak_data import POLICY, QUESTION, SameEmbeddings, langchain_docstore, langchain_documents
 
 import langchain_thresholded as lc
@@ -171,6 +172,64 @@ def test_an_ensemble_members_filter_without_a_docstore_holds(leaky) -> None:
         ensemble(leaky, {"expr": PUBLIC}), policy=POLICY
     )
     assert doc_types(retriever.invoke(QUESTION)) == {"public"}
+
+
+# Wrapped retrievers whose restrictions cannot be read, with a docstore ---------------------------
+class Relayed(BaseRetriever):
+    """Another retriever's documents: a retriever whose restrictions cannot be read."""
+
+    inner: Any
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Any]:
+        return self.inner.invoke(query)
+
+
+def public_retriever(leaky: Any) -> lc.ThresholdedRetriever:
+    store = leaky.langchain_store
+    return lc.ThresholdedRetriever(vectorstore=store, policy=POLICY, filters={"doc_type": "public"})
+
+
+def test_an_ensemble_of_a_filtered_thresholded_retriever_holds_its_filters(leaky) -> None:
+    """The ensemble runs a retriever of public sections: h1, h3 and the handbook's summary
+    were attached from the docstore."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    wrapped = classic.EnsembleRetriever(retrievers=[public_retriever(leaky)], weights=[1.0])
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        wrapped,
+        policy=POLICY,
+        embeddings=leaky.langchain_store.embeddings,
+        docstore=leaky.langchain_docstore,
+        neighbours=1,
+    )
+    report = retriever.retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_SECTIONS
+    assert doc_types(report.items) == {"public"}
+
+
+def test_a_wrapped_retriever_whose_restrictions_cannot_be_read_is_refused_with_a_docstore(
+    leaky,
+) -> None:
+    wrapped = Relayed(inner=leaky.langchain_store.as_retriever(search_kwargs={"expr": PUBLIC}))
+    with pytest.raises(ValueError, match=r"restrictions of the wrapped Relayed cannot be read"):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
+        )
+    without = lc.ThresholdedRetriever.from_retriever(
+        wrapped,
+        policy=POLICY.model_copy(update={"hybrid_policy": "rescore"}),
+        embeddings=leaky.langchain_store.embeddings,
+    )
+    assert doc_types(without.invoke(QUESTION)) == {"public"}
+
+
+def test_an_ensemble_member_whose_restrictions_cannot_be_read_is_named(leaky) -> None:
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    members = [leaky.langchain_store.as_retriever(), Relayed(inner=public_retriever(leaky))]
+    wrapped = classic.EnsembleRetriever(retrievers=members, weights=[0.5, 0.5])
+    with pytest.raises(ValueError, match=r"EnsembleRetriever's member 1 \(Relayed\)"):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
+        )
 
 
 # Partitions --------------------------------------------------------------------------------------

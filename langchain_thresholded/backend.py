@@ -30,6 +30,7 @@ from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Question, SearchArgs
+from thresholded.errors import UnsafeFilterError
 from thresholded.filters import (
     Combine,
     Dialect,
@@ -40,6 +41,7 @@ from thresholded.filters import (
     to_milvus,
 )
 from thresholded.filters.chroma import to_chroma
+from thresholded.filters.model import keys
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import check_expression, membership
 from thresholded.provenance import Asked, register
@@ -98,6 +100,7 @@ class LangChainBackend:
         self._links = link_keys
         self._id_key = id_key
         self._milvus = is_milvus(store)
+        self._own_fields = _own_fields(store) if self._milvus else frozenset()
         self._faiss = is_faiss(store)
         wrapped = _wrapped_retriever(store)
         self._rows = rows_store(store)
@@ -128,6 +131,7 @@ class LangChainBackend:
         Chroma cannot express exactly are left out of it). Other stores get the
         retriever's own arguments. Whatever the store did, the engine checks every document
         against ``where``."""
+        self.check_filter(where)
         extra = dict((options or {}).get("search_kwargs") or {})
         _no_store_filter_per_call(extra)
         kwargs = {**self._search_kwargs, **extra}
@@ -147,6 +151,19 @@ class LangChainBackend:
             if written is not None:
                 kwargs["filter"] = {"$and": [raw, written]} if raw else written
         return kwargs
+
+    def check_filter(self, where: Filter | None) -> None:
+        """Refuse a filter on a field of the searched Milvus collection that documents do not
+        carry in their metadata (its text, its vectors): Milvus would test the field, but
+        the engine checks metadata, so what comes back could not be held to the filter."""
+        named = sorted(keys(where) & self._own_fields)
+        if named:
+            raise UnsafeFilterError(
+                f"the filter names {', '.join(map(repr, named))}: a field of {self.name} that "
+                "is not in the documents' metadata (the text or a vector), which Milvus would "
+                "test but the documents returned could not be checked against. Filter on "
+                "metadata keys only"
+            )
 
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
@@ -407,6 +424,17 @@ def _varchar_key(store: Any) -> bool:
 
     col = store.col
     return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
+
+
+def _own_fields(store: Any) -> frozenset[str]:
+    """The fields of a langchain-milvus collection that a document does not carry in its
+    metadata: its text and vector fields, and, where its metadata is one JSON field, that
+    field and the primary key."""
+    vectors = store._vector_field
+    fields = {store._text_field, *([vectors] if isinstance(vectors, str) else vectors)}
+    if getattr(store, "_metadata_field", None):
+        fields |= {store._metadata_field, str(store._primary_field)}
+    return frozenset(fields)
 
 
 def _ids_in_partitions(store: Any, pk: str, ids: list[str], partitions: Any) -> set[str]:

@@ -475,6 +475,8 @@ class ThresholdedRetriever(EngineRetriever):
             link_keys=LinkKeys(self.prev_id_key, self.next_id_key, self.parent_id_key),
             id_key=self._id_key(),
         )
+        where = all_of(to_filter(self.filters), to_filter(self.call_filters))
+        backend.check_filter(where)
         model = model_of(self._store_embeddings())
         attach = self.docstore is not None
         keys = self.allowed_filter_keys
@@ -490,7 +492,7 @@ class ThresholdedRetriever(EngineRetriever):
             ),
             timeout=self.timeout,
             embeds=self.score_kind is ScoreKind.COSINE,
-            where=all_of(to_filter(self.filters), to_filter(self.call_filters)),
+            where=where,
             allowed_filter_keys=None if keys is None else frozenset(keys),
         )
 

@@ -17,6 +17,7 @@ from langchain_core.retrievers import BaseRetriever
 from leak_data import POLICY, QUESTION, SameEmbeddings, langchain_docstore, langchain_documents
 
 import langchain_thresholded as lc
+from thresholded.errors import UnsafeFilterError
 from thresholded.milvus_expr import membership
 
 pytestmark = pytest.mark.integration
@@ -283,6 +284,28 @@ def test_partition_names_given_to_from_retriever_cannot_replace_the_wrapped_ones
         lc.ThresholdedRetriever.from_retriever(
             wrapped, policy=POLICY, search_kwargs={"partition_names": ["_default"]}
         )
+
+
+# Filters on the collection's own fields ----------------------------------------------------------
+@pytest.mark.parametrize(
+    "where",
+    [{"$not": [{"text": {"$text_match": "h1"}}]}, {"vector": {"$is_empty": True}}],
+    ids=["text", "vector"],
+)
+def test_a_filter_on_a_field_outside_the_metadata_is_refused(leaky, where) -> None:
+    """Milvus tests the row's text, the engine the metadata (which has none): h1 came back."""
+    with pytest.raises(UnsafeFilterError, match=r"not in the documents' metadata"):
+        over_store(leaky).invoke(QUESTION, filters=where)
+    with pytest.raises(UnsafeFilterError, match=r"not in the documents' metadata"):
+        over_store(leaky, filters=where)
+
+
+def test_a_filter_on_the_primary_key_holds(leaky) -> None:
+    """langchain-milvus puts the primary key in every document's metadata."""
+    retriever = lc.ThresholdedRetriever(
+        vectorstore=leaky.langchain_store, policy=POLICY, filters={"pk": {"$in": ["h0", "f1"]}}
+    )
+    assert sorted(ids(retriever.invoke(QUESTION))) == ["f1", "h0"]
 
 
 # Chroma ids --------------------------------------------------------------------------------------

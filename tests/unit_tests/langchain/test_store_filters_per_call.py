@@ -8,6 +8,7 @@ left out of the search unnoticed, and never held for the neighbours and summarie
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from langchain_thresholded import MultiCollectionRetriever, ThresholdedRetriever
 from thresholded import RetrievalPolicy
@@ -41,3 +42,14 @@ def test_the_retrievers_ids_hold_where_the_store_ignores_them(corpus):
     report = retriever.retrieve_with_report(QUERY)
     assert [d.id for d in report.kept] == ["a"]
     assert [(d.id, d.reason.value) for d in report.dropped] == [("b", "outside_filters")]
+
+
+@pytest.mark.parametrize("retriever", ["single", "multi"])
+def test_allowed_filter_keys_as_one_string_is_refused(corpus, retriever):
+    """Not read as the list of its characters."""
+    store = corpus([("a", 0.75)]).store
+    with pytest.raises(ValidationError, match="allowed_filter_keys"):
+        if retriever == "single":
+            ThresholdedRetriever(vectorstore=store, allowed_filter_keys="doc_type")
+        else:
+            MultiCollectionRetriever(collections=[store], allowed_filter_keys="doc_type")

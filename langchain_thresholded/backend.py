@@ -58,7 +58,12 @@ _ONLY_IDS = "ids"
 """Where a Chroma store's arguments limit a search to the sections of the listed ids."""
 _PARTITIONS = "partition_names"
 """Where a langchain-milvus store's arguments limit a search to the listed partitions."""
-STORE_FILTER_KEYS = frozenset({*_RAW_EXPR_KEYS, "where", "where_document", _ONLY_IDS, _PARTITIONS})
+_EXPR_PARAMS = "filter_params"
+"""Where a langchain-milvus store's arguments give the values of a raw expression's
+placeholders (``doc_type == {t}``): they decide what it restricts to."""
+STORE_FILTER_KEYS = frozenset(
+    {*_RAW_EXPR_KEYS, "where", "where_document", _ONLY_IDS, _PARTITIONS, _EXPR_PARAMS}
+)
 """Store arguments that limit what a search returns: the retriever's own, never a call's,
 never replaced."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
@@ -111,6 +116,7 @@ class LangChainBackend:
         self._partitions = rows_kwargs.get(_PARTITIONS) if is_milvus(self._rows) else None
         if docstore is not None:
             _check_held(store)
+            _no_expr_params(rows_kwargs)
         self._engine_dialect: Dialect | None = None
         self.dimension: int | None = None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
@@ -621,6 +627,18 @@ def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
     """Milvus expressions that must all hold, as one; None when there are none."""
     parts = [f"({e})" for e in exprs if e]
     return " and ".join(parts) if parts else None
+
+
+def _no_expr_params(search_kwargs: Mapping[str, Any]) -> None:
+    """With a docstore, a raw expression's placeholders hold no values given apart: the
+    neighbours and summaries fetched from it are checked against the expression alone."""
+    if search_kwargs.get(_EXPR_PARAMS):
+        raise ValueError(
+            f"search_kwargs[{_EXPR_PARAMS!r}] fill the placeholders of a raw expression, "
+            "which the neighbours and summaries fetched from the docstore are checked "
+            "against without them: write the values into the expression, or give "
+            "filters=... (a structured filter or a dict such as {'doc_type': 'public'})"
+        )
 
 
 def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:

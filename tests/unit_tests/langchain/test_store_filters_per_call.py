@@ -8,6 +8,7 @@ left out of the search unnoticed, and never held for the neighbours and summarie
 from __future__ import annotations
 
 import pytest
+from langchain_core.stores import InMemoryStore
 from pydantic import ValidationError
 
 from langchain_thresholded import MultiCollectionRetriever, ThresholdedRetriever
@@ -17,12 +18,26 @@ QUERY = "the question"
 POLICY = RetrievalPolicy(min_similarity=0.5, top_k=10, max_per_source=None, max_chars=None)
 
 
-@pytest.mark.parametrize("key", ["where", "where_document", "ids", "partition_names"])
+@pytest.mark.parametrize(
+    "key", ["where", "where_document", "ids", "partition_names", "filter_params"]
+)
 def test_a_store_filter_in_a_calls_search_kwargs_is_refused(corpus, key):
     retriever = ThresholdedRetriever(vectorstore=corpus([("a", 0.75)]).store, policy=POLICY)
     with pytest.raises(TypeError, match=rf"search_kwargs hold a store filter \({key}\).*filters="):
         retriever.invoke(QUERY, search_kwargs={key: {"$contains": "a"}})
     assert [d.id for d in retriever.invoke(QUERY, search_kwargs={"unused": None})] == ["a"]
+
+
+def test_expression_parameters_with_a_docstore_are_refused(corpus):
+    """The sections fetched from the docstore are checked against the expression alone."""
+    store = corpus([("a", 0.75)]).store
+    with pytest.raises(ValueError, match=r"search_kwargs\['filter_params'\].*placeholders"):
+        ThresholdedRetriever(
+            vectorstore=store,
+            policy=POLICY,
+            search_kwargs={"filter_params": {"t": "public"}},
+            docstore=InMemoryStore(),
+        )
 
 
 def test_a_calls_ids_are_refused_in_every_collection(corpus):

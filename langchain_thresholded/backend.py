@@ -16,12 +16,13 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
-from langchain_thresholded.ensemble import RetrieverSource
+from langchain_thresholded.ensemble import RetrieverSource, is_ensemble
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
@@ -29,10 +30,20 @@ from thresholded import metadata_keys
 from thresholded.attachments import Links
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Question, SearchArgs
-from thresholded.filters import Dialect, Filter, client_dialect, matches, to_milvus
+from thresholded.errors import UnsafeFilterError
+from thresholded.filters import (
+    Combine,
+    Dialect,
+    Filter,
+    Group,
+    client_dialect,
+    matches,
+    to_milvus,
+)
 from thresholded.filters.chroma import to_chroma
+from thresholded.filters.model import keys
 from thresholded.milvus_collection import ids_matching
-from thresholded.milvus_expr import check_expression
+from thresholded.milvus_expr import check_expression, membership
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -43,8 +54,18 @@ FAISS_FILTER_ROWS = 10_000
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 _RAW_EXPR_KEYS = ("expr", "filter")
 """Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
-STORE_FILTER_KEYS = frozenset({*_RAW_EXPR_KEYS, "where", "where_document"})
-"""Store arguments that filter: the retriever's own, never a call's."""
+_ONLY_IDS = "ids"
+"""Where a Chroma store's arguments limit a search to the sections of the listed ids."""
+_PARTITIONS = "partition_names"
+"""Where a langchain-milvus store's arguments limit a search to the listed partitions."""
+_EXPR_PARAMS = "filter_params"
+"""Where a langchain-milvus store's arguments give the values of a raw expression's
+placeholders (``doc_type == {t}``): they decide what it restricts to."""
+STORE_FILTER_KEYS = frozenset(
+    {*_RAW_EXPR_KEYS, "where", "where_document", _ONLY_IDS, _PARTITIONS, _EXPR_PARAMS}
+)
+"""Store arguments that limit what a search returns: the retriever's own, never a call's,
+never replaced."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
 scores of a dense store that are not cosines (re-scored, the floor reads their cosine).
@@ -84,14 +105,18 @@ class LangChainBackend:
         self._links = link_keys
         self._id_key = id_key
         self._milvus = is_milvus(store)
+        self._own_fields = _own_fields(store) if self._milvus else frozenset()
         self._faiss = is_faiss(store)
         wrapped = _wrapped_retriever(store)
         self._rows = rows_store(store)
         rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
         self._raw_expr = _all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
+        self._only_ids = _only_ids(rows_kwargs)
+        self._partitions = rows_kwargs.get(_PARTITIONS) if is_milvus(self._rows) else None
         if docstore is not None:
             _check_held(store)
+            _no_expr_params(rows_kwargs)
         self._engine_dialect: Dialect | None = None
         self.dimension: int | None = None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
@@ -112,6 +137,7 @@ class LangChainBackend:
         Chroma cannot express exactly are left out of it). Other stores get the
         retriever's own arguments. Whatever the store did, the engine checks every document
         against ``where``."""
+        self.check_filter(where)
         extra = dict((options or {}).get("search_kwargs") or {})
         _no_store_filter_per_call(extra)
         kwargs = {**self._search_kwargs, **extra}
@@ -131,6 +157,19 @@ class LangChainBackend:
             if written is not None:
                 kwargs["filter"] = {"$and": [raw, written]} if raw else written
         return kwargs
+
+    def check_filter(self, where: Filter | None) -> None:
+        """Refuse a filter on a field of the searched Milvus collection that documents do not
+        carry in their metadata (its text, its vectors): Milvus would test the field, but
+        the engine checks metadata, so what comes back could not be held to the filter."""
+        named = sorted(keys(where) & self._own_fields)
+        if named:
+            raise UnsafeFilterError(
+                f"the filter names {', '.join(map(repr, named))}: a field of {self.name} that "
+                "is not in the documents' metadata (the text or a vector), which Milvus would "
+                "test but the documents returned could not be checked against. Filter on "
+                "metadata keys only"
+            )
 
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
@@ -235,19 +274,30 @@ class LangChainBackend:
         return self._admitted(_found(ids, await self._docstore.amget(ids)))
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
-        """What the docstore returned, held to the retriever's raw store filter: its filter
-        function (or a wrapped retriever's structured filter), or its Milvus ``expr`` (a
-        wrapped retriever's too), which the collection itself checks by id."""
+        """What the docstore returned, held to the retriever's raw store restrictions: its
+        filter function (or a wrapped retriever's structured filter), its ``ids``, and on
+        Milvus its ``expr`` and ``partition_names`` (a wrapped retriever's too), which the
+        collection itself checks by id."""
         if self._raw_filter is not None:
             found = {i: d for i, d in found.items() if self._raw_filter(d)}
-        if self._raw_expr:
-            rows = self._rows
-            _ensure_orm_connection(rows)
-            pk = primary_field(rows) or "pk"
-            name, ids = rows.collection_name, list(found)
-            allowed = ids_matching(rows.client, name, pk, ids, self._raw_expr)
+        if self._only_ids is not None:
+            found = {i: d for i, d in found.items() if i in self._only_ids}
+        if found and (self._raw_expr or self._partitions):
+            allowed = self._milvus_allowed(list(found))
             found = {i: d for i, d in found.items() if i in allowed}
         return found
+
+    def _milvus_allowed(self, ids: list[str]) -> set[str]:
+        """The ids among ``ids`` whose rows satisfy the raw expressions and lie in the
+        partitions the retriever searches."""
+        rows = self._rows
+        _ensure_orm_connection(rows)
+        pk, allowed = primary_field(rows) or "pk", set(ids)
+        if self._raw_expr:
+            allowed &= ids_matching(rows.client, rows.collection_name, pk, ids, self._raw_expr)
+        if self._partitions:
+            allowed &= _ids_in_partitions(rows, pk, ids, self._partitions)
+        return allowed
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored vectors by id: an ``InMemoryVectorStore``'s or a FAISS index's own, a Milvus
@@ -291,11 +341,24 @@ class LangChainBackend:
     def metadata(self, item: Document) -> Mapping[str, Any]:
         return item.metadata
 
-    restricted = False
-    """Its sections are limited by their metadata only."""
+    @property
+    def restricted(self) -> bool:
+        """Its sections are limited by more than the filters: by their ids
+        (``search_kwargs["ids"]``, which a store may ignore), or, with a docstore, by the
+        ``filters`` of the ``ThresholdedRetriever``s it wraps, which the neighbours and
+        summaries fetched from the docstore are held to."""
+        return self._only_ids is not None or self._wrapped_where() is not None
 
     def admits(self, item: Document) -> bool:
-        return True
+        item_id = stored_id(item, self._id_key) or document_id(item)
+        if self._only_ids is not None and item_id not in self._only_ids:
+            return False
+        where = self._wrapped_where()
+        return where is None or matches(where, item.metadata)
+
+    def _wrapped_where(self) -> Filter | None:
+        """The wrapped retrievers' filters, read when asked: they may have changed."""
+        return None if self._docstore is None else _members_where(self._store)
 
 
 class QuestionEmbedder:
@@ -369,6 +432,37 @@ def _varchar_key(store: Any) -> bool:
     return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
 
 
+def _own_fields(store: Any) -> frozenset[str]:
+    """The fields of a langchain-milvus collection that a document does not carry in its
+    metadata: its text and vector fields, and, where its metadata is one JSON field, that
+    field and the primary key."""
+    vectors = store._vector_field
+    fields = {store._text_field, *([vectors] if isinstance(vectors, str) else vectors)}
+    if getattr(store, "_metadata_field", None):
+        fields |= {store._metadata_field, str(store._primary_field)}
+    return frozenset(fields)
+
+
+def _ids_in_partitions(store: Any, pk: str, ids: list[str], partitions: Any) -> set[str]:
+    """The ids among ``ids`` that a langchain-milvus collection holds in ``partitions``."""
+    rows = store.client.query(
+        store.collection_name,
+        filter=membership(pk, ids),
+        output_fields=[pk],
+        partition_names=list(partitions),
+        limit=len(ids),
+    )
+    return {str(row[pk]) for row in rows}
+
+
+def _only_ids(search_kwargs: Mapping[str, Any]) -> frozenset[str] | None:
+    """The ids a store's arguments limit a search to (one id or a list); None: any."""
+    given = search_kwargs.get(_ONLY_IDS)
+    if given is None:
+        return None
+    return frozenset([given] if isinstance(given, str) else (str(i) for i in given))
+
+
 def _wrapped_retriever(store: VectorStore) -> VectorStoreRetriever | None:
     """The ``store.as_retriever(...)`` a ``RetrieverSource`` runs; None for any other store."""
     inner = store.retriever if isinstance(store, RetrieverSource) else None
@@ -404,12 +498,22 @@ def _raw_filter(
 
 
 def _check_held(store: VectorStore) -> None:
-    """The store filters of the retrievers a ``RetrieverSource`` runs hold for their search
+    """The restrictions of the retrievers a ``RetrieverSource`` runs hold for their search
     only: refused where the neighbours and summaries fetched from the docstore could not be
     held to them."""
+    inner = type(getattr(store, "retriever", store)).__name__
+    unread = _unread_members(store)
+    if unread:
+        raise ValueError(
+            f"the restrictions of the wrapped {inner}{''.join(unread)} cannot be read, so the "
+            "neighbours and summaries fetched from the docstore could not be held to them: "
+            "wrap a retriever that is restricted by filters=... alone (a store's "
+            "as_retriever() without a filter, or a ThresholdedRetriever) and pass "
+            "filters=... (a structured filter or a dict such as {'doc_type': 'public'}), "
+            "which holds for both; or leave the docstore out"
+        )
     unheld = _unheld_filters(store)
     if unheld:
-        inner = type(getattr(store, "retriever", store)).__name__
         raise ValueError(
             f"the wrapped {inner} holds store filters ({', '.join(unheld)}) that hold for its "
             "search but not for the neighbours and summaries fetched from the docstore: build "
@@ -419,21 +523,72 @@ def _check_held(store: VectorStore) -> None:
 
 
 def _unheld_filters(store: VectorStore) -> list[str]:
-    """Every store filter of an ensemble's members; a wrapped retriever's, but a Milvus
-    store's expressions (held by id) and another store's structured filter (held on
-    metadata)."""
+    """Every store filter of the retrievers a ``RetrieverSource`` runs; of a wrapped
+    ``store.as_retriever(...)``, but those held for sections fetched by id: a Milvus
+    store's expressions and partitions (held by id), another store's structured filter
+    (held on metadata), and its ``ids``."""
     if not isinstance(store, RetrieverSource):
         return []
     wrapped = _wrapped_retriever(store)
     if wrapped is None:
-        members = getattr(store.retriever, "retrievers", ())
+        members = _members(store.retriever)
         kwargs = [m.search_kwargs for m in members if isinstance(m, VectorStoreRetriever)]
         return sorted({key for each in kwargs for key in _filter_keys(each)})
+    held: tuple[str, ...] = (_ONLY_IDS,)
     if is_milvus(wrapped.vectorstore):
-        held: tuple[str, ...] = _RAW_EXPR_KEYS
-    else:
-        held = ("filter",) if _structured(wrapped.search_kwargs.get("filter")) else ()
+        held += (*_RAW_EXPR_KEYS, _PARTITIONS)
+    elif _structured(wrapped.search_kwargs.get("filter")):
+        held += ("filter",)
     return [key for key in _filter_keys(wrapped.search_kwargs) if key not in held]
+
+
+def _members(retriever: BaseRetriever) -> list[BaseRetriever]:
+    """The retrievers whose documents a wrapped retriever returns: an ensemble's, or itself."""
+    return list(retriever.retrievers) if is_ensemble(retriever) else [retriever]  # type: ignore[attr-defined]
+
+
+def _unread_members(store: VectorStore) -> list[str]:
+    """The retrievers a ``RetrieverSource`` runs (not a ``store.as_retriever(...)``) whose
+    restrictions cannot be read: any but a store's ``as_retriever(...)`` and a
+    ``ThresholdedRetriever`` over a store, restricted by its ``filters`` alone."""
+    if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
+        return []
+    if not is_ensemble(store.retriever):
+        return [] if _readable(store.retriever) else [""]
+    members = enumerate(_members(store.retriever))
+    return [f"'s member {i} ({type(m).__name__})" for i, m in members if not _readable(m)]
+
+
+def _readable(retriever: BaseRetriever) -> bool:
+    """Whether a wrapped retriever's restrictions can be read: a store's
+    ``as_retriever(...)`` (its store filters), or a ``ThresholdedRetriever`` restricted by
+    its filters alone."""
+    return isinstance(retriever, VectorStoreRetriever) or _filtered_only(retriever)
+
+
+def _filtered_only(retriever: BaseRetriever) -> bool:
+    """Whether ``retriever`` is a ``ThresholdedRetriever`` over a store whose only
+    restriction is its ``filters`` (and ``call_filters``): what ``as_collection().where``
+    says, which holds on metadata."""
+    store = getattr(retriever, "vectorstore", None)
+    if not hasattr(retriever, "as_collection") or not isinstance(store, VectorStore):
+        return False
+    if isinstance(store, RetrieverSource) or getattr(retriever, "expr", None):
+        return False
+    return not _filter_keys(getattr(retriever, "search_kwargs", None) or {})
+
+
+def _members_where(store: VectorStore) -> Filter | None:
+    """What a document must satisfy to be one the retrievers a ``RetrieverSource`` runs may
+    return: any member's ``filters`` (None when one of them has none)."""
+    if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
+        return None
+    wheres = [
+        m.as_collection().where if _filtered_only(m) else None for m in _members(store.retriever)
+    ]
+    if any(w is None for w in wheres):
+        return None
+    return wheres[0] if len(wheres) == 1 else Group(Combine.OR, tuple(wheres))
 
 
 def _filter_keys(search_kwargs: Mapping[str, Any]) -> list[str]:
@@ -472,6 +627,18 @@ def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
     """Milvus expressions that must all hold, as one; None when there are none."""
     parts = [f"({e})" for e in exprs if e]
     return " and ".join(parts) if parts else None
+
+
+def _no_expr_params(search_kwargs: Mapping[str, Any]) -> None:
+    """With a docstore, a raw expression's placeholders hold no values given apart: the
+    neighbours and summaries fetched from it are checked against the expression alone."""
+    if search_kwargs.get(_EXPR_PARAMS):
+        raise ValueError(
+            f"search_kwargs[{_EXPR_PARAMS!r}] fill the placeholders of a raw expression, "
+            "which the neighbours and summaries fetched from the docstore are checked "
+            "against without them: write the values into the expression, or give "
+            "filters=... (a structured filter or a dict such as {'doc_type': 'public'})"
+        )
 
 
 def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:

@@ -270,7 +270,9 @@ class ThresholdedRetriever(EngineRetriever):
     store can); ``rrf``, ``weighted``, ...: searched by query text."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Passed to every search, e.g. Milvus's ``{"param": ...}``; a raw ``{"expr": ...}`` (or
-    ``filter``) here is ANDed with every call's filters."""
+    ``filter``) here is ANDed with every call's filters. Its restrictions (``expr``,
+    ``filter``, ``where``, ``where_document``, Chroma's ``ids``, Milvus's
+    ``partition_names``) hold for attachments too, and a call cannot replace them."""
     filters: Any = None
     """The retriever's own filter, structured (see :mod:`langchain_thresholded.filters`):
     it holds in every call, and a call's ``filters`` narrow it."""
@@ -356,6 +358,13 @@ class ThresholdedRetriever(EngineRetriever):
         string stays the raw expression); any other form (a function, a dict of
         operators the filter model does not accept) is an error that says to pass
         ``filters=``.
+
+        With a ``docstore``, the neighbours and summaries it attaches are held to the wrapped
+        retriever's restrictions, so those must be readable: a store's ``as_retriever(...)``
+        (its store filters, as above) or a ``ThresholdedRetriever`` over a store restricted
+        by its ``filters`` alone (an ensemble's members likewise; a document is then held to
+        any member's filters). Any other retriever (a ``MultiQueryRetriever``, a retriever of
+        your own) is refused with a docstore: pass ``filters=`` instead.
 
         An ensemble's documents get their weighted RRF score (kind ``rrf``), which is
         never compared with the floor; with ``policy.hybrid_policy="rescore"`` the floor
@@ -467,6 +476,8 @@ class ThresholdedRetriever(EngineRetriever):
             link_keys=LinkKeys(self.prev_id_key, self.next_id_key, self.parent_id_key),
             id_key=self._id_key(),
         )
+        where = all_of(to_filter(self.filters), to_filter(self.call_filters))
+        backend.check_filter(where)
         model = model_of(self._store_embeddings())
         attach = self.docstore is not None
         keys = self.allowed_filter_keys
@@ -482,7 +493,7 @@ class ThresholdedRetriever(EngineRetriever):
             ),
             timeout=self.timeout,
             embeds=self.score_kind is ScoreKind.COSINE,
-            where=all_of(to_filter(self.filters), to_filter(self.call_filters)),
+            where=where,
             allowed_filter_keys=None if keys is None else frozenset(keys),
         )
 

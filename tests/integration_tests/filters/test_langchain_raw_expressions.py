@@ -9,12 +9,16 @@ fetched from the docstore, on Milvus Lite.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
-from leak_data import POLICY, QUESTION
+from langchain_core.retrievers import BaseRetriever
+from leak_data import POLICY, QUESTION, SameEmbeddings, langchain_docstore, langchain_documents
 
 import langchain_thresholded as lc
+from thresholded.errors import UnsafeFilterError
+from thresholded.milvus_expr import membership
 
 pytestmark = pytest.mark.integration
 
@@ -169,3 +173,193 @@ def test_an_ensemble_members_filter_without_a_docstore_holds(leaky) -> None:
         ensemble(leaky, {"expr": PUBLIC}), policy=POLICY
     )
     assert doc_types(retriever.invoke(QUESTION)) == {"public"}
+
+
+# Wrapped retrievers whose restrictions cannot be read, with a docstore ---------------------------
+class Relayed(BaseRetriever):
+    """Another retriever's documents: a retriever whose restrictions cannot be read."""
+
+    inner: Any
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Any]:
+        return self.inner.invoke(query)
+
+
+def public_retriever(leaky: Any) -> lc.ThresholdedRetriever:
+    store = leaky.langchain_store
+    return lc.ThresholdedRetriever(vectorstore=store, policy=POLICY, filters={"doc_type": "public"})
+
+
+def test_an_ensemble_of_a_filtered_thresholded_retriever_holds_its_filters(leaky) -> None:
+    """The ensemble runs a retriever of public sections: h1, h3 and the handbook's summary
+    were attached from the docstore."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    wrapped = classic.EnsembleRetriever(retrievers=[public_retriever(leaky)], weights=[1.0])
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        wrapped,
+        policy=POLICY,
+        embeddings=leaky.langchain_store.embeddings,
+        docstore=leaky.langchain_docstore,
+        neighbours=1,
+    )
+    report = retriever.retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_SECTIONS
+    assert doc_types(report.items) == {"public"}
+
+
+def test_a_wrapped_retriever_whose_restrictions_cannot_be_read_is_refused_with_a_docstore(
+    leaky,
+) -> None:
+    wrapped = Relayed(inner=leaky.langchain_store.as_retriever(search_kwargs={"expr": PUBLIC}))
+    with pytest.raises(ValueError, match=r"restrictions of the wrapped Relayed cannot be read"):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
+        )
+    without = lc.ThresholdedRetriever.from_retriever(
+        wrapped,
+        policy=POLICY.model_copy(update={"hybrid_policy": "rescore"}),
+        embeddings=leaky.langchain_store.embeddings,
+    )
+    assert doc_types(without.invoke(QUESTION)) == {"public"}
+
+
+def test_an_ensemble_member_whose_restrictions_cannot_be_read_is_named(leaky) -> None:
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    members = [leaky.langchain_store.as_retriever(), Relayed(inner=public_retriever(leaky))]
+    wrapped = classic.EnsembleRetriever(retrievers=members, weights=[0.5, 0.5])
+    with pytest.raises(ValueError, match=r"EnsembleRetriever's member 1 \(Relayed\)"):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, docstore=leaky.langchain_docstore, neighbours=1
+        )
+
+
+# Partitions --------------------------------------------------------------------------------------
+PARTITIONS = {"public": sorted(PUBLIC_SECTIONS)}
+"""Milvus Lite 2.5 has no partitions: a partition is played by a list of primary keys."""
+
+
+@pytest.fixture
+def partitioned(leaky, monkeypatch) -> Any:
+    """The leaky store, its client's searches and queries limited to the partitions named."""
+    client, pk = leaky.langchain_store.client, leaky.langchain_store._primary_field
+    seen: list[Any] = []
+
+    def in_partitions(call: Any) -> Any:
+        def limited(*args: Any, **kwargs: Any) -> Any:
+            names = kwargs.pop("partition_names", None)
+            seen.append(names)
+            if names:
+                rows = [i for name in names for i in PARTITIONS[name]]
+                own = kwargs.get("filter")
+                kwargs["filter"] = " and ".join(f"({e})" for e in (own, membership(pk, rows)) if e)
+            return call(*args, **kwargs)
+
+        return limited
+
+    monkeypatch.setattr(client, "search", in_partitions(client.search))
+    monkeypatch.setattr(client, "query", in_partitions(client.query))
+    return seen
+
+
+def test_partition_names_hold_for_attachments(leaky, partitioned) -> None:
+    """The search is limited to the public partition: h1, h3 and the handbook's summary
+    were attached from the docstore."""
+    retriever = over_store(leaky, search_kwargs={"partition_names": ["public"]})
+    report = retriever.retrieve_with_report(QUESTION)
+    assert set(ids(report.kept)) == PUBLIC_SECTIONS
+    assert doc_types(report.items) == {"public"}
+    assert ["public"] in partitioned  # the attachments were looked up in the partition
+
+
+def test_a_calls_partition_names_are_refused(leaky) -> None:
+    """They would replace the retriever's."""
+    retriever = lc.ThresholdedRetriever(vectorstore=leaky.langchain_store, policy=POLICY)
+    with pytest.raises(TypeError, match=r"search_kwargs hold a store filter \(partition_names\)"):
+        retriever.invoke(QUESTION, search_kwargs={"partition_names": ["_default"]})
+
+
+def test_partition_names_given_to_from_retriever_cannot_replace_the_wrapped_ones(leaky) -> None:
+    wrapped = leaky.langchain_store.as_retriever(search_kwargs={"partition_names": ["public"]})
+    with pytest.raises(ValueError, match=r"search_kwargs\['partition_names'\].*both"):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, search_kwargs={"partition_names": ["_default"]}
+        )
+
+
+# Filters on the collection's own fields ----------------------------------------------------------
+@pytest.mark.parametrize(
+    "where",
+    [{"$not": [{"text": {"$text_match": "h1"}}]}, {"vector": {"$is_empty": True}}],
+    ids=["text", "vector"],
+)
+def test_a_filter_on_a_field_outside_the_metadata_is_refused(leaky, where) -> None:
+    """Milvus tests the row's text, the engine the metadata (which has none): h1 came back."""
+    with pytest.raises(UnsafeFilterError, match=r"not in the documents' metadata"):
+        over_store(leaky).invoke(QUESTION, filters=where)
+    with pytest.raises(UnsafeFilterError, match=r"not in the documents' metadata"):
+        over_store(leaky, filters=where)
+
+
+def test_a_filter_on_the_primary_key_holds(leaky) -> None:
+    """langchain-milvus puts the primary key in every document's metadata."""
+    retriever = lc.ThresholdedRetriever(
+        vectorstore=leaky.langchain_store, policy=POLICY, filters={"pk": {"$in": ["h0", "f1"]}}
+    )
+    assert sorted(ids(retriever.invoke(QUESTION))) == ["f1", "h0"]
+
+
+# Chroma ids --------------------------------------------------------------------------------------
+@pytest.fixture
+def chroma() -> Any:
+    """The leaky sections in a Chroma collection of their own."""
+    chromadb = pytest.importorskip("chromadb")
+    langchain_chroma = pytest.importorskip("langchain_chroma")
+    documents = langchain_documents()
+    store = langchain_chroma.Chroma(
+        collection_name=f"leaks-{uuid.uuid4().hex}",
+        embedding_function=SameEmbeddings(),
+        client=chromadb.EphemeralClient(),
+    )
+    store.add_documents(documents, ids=[d.id for d in documents])
+    return store
+
+
+PUBLIC_IDS = sorted(PUBLIC_SECTIONS)
+EVERY_ID = [d.id for d in langchain_documents()]
+
+
+async def test_a_calls_ids_cannot_replace_the_retrievers(chroma) -> None:
+    """The call's ids replaced the retriever's: h1, h3, o0 and o1 came back."""
+    retriever = lc.ThresholdedRetriever(
+        vectorstore=chroma, policy=POLICY, search_kwargs={"ids": PUBLIC_IDS}
+    )
+    with pytest.raises(TypeError, match=r"search_kwargs hold a store filter \(ids\)"):
+        retriever.invoke(QUESTION, search_kwargs={"ids": EVERY_ID})
+    with pytest.raises(TypeError, match=r"search_kwargs hold a store filter \(ids\)"):
+        await retriever.ainvoke(QUESTION, search_kwargs={"ids": EVERY_ID})
+    assert sorted(ids(retriever.invoke(QUESTION))) == PUBLIC_IDS
+
+
+def test_chroma_ids_hold_for_attachments(chroma) -> None:
+    """h1, h3 and the handbook's summary were attached from the docstore."""
+    retriever = lc.ThresholdedRetriever(
+        vectorstore=chroma,
+        policy=POLICY,
+        search_kwargs={"ids": PUBLIC_IDS},
+        docstore=langchain_docstore(langchain_documents()),
+        neighbours=1,
+    )
+    report = retriever.retrieve_with_report(QUESTION)
+    assert sorted(ids(report.kept)) == PUBLIC_IDS
+    assert doc_types(report.items) == {"public"}
+    assert not report.attached or set(ids(report.attached)) <= PUBLIC_SECTIONS
+
+
+def test_ids_given_to_from_retriever_cannot_replace_the_wrapped_ones(chroma) -> None:
+    wrapped = chroma.as_retriever(search_kwargs={"ids": PUBLIC_IDS})
+    with pytest.raises(ValueError, match=r"search_kwargs\['ids'\].*both"):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, search_kwargs={"ids": EVERY_ID}
+        )
+    inherited = lc.ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+    assert sorted(ids(inherited.invoke(QUESTION))) == PUBLIC_IDS

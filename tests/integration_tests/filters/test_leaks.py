@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.retrievers import BaseRetriever
 from leak_data import PAYLOADS, POLICY, PUBLIC, QUESTION
 from llama_index.core.vector_stores.types import (
     FilterCondition,
@@ -54,7 +53,7 @@ def langchain(leaky: Any, shape: str, base: dict[str, Any] | None) -> Any:
         return single
     if shape == "from_retriever":
         return lc.ThresholdedRetriever.from_retriever(
-            _Plain(inner=single),  # its scores are unknown: re-scored with the store's model
+            single,  # its scores are unknown: re-scored with the store's model
             policy=POLICY.model_copy(update={"hybrid_policy": "rescore"}),
             embeddings=store.embeddings,
             docstore=leaky.langchain_docstore,
@@ -63,15 +62,6 @@ def langchain(leaky: Any, shape: str, base: dict[str, Any] | None) -> Any:
     return lc.MultiCollectionRetriever(
         collections=[lc.CollectionSpec(retriever=single, name="kb")], policy=POLICY
     )
-
-
-class _Plain(BaseRetriever):
-    """Another retriever's documents, with no score: a retriever the package wraps."""
-
-    inner: Any
-
-    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Any]:
-        return self.inner.invoke(query)
 
 
 PATHS = [

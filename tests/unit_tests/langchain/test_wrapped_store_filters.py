@@ -10,6 +10,7 @@ it be attached, so with a docstore it is refused, naming the filter.
 from __future__ import annotations
 
 import pytest
+from langchain_core.documents import Document
 from langchain_core.stores import InMemoryStore
 
 from langchain_thresholded import RetrieverSource, ScoreKind, ThresholdedRetriever
@@ -47,3 +48,32 @@ def test_a_wrapped_store_filter_and_another_of_the_same_key_are_refused(corpus):
         ThresholdedRetriever.from_retriever(
             wrapped, search_kwargs={"where_document": {"$contains": "b"}}
         )
+
+
+def test_an_ensemble_members_ids_with_a_docstore_are_refused(corpus):
+    """The neighbours and summaries fetched from the docstore would not be held to them."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    store = corpus([("a", 0.75), ("b", 0.75)]).store
+    member = store.as_retriever(search_kwargs={"ids": ["a"]})
+    wrapped = classic.EnsembleRetriever(retrievers=[member], weights=[1.0])
+    with pytest.raises(ValueError, match=r"EnsembleRetriever holds store filters \(ids\)"):
+        ThresholdedRetriever.from_retriever(wrapped, policy=POLICY, docstore=InMemoryStore())
+
+
+def test_a_wrapped_thresholded_retrievers_changed_filters_hold(corpus):
+    """What the wrapped retriever's filters are when the call is made holds for attachments."""
+    found = corpus([("a", 0.75, {"doc_type": "public", "next_id": "b"})])
+    docstore = InMemoryStore()
+    docstore.mset([("b", Document(id="b", page_content="b", metadata={"doc_type": "internal"}))])
+    inner = ThresholdedRetriever(vectorstore=found.store, policy=POLICY, filters={"doc_type": "x"})
+    retriever = ThresholdedRetriever.from_retriever(
+        inner,
+        policy=POLICY.model_copy(update={"hybrid_policy": "rescore"}),
+        embeddings=found.embeddings,
+        docstore=docstore,
+        neighbours=1,
+    )
+    inner.filters = {"doc_type": "public"}
+    assert [d.id for d in retriever.invoke(QUERY)] == ["a"]
+    inner.filters = None
+    assert [d.id for d in retriever.invoke(QUERY)] == ["a", "b"]

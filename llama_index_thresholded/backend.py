@@ -59,6 +59,7 @@ logger = logging.getLogger(__name__)
 
 _SEARCH_ONLY = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
+ID_LISTS = ("doc_ids", "node_ids")
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,8 @@ class LlamaIndexBackend:
 
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
+        if self._admits_nothing():
+            return []
         query, kwargs = self._query(args)
         if self._keeps_vectors():
             search = self._milvus_search(query, kwargs)
@@ -181,6 +184,8 @@ class LlamaIndexBackend:
         return _hits(self._raw(result), fetched, self._index)
 
     async def asearch(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
+        if self._admits_nothing():
+            return []
         query, kwargs = self._query(args)
         if self._keeps_vectors():
             search = self._milvus_search(query, kwargs)
@@ -362,14 +367,20 @@ class LlamaIndexBackend:
 
     @property
     def restricted(self) -> bool:
-        return bool(self._args["doc_ids"] or self._args["node_ids"])
+        return self._args["doc_ids"] is not None or self._args["node_ids"] is not None
 
     def admits(self, item: BaseNode) -> bool:
-        """A node of the retriever's ``node_ids`` and ``doc_ids``, where it names them."""
+        """A node of the retriever's ``node_ids`` and ``doc_ids``, where it names them (an
+        empty list names none: it admits nothing)."""
         node_ids, doc_ids = self._args["node_ids"], self._args["doc_ids"]
-        if node_ids and item.node_id not in node_ids:
+        if node_ids is not None and item.node_id not in node_ids:
             return False
-        return not doc_ids or item.ref_doc_id in doc_ids
+        return doc_ids is None or item.ref_doc_id in doc_ids
+
+    def _admits_nothing(self) -> bool:
+        """``doc_ids=[]`` or ``node_ids=[]``: no section is within them, so nothing is searched
+        (a store would read an empty list as no restriction at all)."""
+        return any(self._args[k] is not None and len(self._args[k]) == 0 for k in ID_LISTS)
 
 
 def index_collection(
@@ -506,10 +517,10 @@ def restricting_kwargs(store: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     known = _store_keywords(store)
     if known is None:
         return dict(kwargs)
-    return {k: v for k, v in kwargs.items() if k in known.restricting and _restricts(v)}
+    return {k: v for k, v in kwargs.items() if k in known.restricting and restricts(v)}
 
 
-def _restricts(value: Any) -> bool:
+def restricts(value: Any) -> bool:
     """A keyword's value restricts unless it is None or empty."""
     if value is None:
         return False

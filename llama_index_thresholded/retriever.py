@@ -27,7 +27,7 @@ from llama_index_thresholded.backend import (
     restricts,
 )
 from llama_index_thresholded.events import retrieval_events
-from llama_index_thresholded.filters import to_filter
+from llama_index_thresholded.filters import HeldFilters, to_filter
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Question, adrive, drive, plan, retrieve
@@ -211,7 +211,9 @@ class ThresholdedRetriever(EngineRetriever):
             model is refused.
         collection: The profile's collection, when it is not the store's name.
         filters: Metadata filters that hold in every call, for every section
-            returned, attachments included.
+            returned, attachments included. Changing them in place afterwards
+            (``filters.filters.append(...)``) makes every call an error: build a new
+            retriever, or give a call its own ``filters``.
         vector_store_query_mode: The store's query mode (``default``, ``hybrid``,
             ``sparse``, ...); only ``default`` scores are cosines.
         metric: The store's metric (``IP``, ``COSINE``, ``L2``), for stores it cannot
@@ -248,6 +250,7 @@ class ThresholdedRetriever(EngineRetriever):
         verbose: LlamaIndex's verbose flag.
         """
         self._index = index
+        self._filters = HeldFilters.of(filters)
         collection_ = index_collection(
             index,
             policy_or_none(policy),
@@ -266,7 +269,7 @@ class ThresholdedRetriever(EngineRetriever):
                 "hybrid_top_k": hybrid_top_k,
                 "vector_store_kwargs": vector_store_kwargs,
             },
-            where=to_filter(filters),
+            where=self._filters.where,
             allowed_filter_keys=allowed_filter_keys,
             pushdown=pushdown,
             retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
@@ -369,6 +372,7 @@ class ThresholdedRetriever(EngineRetriever):
         policy: RetrievalPolicy | None = None,
         min_top_similarity: float | None = None,
     ) -> Any:
+        self._filters.check_unchanged(type(self).__name__)
         call_policy = (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k)
         return plan(
             question,

@@ -45,8 +45,9 @@ from llama_index_thresholded.scoring import (
 from thresholded.attachments import AttachmentSpec, Links
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Question, SearchArgs
-from thresholded.filters import Dialect, Filter, client_dialect, to_milvus
+from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
 from thresholded.filters.chroma import to_chroma
+from thresholded.filters.model import keys
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import membership
 from thresholded.policy import RetrievalPolicy, profiled_policy
@@ -110,6 +111,7 @@ class LlamaIndexBackend:
         """The call's filters for the store, before any query is sent: on Milvus, one
         expression ANDing every restriction in force; on Chroma with the retriever's own
         ``where``, one clause ANDing it with them; elsewhere LlamaIndex's filters."""
+        _check_no_store_fields(self._store, where)
         own_where = self._args["vector_store_kwargs"].get("where")
         if is_chroma_store(self._store) and own_where:
             return CallFilters(None, chroma_where=_all_of(own_where, to_chroma(where).where))
@@ -537,6 +539,38 @@ def _unheld_message(store: Any, keys: list[str]) -> str:
         "summaries fetched by id. Give the restriction as filters=... (MetadataFilters), "
         "which hold for both, or attach nothing (neighbours=0, parent_summaries=False)"
     )
+
+
+_LLAMA_INDEX_FIELDS = frozenset(
+    {"_node_content", "_node_type", "document_id", "doc_id", "ref_doc_id"}
+)
+"""What LlamaIndex itself writes beside each node's metadata in a store (the node, its type,
+its source document): never the node's metadata when it is read back."""
+
+
+def store_fields(store: Any) -> frozenset[str]:
+    """The keys that name a store's own fields rather than metadata: LlamaIndex's own, and on
+    Milvus the primary key, the document id, text and vector fields."""
+    if not is_milvus_store(store):
+        return _LLAMA_INDEX_FIELDS
+    fields = ("doc_id_field", "text_key", "embedding_field", "sparse_embedding_field")
+    named = {getattr(store, field, None) for field in fields}
+    return _LLAMA_INDEX_FIELDS | {"id"} | {str(f) for f in named if f}
+
+
+def _check_no_store_fields(store: Any, where: Filter | None) -> None:
+    """Refuse a filter on a store's own field: the store would apply it to that field, but
+    the sections it returns, their neighbours and summaries are checked against their
+    metadata, which does not hold it (``doc_id != "x"`` would hold for x's neighbours)."""
+    named = sorted(keys(where) & store_fields(store))
+    if named:
+        raise UnsafeFilterError(
+            f"filter keys {named} name {type(store).__name__}'s own fields, not metadata: the "
+            "store applies such a filter to its field, while neighbours and parent summaries "
+            "are held to their metadata, which does not have it. Filter on a metadata key "
+            "instead; to search some documents or sections only, build the retriever with "
+            "doc_ids=[...] or node_ids=[...]"
+        )
 
 
 def index_embed_model(index: VectorStoreIndex) -> BaseEmbedding:

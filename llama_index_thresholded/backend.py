@@ -454,8 +454,20 @@ def index_collection(
         attachments=attachments,
         embeds=mode not in _SEARCH_ONLY,
         where=where,
-        allowed_filter_keys=None if allowed_filter_keys is None else frozenset(allowed_filter_keys),
+        allowed_filter_keys=_allowed_keys(allowed_filter_keys),
     )
+
+
+def _allowed_keys(keys: Iterable[str] | None) -> frozenset[str] | None:
+    """``allowed_filter_keys`` as a set of keys; a string would be read as its characters."""
+    if keys is None:
+        return None
+    if isinstance(keys, str | bytes):
+        raise TypeError(
+            f"allowed_filter_keys must be a list of keys, got the string {keys!r}, which would "
+            f"be read as its characters: pass allowed_filter_keys=[{keys!r}]"
+        )
+    return frozenset(keys)
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,8 @@ class LlamaIndexBackend:
         own_where = self._args["vector_store_kwargs"].get("where")
         if is_chroma_store(self._store) and own_where:
             return CallFilters(None, chroma_where=_all_of(own_where, to_chroma(where).where))
+        if is_named(self._store, "FaissVectorStore"):  # it refuses any MetadataFilters
+            return CallFilters(None)  # the engine holds the results to them after the search
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
         written = to_milvus(where, self._dialect())

@@ -45,8 +45,9 @@ from llama_index_thresholded.scoring import (
 from thresholded.attachments import AttachmentSpec, Links
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Question, SearchArgs
-from thresholded.filters import Dialect, Filter, client_dialect, to_milvus
+from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
 from thresholded.filters.chroma import to_chroma
+from thresholded.filters.model import keys
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import membership
 from thresholded.policy import RetrievalPolicy, profiled_policy
@@ -59,6 +60,7 @@ logger = logging.getLogger(__name__)
 
 _SEARCH_ONLY = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
+ID_LISTS = ("doc_ids", "node_ids")
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,12 @@ class LlamaIndexBackend:
         """The call's filters for the store, before any query is sent: on Milvus, one
         expression ANDing every restriction in force; on Chroma with the retriever's own
         ``where``, one clause ANDing it with them; elsewhere LlamaIndex's filters."""
+        _check_no_store_fields(self._store, where)
         own_where = self._args["vector_store_kwargs"].get("where")
         if is_chroma_store(self._store) and own_where:
             return CallFilters(None, chroma_where=_all_of(own_where, to_chroma(where).where))
+        if is_named(self._store, "FaissVectorStore"):  # it refuses any MetadataFilters
+            return CallFilters(None)  # the engine holds the results to them after the search
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
         written = to_milvus(where, self._dialect())
@@ -170,6 +175,8 @@ class LlamaIndexBackend:
 
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
+        if self._admits_nothing():
+            return []
         query, kwargs = self._query(args)
         if self._keeps_vectors():
             search = self._milvus_search(query, kwargs)
@@ -181,6 +188,8 @@ class LlamaIndexBackend:
         return _hits(self._raw(result), fetched, self._index)
 
     async def asearch(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
+        if self._admits_nothing():
+            return []
         query, kwargs = self._query(args)
         if self._keeps_vectors():
             search = self._milvus_search(query, kwargs)
@@ -362,14 +371,20 @@ class LlamaIndexBackend:
 
     @property
     def restricted(self) -> bool:
-        return bool(self._args["doc_ids"] or self._args["node_ids"])
+        return self._args["doc_ids"] is not None or self._args["node_ids"] is not None
 
     def admits(self, item: BaseNode) -> bool:
-        """A node of the retriever's ``node_ids`` and ``doc_ids``, where it names them."""
+        """A node of the retriever's ``node_ids`` and ``doc_ids``, where it names them (an
+        empty list names none: it admits nothing)."""
         node_ids, doc_ids = self._args["node_ids"], self._args["doc_ids"]
-        if node_ids and item.node_id not in node_ids:
+        if node_ids is not None and item.node_id not in node_ids:
             return False
-        return not doc_ids or item.ref_doc_id in doc_ids
+        return doc_ids is None or item.ref_doc_id in doc_ids
+
+    def _admits_nothing(self) -> bool:
+        """``doc_ids=[]`` or ``node_ids=[]``: no section is within them, so nothing is searched
+        (a store would read an empty list as no restriction at all)."""
+        return any(self._args[k] is not None and len(self._args[k]) == 0 for k in ID_LISTS)
 
 
 def index_collection(
@@ -441,8 +456,20 @@ def index_collection(
         attachments=attachments,
         embeds=mode not in _SEARCH_ONLY,
         where=where,
-        allowed_filter_keys=None if allowed_filter_keys is None else frozenset(allowed_filter_keys),
+        allowed_filter_keys=_allowed_keys(allowed_filter_keys),
     )
+
+
+def _allowed_keys(keys: Iterable[str] | None) -> frozenset[str] | None:
+    """``allowed_filter_keys`` as a set of keys; a string would be read as its characters."""
+    if keys is None:
+        return None
+    if isinstance(keys, str | bytes):
+        raise TypeError(
+            f"allowed_filter_keys must be a list of keys, got the string {keys!r}, which would "
+            f"be read as its characters: pass allowed_filter_keys=[{keys!r}]"
+        )
+    return frozenset(keys)
 
 
 @dataclass(frozen=True)
@@ -506,10 +533,10 @@ def restricting_kwargs(store: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     known = _store_keywords(store)
     if known is None:
         return dict(kwargs)
-    return {k: v for k, v in kwargs.items() if k in known.restricting and _restricts(v)}
+    return {k: v for k, v in kwargs.items() if k in known.restricting and restricts(v)}
 
 
-def _restricts(value: Any) -> bool:
+def restricts(value: Any) -> bool:
     """A keyword's value restricts unless it is None or empty."""
     if value is None:
         return False
@@ -526,6 +553,38 @@ def _unheld_message(store: Any, keys: list[str]) -> str:
         "summaries fetched by id. Give the restriction as filters=... (MetadataFilters), "
         "which hold for both, or attach nothing (neighbours=0, parent_summaries=False)"
     )
+
+
+_LLAMA_INDEX_FIELDS = frozenset(
+    {"_node_content", "_node_type", "document_id", "doc_id", "ref_doc_id"}
+)
+"""What LlamaIndex itself writes beside each node's metadata in a store (the node, its type,
+its source document): never the node's metadata when it is read back."""
+
+
+def store_fields(store: Any) -> frozenset[str]:
+    """The keys that name a store's own fields rather than metadata: LlamaIndex's own, and on
+    Milvus the primary key, the document id, text and vector fields."""
+    if not is_milvus_store(store):
+        return _LLAMA_INDEX_FIELDS
+    fields = ("doc_id_field", "text_key", "embedding_field", "sparse_embedding_field")
+    named = {getattr(store, field, None) for field in fields}
+    return _LLAMA_INDEX_FIELDS | {"id"} | {str(f) for f in named if f}
+
+
+def _check_no_store_fields(store: Any, where: Filter | None) -> None:
+    """Refuse a filter on a store's own field: the store would apply it to that field, but
+    the sections it returns, their neighbours and summaries are checked against their
+    metadata, which does not hold it (``doc_id != "x"`` would hold for x's neighbours)."""
+    named = sorted(keys(where) & store_fields(store))
+    if named:
+        raise UnsafeFilterError(
+            f"filter keys {named} name {type(store).__name__}'s own fields, not metadata: the "
+            "store applies such a filter to its field, while neighbours and parent summaries "
+            "are held to their metadata, which does not have it. Filter on a metadata key "
+            "instead; to search some documents or sections only, build the retriever with "
+            "doc_ids=[...] or node_ids=[...]"
+        )
 
 
 def index_embed_model(index: VectorStoreIndex) -> BaseEmbedding:

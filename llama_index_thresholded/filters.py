@@ -10,6 +10,8 @@ every neighbour and parent summary, against the same filter.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llama_index.core.vector_stores.types import (
     FilterCondition,
     FilterOperator,
@@ -69,4 +71,37 @@ def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:
             if isinstance(c, Condition)
         ],
         condition=FilterCondition(group.combine.value),
+    )
+
+
+@dataclass(frozen=True)
+class HeldFilters:
+    """A retriever's own filters: the caller's object, and what it said when the retriever was
+    built. The retriever searches with ``where``; the caller's object may still be changed in
+    place (``filters.filters.append(...)``), which a call refuses rather than ignore."""
+
+    given: MetadataFilters | None
+    where: Filter | None
+
+    @classmethod
+    def of(cls, filters: MetadataFilters | None) -> HeldFilters:
+        return cls(filters, to_filter(filters))
+
+    def check_unchanged(self, retriever: str) -> None:
+        """Raise when the caller's filters no longer say what they said at construction."""
+        try:
+            unchanged = to_filter(self.given) == self.where
+        except (TypeError, ValueError) as exc:
+            raise ValueError(_changed_message(retriever)) from exc
+        if not unchanged:
+            raise ValueError(_changed_message(retriever))
+
+
+def _changed_message(retriever: str) -> str:
+    return (
+        f"the filters given to {retriever}(filters=...) were changed in place after it was "
+        "built; it holds them as they were then, so a search would ignore the change. "
+        f"Build a new retriever with the changed filters ({retriever}(..., "
+        "filters=...)), or give one call its own: retrieve_with_report(query, filters=...), "
+        "which narrow the retriever's"
     )

@@ -38,7 +38,7 @@ from pydantic import field_validator
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
-from llama_index_thresholded.filters import to_filter
+from llama_index_thresholded.filters import HeldFilters, to_filter
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
@@ -110,7 +110,8 @@ class MultiCollectionRetriever(EngineRetriever):
     failed for a transient reason (see ``ThresholdedRetriever``), within its timeout.
     ``pushdown`` sends each floor to Milvus as a range search (see
     ``pushdown.py``). ``filters`` hold in every collection, for every section returned,
-    neighbours and summaries included; a call's ``filters`` narrow them (AND), and
+    neighbours and summaries included (changing them in place afterwards makes every call
+    an error: build a new retriever); a call's ``filters`` narrow them (AND), and
     ``allowed_filter_keys`` limits the keys either may name. ``max_workers`` sizes the
     thread pool (default: two per collection, at most 64); ``close()`` shuts it down.
 
@@ -147,6 +148,7 @@ class MultiCollectionRetriever(EngineRetriever):
             raise ValueError("MultiCollectionRetriever needs at least one collection")
         check_timeout(timeout)
         self._policy = policy_or_none(policy) or RetrievalPolicy()
+        self._filters = HeldFilters.of(filters)
         embed_model = embed_model or _common_embed_model(specs)
         self._collections = tuple(
             index_collection(
@@ -157,7 +159,7 @@ class MultiCollectionRetriever(EngineRetriever):
                 profile_collection=spec.collection,
                 metric=spec.metric,
                 allow_model_mismatch=allow_model_mismatch,
-                where=to_filter(filters),
+                where=self._filters.where,
                 allowed_filter_keys=allowed_filter_keys,
                 pushdown=pushdown,
                 retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
@@ -243,6 +245,7 @@ class MultiCollectionRetriever(EngineRetriever):
         policy: RetrievalPolicy | None = None,
         min_top_similarity: float | None = None,
     ) -> Call[Any]:
+        self._filters.check_unchanged(type(self).__name__)
         return plan(
             question,
             self._collections,

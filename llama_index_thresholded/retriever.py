@@ -20,9 +20,14 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
-from llama_index_thresholded.backend import index_collection, restricting_kwargs
+from llama_index_thresholded.backend import (
+    ID_LISTS,
+    index_collection,
+    restricting_kwargs,
+    restricts,
+)
 from llama_index_thresholded.events import retrieval_events
-from llama_index_thresholded.filters import to_filter
+from llama_index_thresholded.filters import HeldFilters, to_filter
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Question, adrive, drive, plan, retrieve
@@ -206,7 +211,9 @@ class ThresholdedRetriever(EngineRetriever):
             model is refused.
         collection: The profile's collection, when it is not the store's name.
         filters: Metadata filters that hold in every call, for every section
-            returned, attachments included.
+            returned, attachments included. Changing them in place afterwards
+            (``filters.filters.append(...)``) makes every call an error: build a new
+            retriever, or give a call its own ``filters``.
         vector_store_query_mode: The store's query mode (``default``, ``hybrid``,
             ``sparse``, ...); only ``default`` scores are cosines.
         metric: The store's metric (``IP``, ``COSINE``, ``L2``), for stores it cannot
@@ -218,8 +225,10 @@ class ThresholdedRetriever(EngineRetriever):
         allow_model_mismatch: Apply a floor measured for another model (only when
             you know the two models' cosines agree).
         alpha: The hybrid weight, passed to the store's query.
-        doc_ids: Search only these documents' sections (attachments too).
-        node_ids: Search only these sections (attachments too).
+        doc_ids: Search only these documents' sections (attachments too); an empty
+            list names none, so nothing is returned (None: every document).
+        node_ids: Search only these sections (attachments too); an empty list names
+            none, so nothing is returned (None: every section).
         sparse_top_k: The sparse candidates of a hybrid query, passed to the store.
         hybrid_top_k: The fused candidates of a hybrid query, passed to the store.
         vector_store_kwargs: Passed to the store's query. Those that restrict it hold
@@ -241,6 +250,7 @@ class ThresholdedRetriever(EngineRetriever):
         verbose: LlamaIndex's verbose flag.
         """
         self._index = index
+        self._filters = HeldFilters.of(filters)
         collection_ = index_collection(
             index,
             policy_or_none(policy),
@@ -259,7 +269,7 @@ class ThresholdedRetriever(EngineRetriever):
                 "hybrid_top_k": hybrid_top_k,
                 "vector_store_kwargs": vector_store_kwargs,
             },
-            where=to_filter(filters),
+            where=self._filters.where,
             allowed_filter_keys=allowed_filter_keys,
             pushdown=pushdown,
             retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
@@ -288,7 +298,8 @@ class ThresholdedRetriever(EngineRetriever):
         filters, ``doc_ids``, ``node_ids`` and ``vector_store_kwargs`` restrictions stay in
         force: ``filters=`` given here is combined with its filters (AND), a
         ``string_expr`` with its own (AND), and any other restriction it already has is
-        refused rather than replaced. Any other
+        refused rather than replaced. One given as None (or, in ``vector_store_kwargs``,
+        empty) restricts nothing, so it leaves the wrapped retriever's in force. Any other
         retriever (e.g. an ``AutoMergingRetriever``) is an error that says to wrap the
         vector retriever inside it.
         """
@@ -299,8 +310,8 @@ class ThresholdedRetriever(EngineRetriever):
             "vector_store_query_mode": retriever._vector_store_query_mode,
             "embed_model": retriever._embed_model,
             "alpha": retriever._alpha,
-            "doc_ids": retriever._doc_ids,
-            "node_ids": retriever._node_ids,
+            "doc_ids": _inherited_ids(retriever, retriever._doc_ids),
+            "node_ids": _inherited_ids(retriever, retriever._node_ids),
             "sparse_top_k": retriever._sparse_top_k,
             "hybrid_top_k": retriever._hybrid_top_k,
             "vector_store_kwargs": _kwargs_both(
@@ -308,8 +319,9 @@ class ThresholdedRetriever(EngineRetriever):
             ),
             "callback_manager": retriever.callback_manager,
         }
-        _no_replaced_restriction(inherited, kwargs, ("doc_ids", "node_ids"))
-        return cls(retriever._index, policy, **{**inherited, **kwargs})
+        given = _set_only(kwargs, lambda key, value: key in ID_LISTS and value is None)
+        _no_replaced_restriction(inherited, given, ID_LISTS)
+        return cls(retriever._index, policy, **{**inherited, **given})
 
     # Configuration ----------------------------------------------------------------------
     @classmethod
@@ -360,6 +372,7 @@ class ThresholdedRetriever(EngineRetriever):
         policy: RetrievalPolicy | None = None,
         min_top_similarity: float | None = None,
     ) -> Any:
+        self._filters.check_unchanged(type(self).__name__)
         call_policy = (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k)
         return plan(
             question,
@@ -399,6 +412,21 @@ def _both(*filters: MetadataFilters | None) -> MetadataFilters | None:
     return MetadataFilters(filters=list(given), condition=FilterCondition.AND)
 
 
+def _inherited_ids(retriever: VectorIndexRetriever, ids: list[str] | None) -> list[str] | None:
+    """A wrapped retriever's ``doc_ids`` or ``node_ids`` as its store reads them: a store that
+    keeps the text (Milvus, Chroma, ...) reads an empty list as no restriction, and
+    ``index.as_retriever()`` passes one to mean every node."""
+    if ids is not None and not ids and getattr(retriever._vector_store, "stores_text", False):
+        return None
+    return ids
+
+
+def _set_only(given: Mapping[str, Any], unset: Any) -> dict[str, Any]:
+    """``given`` without what it leaves unset (``unset(key, value)``): an argument given as
+    "no restriction" (None) keeps the wrapped retriever's restriction, never removes it."""
+    return {key: value for key, value in given.items() if not unset(key, value)}
+
+
 def _no_replaced_restriction(
     inherited: Mapping[str, Any], given: Mapping[str, Any], keys: Iterable[str]
 ) -> None:
@@ -419,8 +447,10 @@ def _kwargs_both(
     """The wrapped retriever's store arguments with the new ones. A raw ``string_expr`` given
     by both holds twice (AND); any other restriction given by both (``where``,
     ``milvus_scalar_filters``, ``milvus_partition_names``, ...) is refused, as neither may
-    replace the other."""
-    inherited, given = inherited or {}, given or {}
+    replace the other. A keyword given as None or empty (``string_expr=""``) restricts
+    nothing, so it leaves the wrapped retriever's as it is."""
+    inherited = inherited or {}
+    given = _set_only(given or {}, lambda key, value: not restricts(value))
     merged = {**inherited, **given}
     exprs = [k.get("string_expr") for k in (inherited, given) if k.get("string_expr")]
     if len(exprs) > 1:

@@ -44,3 +44,58 @@ def test_what_llama_index_reads_can_still_be_set(kit, index):
     manager = CallbackManager()
     retriever.callback_manager = manager
     assert retriever.callback_manager is manager
+
+
+def appended(filters):
+    filters.filters.append(MetadataFilter(key="kind", value="public"))
+
+
+def revalued(filters):
+    filters.filters[0].value = "secret"
+
+
+def nested(filters):
+    filters.filters.append(MetadataFilters(filters=[MetadataFilter(key="kind", value="secret")]))
+
+
+def retriever_of(kind, index, kit, filters):
+    policy = kit.policy(min_similarity=0.5)
+    if kind == "single":
+        return ThresholdedRetriever(index, policy, filters=filters, neighbours=0)
+    return MultiCollectionRetriever([index], policy=policy, filters=filters, neighbours=0)
+
+
+@pytest.mark.parametrize("change", [appended, revalued, nested])
+@pytest.mark.parametrize("kind", ["single", "multi"])
+async def test_filters_changed_in_place_after_construction_are_refused(kit, index, kind, change):
+    """The retriever holds its filters as they were when it was built: a change made in place
+    afterwards used to be silently ignored, and every call now says so."""
+    filters = MetadataFilters(filters=[MetadataFilter(key="kind", value="public")])
+    retriever = retriever_of(kind, index, kit, filters)
+    assert ids(retriever.retrieve(kit.QUESTION)) == ["public"]
+    change(filters)
+    name = type(retriever).__name__
+    with pytest.raises(ValueError, match=rf"{name}\(filters=...\) were changed in place"):
+        retriever.retrieve(kit.QUESTION)
+    with pytest.raises(ValueError, match="retrieve_with_report"):
+        await retriever.aretrieve_with_report(kit.QUESTION)
+
+
+@pytest.mark.parametrize("kind", ["single", "multi"])
+def test_empty_filters_filled_in_place_are_refused(kit, index, kind):
+    filters = MetadataFilters(filters=[])
+    retriever = retriever_of(kind, index, kit, filters)
+    appended(filters)
+    with pytest.raises(ValueError, match="changed in place"):
+        retriever.retrieve(kit.QUESTION)
+
+
+def test_a_wrapped_retriever_s_filters_changed_in_place_are_refused(kit, index):
+    filters = MetadataFilters(filters=[MetadataFilter(key="kind", value="public")])
+    wrapped = index.as_retriever(filters=filters)
+    retriever = ThresholdedRetriever.from_retriever(
+        wrapped, kit.policy(min_similarity=0.5), neighbours=0, filters=filters
+    )
+    revalued(filters)
+    with pytest.raises(ValueError, match="changed in place"):
+        retriever.retrieve(kit.QUESTION)

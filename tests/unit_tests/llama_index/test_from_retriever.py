@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
 from llama_index.core.retrievers import VectorIndexRetriever
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import ThresholdedRetriever
@@ -100,3 +101,45 @@ def test_from_retriever_refuses_a_restriction_that_would_replace_the_wrapped_one
     )
     with pytest.raises(ValueError, match=rf"{named}.*would replace the other"):
         ThresholdedRetriever.from_retriever(base, metric="COSINE", **given)
+
+
+def documents_index(kit):
+    """en0..en2 of document "en", de0..de2 of document "de"."""
+    nodes = []
+    for lang in ("en", "de"):
+        for i in range(3):
+            node = kit.section(f"{lang}{i}", 0.9 - 0.1 * i, axis=1 + i, lang=lang)
+            node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=lang)
+            nodes.append(node)
+    return kit.build_index(nodes, kit.embedding(), store=kit.SpyStore())
+
+
+@pytest.mark.parametrize(("restriction", "value"), [("doc_ids", ["en"]), ("node_ids", ["en0"])])
+def test_from_retriever_given_none_keeps_the_wrapped_restriction(kit, restriction, value):
+    """None is the default, "no restriction": it never removes the wrapped one (it used to
+    replace it, and every document came back)."""
+    base = VectorIndexRetriever(documents_index(kit), **{restriction: value})
+    retriever = ThresholdedRetriever.from_retriever(
+        base, kit.policy(min_similarity=0.0), metric="COSINE", neighbours=0, **{restriction: None}
+    )
+    kept = {n.node.node_id for n in retriever.retrieve(kit.QUESTION)}
+    assert kept and all(i.startswith("en") for i in kept)
+    assert "en0" in kept and ("en1" in kept) == (restriction == "doc_ids")
+
+
+@pytest.mark.parametrize("restriction", ["doc_ids", "node_ids"])
+def test_from_retriever_refuses_an_empty_list_beside_the_wrapped_one(kit, restriction):
+    base = VectorIndexRetriever(documents_index(kit), **{restriction: ["en"]})
+    with pytest.raises(ValueError, match=rf"{restriction}.*would replace the other"):
+        ThresholdedRetriever.from_retriever(base, metric="COSINE", **{restriction: []})
+
+
+@pytest.mark.parametrize("restriction", ["doc_ids", "node_ids"])
+def test_an_empty_id_list_admits_nothing(kit, restriction):
+    """An empty list names no document or section: nothing is returned (a store reads an
+    empty list as no restriction at all)."""
+    retriever = ThresholdedRetriever(
+        documents_index(kit), kit.policy(min_similarity=0.0), metric="COSINE", **{restriction: []}
+    )
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    assert report.items == [] and report.nothing_matched

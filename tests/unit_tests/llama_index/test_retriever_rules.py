@@ -8,7 +8,7 @@ import pytest
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
-from llama_index_thresholded import ThresholdedRetriever
+from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriever
 from thresholded.errors import UncalibratedModelError
 from thresholded.policy import RetrievalPolicy
 from thresholded.selection import DropReason
@@ -227,3 +227,17 @@ def test_retrieved_nodes_carry_similarity_and_score_kind_metadata(kit, five):
     # they describe retrieval, not content: hidden from the LLM and the embedder
     assert "similarity" in first.node.excluded_llm_metadata_keys
     assert "score_kind" in first.node.excluded_embed_metadata_keys
+
+
+def test_allowed_filter_keys_given_as_a_string_is_refused(kit, five):
+    """A string would be read as its characters: "doc_type" allowed the key "d", and refused
+    "doc_type" itself."""
+    with pytest.raises(TypeError, match=r"allowed_filter_keys=\['doc_type'\]"):
+        ThresholdedRetriever(five, kit.policy(), allowed_filter_keys="doc_type")
+    with pytest.raises(TypeError, match=r"allowed_filter_keys=\['doc_type'\]"):
+        MultiCollectionRetriever([five], policy=kit.policy(), allowed_filter_keys="doc_type")
+    listed = ThresholdedRetriever(
+        five, kit.policy(min_similarity=0.5), allowed_filter_keys=["source"]
+    )
+    only_a = MetadataFilters(filters=[MetadataFilter(key="source", value="A")])
+    assert ids(listed.retrieve_with_report(kit.QUESTION, filters=only_a).kept) == ["a"]

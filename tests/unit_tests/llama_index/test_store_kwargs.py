@@ -10,6 +10,7 @@ sections out of the search must keep them out of the attachments as well.
 from __future__ import annotations
 
 import pytest
+from llama_index.core.retrievers import VectorIndexRetriever
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import ThresholdedRetriever
@@ -143,3 +144,18 @@ def test_chroma_where_holds_with_the_retrievers_filters_and_a_calls(kit, chroma_
     assert ids(restricted.retrieve_with_report(kit.QUESTION)) == {"pub-a"}
     internal = restricted.retrieve_with_report(kit.QUESTION, filters=only("doc_type", "internal"))
     assert ids(internal) == set()
+
+
+@pytest.mark.parametrize("empty", ["", "  ", None])
+def test_from_retriever_keeps_the_wrapped_string_expr_beside_an_empty_one(kit, milvus_index, empty):
+    """A keyword given empty or None restricts nothing: the wrapped retriever's restriction
+    stays, for the search and the attachments (it used to be replaced by the empty one)."""
+    public = {"string_expr": 'doc_type == "public"'}
+    wrapped = VectorIndexRetriever(milvus_index, vector_store_kwargs=public)
+    restricted = ThresholdedRetriever.from_retriever(
+        wrapped,
+        kit.policy(min_similarity=0.0),
+        pushdown=False,
+        vector_store_kwargs={"string_expr": empty, "milvus_partition_names": empty},
+    )
+    assert ids(restricted.retrieve_with_report(kit.QUESTION)) == PUBLIC

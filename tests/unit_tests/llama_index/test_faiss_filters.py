@@ -1,0 +1,57 @@
+"""LlamaIndex's FAISS store refuses any ``MetadataFilters``: filters are held after its
+search instead (they used to fail every call with "Metadata filters not implemented for
+Faiss yet", unless nested)."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriever
+
+faiss = pytest.importorskip("faiss")
+pytest.importorskip("llama_index.vector_stores.faiss")
+
+
+def only(key, value):
+    return MetadataFilters(filters=[MetadataFilter(key=key, value=value)])
+
+
+@pytest.fixture
+def faiss_index(kit):
+    from llama_index.vector_stores.faiss import FaissVectorStore
+
+    linked = [
+        kit.section("pub-a", 0.9, axis=1, doc_type="public"),
+        kit.section("int-b", 0.95, axis=2, doc_type="internal"),
+        kit.section("pub-c", 0.8, axis=3, doc_type="public"),
+    ]
+    kit.link_chain(linked)
+    store = FaissVectorStore(faiss_index=faiss.IndexFlatIP(kit.DIM))
+    return kit.build_index(linked, kit.embedding(), store=store)
+
+
+def ids(report):
+    return [n.node.node_id for n in report.items]
+
+
+def test_the_retriever_s_filters_hold_on_faiss(kit, faiss_index):
+    retriever = ThresholdedRetriever(
+        faiss_index, kit.policy(min_similarity=0.5), filters=only("doc_type", "public")
+    )
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    assert ids(report) == ["pub-a", "pub-c"]  # int-b neither kept nor attached
+    assert report.drop_counts()["outside_filters"] >= 1
+
+
+def test_a_call_s_filters_hold_on_faiss(kit, faiss_index):
+    retriever = ThresholdedRetriever(faiss_index, kit.policy(min_similarity=0.5), neighbours=0)
+    report = retriever.retrieve_with_report(kit.QUESTION, filters=only("doc_type", "internal"))
+    assert ids(report) == ["int-b"]
+
+
+def test_a_multi_collection_retriever_s_filters_hold_on_faiss(kit, faiss_index):
+    retriever = MultiCollectionRetriever(
+        [faiss_index], policy=kit.policy(min_similarity=0.5), filters=only("doc_type", "public")
+    )
+    assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["pub-a", "pub-c"]

@@ -95,7 +95,7 @@ def read_kind(value: Any, default: ScoreKind) -> ScoreKind:
     if value is None:
         return default
     try:
-        return ScoreKind(str(value).strip().lower())
+        return ScoreKind.parse(value)
     except ValueError:
         return ScoreKind.UNKNOWN
 

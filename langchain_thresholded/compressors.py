@@ -118,7 +118,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     @field_validator("score_kind", mode="before")
     @classmethod
     def _parse_kind(cls, value: Any) -> Any:
-        return ScoreKind(str(value).strip().lower()) if isinstance(value, str) else value
+        return ScoreKind.parse(value) if isinstance(value, str) else value
 
     def compress_with_report(
         self, documents: Sequence[Document], query: str | None = None

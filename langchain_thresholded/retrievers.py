@@ -55,12 +55,13 @@ from thresholded.engine import (
     retrieve,
 )
 from thresholded.filters import all_of
+from thresholded.models import check_question_model
 from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.provenance import Asked
 from thresholded.report import Report
 from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
-from thresholded.scores import Metric, ScoreKind
+from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.strict import StrictArguments
 
 REPORT_SINK = "_thresholded_report_sink"
@@ -324,7 +325,7 @@ class ThresholdedRetriever(EngineRetriever):
     @field_validator("score_kind", mode="before")
     @classmethod
     def _parse_score_kind(cls, value: Any) -> Any:
-        return ScoreKind(str(value).strip().lower()) if isinstance(value, str) else value
+        return ScoreKind.parse(value) if isinstance(value, str) else value
 
     @field_validator("search_kwargs")
     @classmethod
@@ -382,7 +383,9 @@ class ThresholdedRetriever(EngineRetriever):
                 )
             return cls._over_store_retriever(retriever, embeddings, fields)
         source = RetrieverSource(retriever, embeddings=embeddings, score_key=score_key)
-        fields.setdefault("score_kind", source.score_kind)
+        fields["score_kind"] = declared_kind(
+            fields.get("score_kind"), source.score_kind, source=type(retriever).__name__
+        )
         return cls(vectorstore=source, embeddings=embeddings, **fields)
 
     @classmethod
@@ -410,7 +413,9 @@ class ThresholdedRetriever(EngineRetriever):
             inner = retriever.model_copy(update={"search_kwargs": inner_kwargs})
             store_embeddings = embeddings or retriever.vectorstore.embeddings
             source = RetrieverSource(inner, embeddings=store_embeddings)
-            fields.setdefault("score_kind", ScoreKind.MMR)
+            fields["score_kind"] = declared_kind(
+                fields.get("score_kind"), ScoreKind.MMR, source="an MMR search"
+            )
             return cls(vectorstore=source, embeddings=store_embeddings, **fields)
         if raw_expr is not None:
             store_kwargs["filter"] = raw_expr
@@ -540,6 +545,12 @@ class ThresholdedRetriever(EngineRetriever):
                 f"{type(self.vectorstore).__name__} exposes no embeddings to embed the query "
                 "with: pass ThresholdedRetriever(embeddings=...), the model the store was "
                 "built with"
+            )
+        if self.embeddings is not None and not self.allow_model_mismatch:
+            check_question_model(
+                model_of(self.embeddings),
+                model_of(self.vectorstore.embeddings),
+                given_as="embeddings=",
             )
 
     def _store_embeddings(self) -> Embeddings | None:

@@ -30,7 +30,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.embeddings import model_id_of, named_model
 from llama_index_thresholded.filters import to_metadata_filters
 from llama_index_thresholded.nodes import source_of, text_length
 from llama_index_thresholded.pushdown import PUSHED_METRICS, is_milvus_store, range_search_kwargs
@@ -50,11 +50,12 @@ from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_collection import ids_matching
 from thresholded.milvus_expr import membership
+from thresholded.models import check_question_model
 from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.pushdown import PushdownSwitch
 from thresholded.rescore import Vector
 from thresholded.retry import RetryPolicy
-from thresholded.scores import Metric, ScoreKind
+from thresholded.scores import Metric, ScoreKind, declared_kind
 
 logger = logging.getLogger(__name__)
 
@@ -414,9 +415,15 @@ def index_collection(
     is set up the same way whichever retriever searches it.
     """
     store = index.vector_store
+    if embed_model is not None and not allow_model_mismatch:
+        check_question_model(
+            named_model(embed_model), named_model(index_embed_model(index)), given_as="embed_model="
+        )
     embed_model = embed_model or index_embed_model(index)
     mode = VectorStoreQueryMode(vector_store_query_mode)
-    kind = ScoreKind(score_kind) if score_kind else score_kind_for(mode, store)
+    kind = declared_kind(
+        score_kind, score_kind_for(mode, store), source=f"vector_store_query_mode={mode.value!r}"
+    )
     dense_metric = store_metric(store, metric) if kind is ScoreKind.COSINE else None
     args = {
         "alpha": None,

@@ -97,6 +97,13 @@ def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any
     )
 
 
+def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:
+    """The model an embedding object names; None when it names none (LlamaIndex's default
+    ``model_name`` is ``"unknown"``, e.g. ``MockEmbedding``'s)."""
+    name = str(getattr(embed_model, "model_name", "") or "").strip()
+    return None if name.lower() in ("", "unknown") else model_id_of(embed_model)
+
+
 def model_id_of(embed_model: BaseEmbedding, dimension: int | None = None) -> ModelId:
     """The canonical id of an embedding model: a local path maps to the model's name."""
     name = canonical_model_name(str(getattr(embed_model, "model_name", "") or type(embed_model)))

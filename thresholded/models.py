@@ -191,3 +191,21 @@ def check_model_in_use(
         check_named_model(expected, what=what, where=where)
     else:
         check_same_model(expected, actual, what=what)
+
+
+def check_question_model(
+    given: ModelId | str | None, built_with: ModelId | str | None, *, given_as: str
+) -> None:
+    """Refuse to embed the questions with ``given`` (passed as ``given_as``) when the store
+    or index names another model, ``built_with``: the cosines between one model's question
+    and another's sections are meaningless. Where either names no model, nothing shows it."""
+    if given is None or built_with is None:
+        return
+    mine = ModelId.parse(given) if isinstance(given, str) else given
+    theirs = ModelId.parse(built_with) if isinstance(built_with, str) else built_with
+    if not mine.same_model(theirs):
+        raise ModelMismatchError(
+            f"{given_as} is {mine}, but the store was built with {theirs}: a question embedded "
+            "by one model has no meaningful cosine with another's sections. Pass the model the "
+            "store was built with, or allow_model_mismatch=True if you know they are the same."
+        )

@@ -27,6 +27,28 @@ class ScoreKind(StrEnum):
     def __str__(self) -> str:
         return self.value
 
+    @classmethod
+    def parse(cls, value: ScoreKind | str) -> ScoreKind:
+        """A kind, or its name in any case (``"Cosine"``)."""
+        return value if isinstance(value, cls) else cls(str(value).strip().lower())
+
+
+def declared_kind(declared: ScoreKind | str | None, known: ScoreKind, *, source: str) -> ScoreKind:
+    """The kind of ``source``'s scores: ``known`` (what its query mode or kind returns), or
+    the one the caller declares. Declaring ``cosine`` for scores known to be of another kind
+    is refused: MMR, RRF or sparse scores would be cut by a cosine floor. Any other
+    declaration only keeps scores away from the floor, and stands."""
+    if declared is None:
+        return known
+    kind = ScoreKind.parse(declared)
+    if kind is ScoreKind.COSINE and known not in (ScoreKind.COSINE, ScoreKind.UNKNOWN):
+        raise ValueError(
+            f"score_kind='cosine' contradicts the scores of {source}, which are of kind "
+            f"{known.value!r} and never cosines: leave score_kind out (to cut them by their "
+            "dense cosine, set hybrid_policy='rescore' in the policy)"
+        )
+    return kind
+
 
 class Metric(StrEnum):
     """Vector index metrics whose raw scores can be turned into cosines.

@@ -121,6 +121,7 @@ class NamedLlamaIndex(MockEmbedding):
 
 
 BGE_M3 = RetrievalPolicy(min_similarity=0.3, embedding_model="BAAI/bge-m3")
+FLOOR = RetrievalPolicy(min_similarity=0.0)
 
 
 def test_the_compressor_refuses_marks_of_another_model_than_its_floor_s():
@@ -151,3 +152,33 @@ def test_the_postprocessor_refuses_marks_of_another_model_than_its_floor_s():
         li.SimilarityThresholdPostprocessor(policy=BGE_M3).postprocess_nodes(found, query_str="one")
     allowed = li.SimilarityThresholdPostprocessor(policy=BGE_M3, allow_model_mismatch=True)
     assert allowed.postprocess_nodes(found, query_str="one")
+
+
+def test_questions_embedded_by_another_model_than_the_store_s_are_refused():
+    store = InMemoryVectorStore(NamedLangChain(size=8))
+    store.add_texts(["one"])
+    with pytest.raises(ModelMismatchError, match="embeddings= is acme/encoder, but the store"):
+        lc.ThresholdedRetriever(vectorstore=store, policy=FLOOR, embeddings=OtherLangChain(size=8))
+    lc.ThresholdedRetriever(
+        vectorstore=store, policy=FLOOR, embeddings=NamedLangChain(size=8)
+    ).invoke("one")
+    lc.ThresholdedRetriever(
+        vectorstore=store,
+        policy=FLOOR,
+        embeddings=OtherLangChain(size=8),
+        allow_model_mismatch=True,
+    )
+    unnamed = lc.ThresholdedRetriever(
+        vectorstore=store, policy=FLOOR, embeddings=DeterministicFakeEmbedding(size=8)
+    )
+    assert unnamed.invoke("one")  # nothing names the question's model: nothing to compare
+
+    class MiniLM(MockEmbedding):
+        model_name: str = "sentence-transformers/all-MiniLM-L6-v2"
+
+    nodes = [TextNode(id_="one", text="one", embedding=[1.0] + [0.0] * 7)]
+    storage = StorageContext.from_defaults(vector_store=SimpleVectorStore())
+    index = VectorStoreIndex(nodes, storage_context=storage, embed_model=MiniLM(embed_dim=8))
+    with pytest.raises(ModelMismatchError, match="embed_model= is acme/encoder, but the store"):
+        li.ThresholdedRetriever(index, FLOOR, embed_model=NamedLlamaIndex(embed_dim=8))
+    li.ThresholdedRetriever(index, FLOOR, embed_model=MockEmbedding(embed_dim=8))  # names none

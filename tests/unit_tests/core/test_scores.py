@@ -290,3 +290,17 @@ def test_beyond_the_range_is_an_error_naming_the_store_the_metric_and_the_fix(
 def test_l2_at_any_distance_is_no_longer_clamped_silently() -> None:
     with pytest.raises(ScoreRangeError):
         to_cosine(9.0, "L2")  # vectors of norm 2 at opposite ends: no cosine reads as -3.5
+
+
+@pytest.mark.parametrize(
+    "known", [ScoreKind.MMR, ScoreKind.RRF, ScoreKind.WEIGHTED, ScoreKind.BM25]
+)
+def test_cosine_declared_for_scores_of_another_kind_is_refused(known: ScoreKind) -> None:
+    from thresholded.scores import declared_kind
+
+    with pytest.raises(ValueError, match=f"of kind '{known.value}'"):
+        declared_kind("Cosine", known, source="this search")
+    assert declared_kind(None, known, source="this search") is known
+    assert declared_kind("unknown", known, source="this search") is ScoreKind.UNKNOWN
+    assert declared_kind("cosine", ScoreKind.UNKNOWN, source="it") is ScoreKind.COSINE
+    assert declared_kind("rrf", ScoreKind.COSINE, source="it") is ScoreKind.RRF

@@ -254,3 +254,13 @@ def test_hybrid_store_scores_are_never_compared_with_the_floor(
     assert ids(rescored.kept) == ["apple"]  # date 0.0625 and cherry 0.375 are under 0.5
     assert rescored.kept[0].metadata["similarity"] == 0.875
     assert [c_.score for c_ in rescored.selection.kept] == [values[2]]
+
+
+def test_cosine_declared_for_an_ensemble_or_an_mmr_search_is_refused(corpus: Any) -> None:
+    """RRF or MMR scores read as cosines would be cut by the floor with wrong numbers."""
+    c = corpus(SPECS)
+    with pytest.raises(ValueError, match=r"score_kind='cosine' contradicts .* 'rrf'"):
+        ThresholdedRetriever.from_retriever(ensemble_of(c), policy=POLICY, score_kind="cosine")
+    mmr = c.store.as_retriever(search_type="mmr")
+    with pytest.raises(ValueError, match=r"score_kind='cosine' contradicts .* 'mmr'"):
+        ThresholdedRetriever.from_retriever(mmr, policy=POLICY, score_kind="cosine")

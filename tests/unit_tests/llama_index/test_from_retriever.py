@@ -71,7 +71,7 @@ def test_from_retriever_per_call_filters_narrow_the_inherited_ones(kit):
 def test_from_retriever_inherits_the_callback_manager_and_embed_model(kit):
     index, _ = spy_index(kit)
     debug = LlamaDebugHandler()
-    other = kit.embedding({kit.QUESTION: kit.vec(0.9, axis=2)}, model_name="test/other")
+    other = kit.embedding({kit.QUESTION: kit.vec(0.9, axis=2)})  # the index's model, another object
     base = VectorIndexRetriever(
         index, similarity_top_k=2, embed_model=other, callback_manager=CallbackManager([debug])
     )

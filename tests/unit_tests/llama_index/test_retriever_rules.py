@@ -182,14 +182,19 @@ def test_over_fetch_asks_the_store_for_top_k_times_over_fetch(kit):
 
 def test_min_similarity_none_resolves_the_bge_m3_default(kit, five):
     bge = kit.embedding(model_name="BAAI/bge-m3")
-    retriever = ThresholdedRetriever(five, RetrievalPolicy(), embed_model=bge)
+    # the hand-made sections stand in for bge-m3's
+    retriever = ThresholdedRetriever(
+        five, RetrievalPolicy(), embed_model=bge, allow_model_mismatch=True
+    )
     assert retriever.min_similarity == 0.35
 
 
 def test_min_similarity_none_with_an_unknown_model_fails_at_construction(kit, five):
     unknown = kit.embedding(model_name="acme/encoder-v1")
     with pytest.raises(UncalibratedModelError, match="acme/encoder-v1"):
-        ThresholdedRetriever(five, RetrievalPolicy(), embed_model=unknown)
+        ThresholdedRetriever(
+            five, RetrievalPolicy(), embed_model=unknown, allow_model_mismatch=True
+        )
 
 
 def test_per_call_overrides_do_not_change_the_retriever(kit):

@@ -482,3 +482,19 @@ def test_search_mode_reaches_the_store(kit: Any) -> None:
         VectorStoreQueryMode.SPARSE,
         VectorStoreQueryMode.TEXT_SEARCH,
     ]
+
+
+@pytest.mark.parametrize(("mode", "ranker", "kind"), NON_COSINE_MODES)
+def test_cosine_declared_for_a_mode_of_other_scores_is_refused(
+    kit: Any, mode: str, ranker: str, kind: ScoreKind
+) -> None:
+    """MMR or fused scores read as cosines would be cut by the floor with wrong numbers."""
+    index, _, _ = setup(kit, {"a": 0.9}, [("a", 0.4)], ranker=ranker)
+    with pytest.raises(ValueError, match=f"score_kind='cosine' contradicts .* '{kind.value}'"):
+        ThresholdedRetriever(
+            index,
+            RetrievalPolicy(min_similarity=0.5),
+            vector_store_query_mode=mode,
+            score_kind="cosine",
+            metric="IP",
+        )

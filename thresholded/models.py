@@ -153,10 +153,14 @@ def default_floor(model: ModelId | str | None) -> float:
     return known.min_similarity
 
 
+def as_model_id(value: ModelId | str) -> ModelId:
+    """A model id, or its name (``name`` or ``name@dimension``)."""
+    return ModelId.parse(value) if isinstance(value, str) else value
+
+
 def check_same_model(expected: ModelId | str, actual: ModelId | str, *, what: str) -> None:
     """Refuse to use a threshold measured for one model with another."""
-    exp = ModelId.parse(expected) if isinstance(expected, str) else expected
-    act = ModelId.parse(actual) if isinstance(actual, str) else actual
+    exp, act = as_model_id(expected), as_model_id(actual)
     if not exp.same_model(act):
         raise ModelMismatchError(
             f"{what} was measured for the embedding model {exp}, but {act} is in use: one "
@@ -201,8 +205,7 @@ def check_question_model(
     and another's sections are meaningless. Where either names no model, nothing shows it."""
     if given is None or built_with is None:
         return
-    mine = ModelId.parse(given) if isinstance(given, str) else given
-    theirs = ModelId.parse(built_with) if isinstance(built_with, str) else built_with
+    mine, theirs = as_model_id(given), as_model_id(built_with)
     if not mine.same_model(theirs):
         raise ModelMismatchError(
             f"{given_as} is {mine}, but the store was built with {theirs}: a question embedded "

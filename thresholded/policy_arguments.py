@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from thresholded.errors import ModelMismatchError
-from thresholded.models import KNOWN_FLOORS, ModelId, check_model_in_use
+from thresholded.models import KNOWN_FLOORS, ModelId, as_model_id, check_model_in_use
 from thresholded.policy import MILVUS_MAX_TOP_K, RetrievalPolicy, policy_or_none
 from thresholded.strict import StrictArguments
 
@@ -164,7 +164,7 @@ def _same_model_as_marks(own: tuple[ModelId | str, str], marks_model: ModelId) -
     """The model a filter computes cosines with must be the one its results were retrieved
     with: their cosines and the computed ones are compared at one floor."""
     model, named = own
-    mine = ModelId.parse(model) if isinstance(model, str) else model
+    mine = as_model_id(model)
     if not mine.same_model(marks_model):
         raise ModelMismatchError(
             f"the results were retrieved with the embedding model {marks_model}, but {named} "

@@ -8,7 +8,8 @@ difference is the wrapper: score conversion, selection, marked copies, events.
 That column skips the check of the stored vectors' norms (the wrapper as it was
 before the check); the next one is the default, which checks every candidate's
 stored norm, the vectors returned with the search as an output field. A further
-column shows the everyday use: a floor (pushed down to Milvus). A last
+column shows the everyday use: a floor (on this IP collection, cut on the client after
+the stored norms are checked: an IP floor is never pushed down). A last
 compares both with a metadata filter (every section matches it, so the same sections
 come back): the bare retriever with LlamaIndex's expression, the thresholded one with
 the core's, plus its check of every returned section against the filter.
@@ -158,7 +159,7 @@ def main() -> None:
                 "ratio",
                 "overhead ms",
                 "floor 0, stored norms checked",
-                f"thresholded ms, floor {args.floor} pushed down",
+                f"thresholded ms, floor {args.floor}",
                 "filtered: bare / thresholded ms (floor 0)",
             ],
             rows,

@@ -10,7 +10,9 @@ every neighbour and parent summary, against the same filter.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from typing import Any
 
 from llama_index.core.vector_stores.types import (
     FilterCondition,
@@ -95,6 +97,29 @@ class HeldFilters:
             raise ValueError(_changed_message(retriever)) from exc
         if not unchanged:
             raise ValueError(_changed_message(retriever))
+
+
+@dataclass(frozen=True)
+class HeldRestrictions:
+    """A retriever's ``doc_ids``, ``node_ids`` and ``vector_store_kwargs``: the caller's
+    objects, and a copy of what they said when the retriever was built, which it searches
+    with. A change made in place afterwards is refused at the next call, as the filters'."""
+
+    given: dict[str, Any]
+    as_given: dict[str, Any]
+
+    @classmethod
+    def of(cls, **given: Any) -> HeldRestrictions:
+        return cls(given, copy.deepcopy(given))
+
+    def check_unchanged(self, retriever: str) -> None:
+        changed = sorted(k for k, v in self.given.items() if v != self.as_given[k])
+        if changed:
+            raise ValueError(
+                f"{', '.join(changed)} given to {retriever} were changed in place after it was "
+                "built; it holds them as they were then, so a search would ignore the change. "
+                f"Build a new retriever with the changed {', '.join(changed)}"
+            )
 
 
 def _changed_message(retriever: str) -> str:

@@ -27,7 +27,7 @@ from llama_index_thresholded.backend import (
     restricts,
 )
 from llama_index_thresholded.events import retrieval_events
-from llama_index_thresholded.filters import HeldFilters, to_filter
+from llama_index_thresholded.filters import HeldFilters, HeldRestrictions, to_filter
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Question, adrive, drive, plan, retrieve
@@ -251,6 +251,10 @@ class ThresholdedRetriever(EngineRetriever):
         """
         self._index = index
         self._filters = HeldFilters.of(filters)
+        self._restrictions = HeldRestrictions.of(
+            doc_ids=doc_ids, node_ids=node_ids, vector_store_kwargs=vector_store_kwargs
+        )
+        held = self._restrictions.as_given
         collection_ = index_collection(
             index,
             policy_or_none(policy),
@@ -263,11 +267,11 @@ class ThresholdedRetriever(EngineRetriever):
             allow_model_mismatch=allow_model_mismatch,
             search_args={
                 "alpha": alpha,
-                "doc_ids": doc_ids,
-                "node_ids": node_ids,
+                "doc_ids": held["doc_ids"],
+                "node_ids": held["node_ids"],
                 "sparse_top_k": sparse_top_k,
                 "hybrid_top_k": hybrid_top_k,
-                "vector_store_kwargs": vector_store_kwargs,
+                "vector_store_kwargs": held["vector_store_kwargs"],
             },
             where=self._filters.where,
             allowed_filter_keys=allowed_filter_keys,
@@ -373,6 +377,7 @@ class ThresholdedRetriever(EngineRetriever):
         min_top_similarity: float | None = None,
     ) -> Any:
         self._filters.check_unchanged(type(self).__name__)
+        self._restrictions.check_unchanged(type(self).__name__)
         call_policy = (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k)
         return plan(
             question,

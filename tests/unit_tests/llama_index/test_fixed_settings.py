@@ -99,3 +99,26 @@ def test_a_wrapped_retriever_s_filters_changed_in_place_are_refused(kit, index):
     revalued(filters)
     with pytest.raises(ValueError, match="changed in place"):
         retriever.retrieve(kit.QUESTION)
+
+
+@pytest.mark.parametrize("changed", ["doc_ids", "node_ids", "vector_store_kwargs"])
+def test_restrictions_changed_in_place_are_refused_at_the_next_call(kit, changed):
+    """A retriever searches with a copy of them: a change would be ignored without a word."""
+    index = kit.build_index([kit.section("a", 0.9), kit.section("b", 0.8, axis=2)], kit.embedding())
+    given = {"doc_ids": ["a"], "node_ids": ["a"], "vector_store_kwargs": {"tuning": 1}}
+    retriever = ThresholdedRetriever(
+        index,
+        kit.policy(min_similarity=0.0),
+        neighbours=0,
+        parent_summaries=False,
+        metric="COSINE",
+        **given,
+    )
+    retriever.retrieve(kit.QUESTION)
+    value = given[changed]
+    if isinstance(value, list):
+        value.append("b")
+    else:
+        value["tuning"] = 2
+    with pytest.raises(ValueError, match=f"{changed} given to ThresholdedRetriever were changed"):
+        retriever.retrieve(kit.QUESTION)

@@ -53,12 +53,29 @@ class ModelId:
         return cls(canonical_model_name(match["name"]), dim)
 
     def same_model(self, other: ModelId) -> bool:
-        """Same name, and the same dimension wherever both are known."""
-        if self.name != other.name:
+        """The same name however it is spelled (:func:`same_name`), and the same dimension
+        wherever both are known."""
+        if not same_name(self.name, other.name):
             return False
         return (
             self.dimension is None or other.dimension is None or self.dimension == other.dimension
         )
+
+
+def same_name(one: str, other: str) -> bool:
+    """Whether two names spell one model: case aside, without Ollama's ``:latest`` tag or
+    Google's ``models/`` prefix, and a bare name the same as ``org/name`` (the
+    ``sentence-transformers/`` models are loaded by either)."""
+    a, b = _spelling(one), _spelling(other)
+    if a == b:
+        return True
+    if "/" in a and "/" in b:
+        return False
+    return a.rsplit("/", 1)[-1] == b.rsplit("/", 1)[-1]
+
+
+def _spelling(name: str) -> str:
+    return name.strip().lower().removesuffix(":latest").removeprefix("models/")
 
 
 def canonical_model_name(name_or_path: str) -> str:
@@ -71,11 +88,15 @@ def canonical_model_name(name_or_path: str) -> str:
 
 
 def _name_from_directory(path: Path) -> str:
-    """A local model directory is named by its model card, else by its folder.
+    """A local model directory is named by the Hugging Face cache folder it is in
+    (``models--BAAI--bge-m3/snapshots/<hash>``), else by its model card, else by its folder.
 
     ``config.json``'s ``_name_or_path`` often names the base model a checkpoint was
     fine-tuned from, so it is only the last resort.
     """
+    cached = _HUB_CACHE.search(str(path))
+    if cached:
+        return f"{cached['org']}/{cached['name']}"
     card = path / "README.md"
     if card.is_file():
         text = card.read_text(encoding="utf-8", errors="replace")
@@ -101,6 +122,8 @@ def _name_from_directory(path: Path) -> str:
 _CARD_LOAD = re.compile(r"SentenceTransformer\(\s*['\"](?P<name>[\w.\-]+/[\w.\-]+)['\"]")
 _CARD_HEADING = re.compile(r"^# (?P<name>[\w.\-/]+)\s*$", re.MULTILINE)
 _GENERIC_FOLDERS = {"model", "models", "snapshot", "weights"}
+_HUB_CACHE = re.compile(r"models--(?P<org>[\w.\-]+)--(?P<name>[\w.\-]+)")
+"""A Hugging Face cache folder (``models--BAAI--bge-m3/snapshots/<hash>``) names its model."""
 
 
 @dataclass(frozen=True)

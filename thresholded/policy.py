@@ -258,7 +258,9 @@ def _no_measured_field_replaced(
     clashing = [
         f"{key}={fields[key]!r} (the profile's: {measured[key]!r})"
         for key in _MEASURED
-        if key in fields and measured[key] is not None and fields[key] != measured[key]
+        if key in fields
+        and measured[key] is not None
+        and not _same(key, fields[key], measured[key])
     ]
     if clashing:
         raise ValueError(
@@ -266,6 +268,13 @@ def _no_measured_field_replaced(
             "floor, gate and model either in the policy or by the profile, not both (per call, "
             "min_similarity= and min_top_similarity= still override)"
         )
+
+
+def _same(key: str, given: Any, measured: Any) -> bool:
+    """A field's two values agree: a model however it is spelled, else equal."""
+    if key == "embedding_model":
+        return ModelId.parse(given).same_model(ModelId.parse(measured))
+    return given == measured
 
 
 def profiled_policy(

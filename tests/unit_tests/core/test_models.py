@@ -237,3 +237,30 @@ def test_check_same_model_refuses_another_model() -> None:
 def test_check_same_model_refuses_another_dimension() -> None:
     with pytest.raises(ModelMismatchError):
         check_same_model("org/m@256", "org/m@512", what="x")
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("nomic-embed-text", "nomic-embed-text:latest"),
+        ("all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2"),
+        ("BAAI/bge-small-en-v1.5", "baai/bge-small-en-v1.5"),
+        ("models/text-embedding-004", "text-embedding-004"),
+    ],
+)
+def test_one_model_spelled_two_ways_is_the_same_model(one: str, other: str) -> None:
+    assert ModelId.parse(one).same_model(ModelId.parse(other))
+    assert ModelId.parse(other).same_model(ModelId.parse(one))
+
+
+def test_two_organisations_models_of_one_name_are_not_the_same() -> None:
+    assert not ModelId.parse("acme/encoder").same_model(ModelId.parse("other/encoder"))
+    assert not ModelId.parse("BAAI/bge-small-en-v1.5").same_model(ModelId.parse("BAAI/bge-m3"))
+
+
+def test_a_hugging_face_cache_folder_names_its_model(tmp_path: Path) -> None:
+    snapshot = tmp_path / "models--BAAI--bge-small-en-v1.5" / "snapshots" / "0123abc"
+    path = _model_dir(
+        snapshot.parent, snapshot.name, card="SentenceTransformer('BAAI/bge-large-zh-v1.5')"
+    )
+    assert ModelId.parse(str(path)).name == "BAAI/bge-small-en-v1.5"

@@ -517,3 +517,14 @@ def test_a_policy_beside_a_profile_gives_its_other_fields() -> None:
     profiled = profiled_policy(policy, PROFILE, collection="xquad-bench")
     assert (profiled.top_k, profiled.max_chars) == (7, 900)
     assert (profiled.min_similarity, profiled.min_top_similarity) == (0.08, 0.17)
+
+
+@pytest.mark.parametrize(
+    "spelled", ["sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"]
+)
+def test_a_policy_beside_a_profile_may_name_the_profile_s_own_model(spelled: str) -> None:
+    from thresholded.policy import profiled_policy
+
+    policy = RetrievalPolicy(top_k=4, embedding_model=spelled)
+    profiled = profiled_policy(policy, PROFILE, collection="xquad-bench")
+    assert profiled.min_similarity == 0.08 and profiled.top_k == 4

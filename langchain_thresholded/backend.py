@@ -43,7 +43,7 @@ from thresholded.filters import (
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_collection import ids_matching
-from thresholded.milvus_expr import check_expression, membership
+from thresholded.milvus_expr import check_expression
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -292,12 +292,9 @@ class LangChainBackend:
         partitions the retriever searches."""
         rows = self._rows
         _ensure_orm_connection(rows)
-        pk, allowed = primary_field(rows) or "pk", set(ids)
-        if self._raw_expr:
-            allowed &= ids_matching(rows.client, rows.collection_name, pk, ids, self._raw_expr)
-        if self._partitions:
-            allowed &= _ids_in_partitions(rows, pk, ids, self._partitions)
-        return allowed
+        pk = primary_field(rows) or "pk"
+        name = rows.collection_name
+        return ids_matching(rows.client, name, pk, ids, self._raw_expr, partitions=self._partitions)
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored vectors by id: an ``InMemoryVectorStore``'s or a FAISS index's own, a Milvus
@@ -441,18 +438,6 @@ def _own_fields(store: Any) -> frozenset[str]:
     if getattr(store, "_metadata_field", None):
         fields |= {store._metadata_field, str(store._primary_field)}
     return frozenset(fields)
-
-
-def _ids_in_partitions(store: Any, pk: str, ids: list[str], partitions: Any) -> set[str]:
-    """The ids among ``ids`` that a langchain-milvus collection holds in ``partitions``."""
-    rows = store.client.query(
-        store.collection_name,
-        filter=membership(pk, ids),
-        output_fields=[pk],
-        partition_names=list(partitions),
-        limit=len(ids),
-    )
-    return {str(row[pk]) for row in rows}
 
 
 def _only_ids(search_kwargs: Mapping[str, Any]) -> frozenset[str] | None:

@@ -302,15 +302,12 @@ class LlamaIndexBackend:
 
     def _milvus_allowed(self, ids: list[str]) -> set[str]:
         """The ids among ``ids`` inside the raw expressions and the partitions searched."""
-        store, allowed = self._store, set(ids)
-        raw = self._store_restrictions()
-        if raw:
-            expr = " and ".join(f"({c})" for c in raw)
-            allowed &= ids_matching(store.client, store.collection_name, "id", ids, expr)
+        store = self._store
+        expr = " and ".join(f"({c})" for c in self._store_restrictions())
         partitions = self._args["vector_store_kwargs"].get("milvus_partition_names")
-        if partitions:
-            allowed &= _ids_in_partitions(store, ids, partitions)
-        return allowed
+        return ids_matching(
+            store.client, store.collection_name, "id", ids, expr, partitions=partitions
+        )
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored vectors by id, in one batch: Milvus's vector field, a FAISS index's vectors,
@@ -656,14 +653,6 @@ def _by_id(store: Any, ids: list[str]) -> dict[str, Any]:
 def _all_of(own: dict[str, Any], written: dict[str, Any] | None) -> dict[str, Any]:
     """A Chroma ``where`` clause: the retriever's own, AND the filters where written."""
     return own if written is None else {"$and": [own, written]}
-
-
-def _ids_in_partitions(store: Any, ids: list[str], partitions: Any) -> set[str]:
-    """The ids among ``ids`` that the store's collection holds in ``partitions``."""
-    rows = store.client.query(
-        store.collection_name, ids=ids, partition_names=partitions, output_fields=["id"]
-    )
-    return {str(row["id"]) for row in rows}
 
 
 def _chroma_allowed(store: Any, ids: list[str], restrictions: Mapping[str, Any]) -> set[str]:

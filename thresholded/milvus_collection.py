@@ -8,6 +8,7 @@ metric its index really uses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from thresholded.errors import CollectionNotFoundError
@@ -48,19 +49,28 @@ def index_metric(client: Any, collection_name: str, field: str) -> str | None:
 
 
 def ids_matching(
-    client: Any, collection_name: str, id_field: str, ids: list[str], expr: str
+    client: Any,
+    collection_name: str,
+    id_field: str,
+    ids: list[str],
+    expr: str | None,
+    *,
+    partitions: Sequence[str] | None = None,
 ) -> set[str]:
-    """The ids among ``ids`` whose rows satisfy the raw expression ``expr``: how sections
-    fetched by id (neighbours, parent summaries) are held to a filter only the engine can read.
-    A section the collection does not hold satisfies nothing."""
+    """The ids among ``ids`` whose rows satisfy the raw expression ``expr`` and lie in
+    ``partitions`` (either None: any), in one query: how sections fetched by id (neighbours,
+    parent summaries) are held to restrictions only the engine can read. A section the
+    collection does not hold satisfies nothing."""
     if not ids:
         return set()
     from thresholded.milvus_expr import membership
 
+    members = membership(id_field, ids)
     rows = client.query(
         collection_name,
-        filter=f"({expr}) and ({membership(id_field, ids)})",
+        filter=f"({expr}) and ({members})" if expr else members,
         output_fields=[id_field],
         limit=len(ids),
+        **({"partition_names": list(partitions)} if partitions else {}),
     )
     return {str(row[id_field]) for row in rows}

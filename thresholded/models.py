@@ -221,17 +221,22 @@ def check_model_in_use(
 
 
 def check_question_model(
-    given: ModelId | str | None, built_with: ModelId | str | None, *, given_as: str
+    given: ModelId | str | None,
+    built_with: ModelId | str | None,
+    *,
+    given_as: str,
+    built: str = "the store was built with",
 ) -> None:
-    """Refuse to embed the questions with ``given`` (passed as ``given_as``) when the store
-    or index names another model, ``built_with``: the cosines between one model's question
-    and another's sections are meaningless. Where either names no model, nothing shows it."""
+    """Refuse to embed with ``given`` (passed as ``given_as``) where the sections were
+    embedded by another model, ``built_with`` (the store's, or the one the results were
+    retrieved with): cosines across two models are meaningless. Where either names no
+    model, nothing shows it."""
     if given is None or built_with is None:
         return
     mine, theirs = as_model_id(given), as_model_id(built_with)
     if not mine.same_model(theirs):
         raise ModelMismatchError(
-            f"{given_as} is {mine}, but the store was built with {theirs}: a question embedded "
-            "by one model has no meaningful cosine with another's sections. Pass the model the "
-            "store was built with, or allow_model_mismatch=True if you know they are the same."
+            f"{given_as} is {mine}, but {built} {theirs}: one model's cosines cannot be "
+            f"compared with another's. Pass the model {built.removeprefix('the ')}, or "
+            "allow_model_mismatch=True if you know they are the same."
         )

@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from thresholded.errors import ModelMismatchError
-from thresholded.models import KNOWN_FLOORS, ModelId, as_model_id, check_model_in_use
+from thresholded.models import KNOWN_FLOORS, ModelId, check_model_in_use, check_question_model
 from thresholded.policy import MILVUS_MAX_TOP_K, RetrievalPolicy, policy_or_none
 from thresholded.strict import StrictArguments
 
@@ -151,24 +150,15 @@ class PolicyInForce(StrictArguments):
                     what="this policy's threshold",
                     where="the retriever that produced the results",
                 )
-            if own is not None and own[0] is not None and marks_model is not None:
-                _same_model_as_marks(own, marks_model)
+            if own is not None:
+                check_question_model(
+                    own[0],
+                    marks_model,
+                    given_as=own[1],
+                    built="the results were retrieved with the embedding model",
+                )
 
     def _model_in_use(self) -> tuple[ModelId | str | None, str] | None:
         """The model that computes cosines (its id, or None when it names none) and how the
         class calls it; None when there is no such model."""
         return None
-
-
-def _same_model_as_marks(own: tuple[ModelId | str, str], marks_model: ModelId) -> None:
-    """The model a filter computes cosines with must be the one its results were retrieved
-    with: their cosines and the computed ones are compared at one floor."""
-    model, named = own
-    mine = as_model_id(model)
-    if not mine.same_model(marks_model):
-        raise ModelMismatchError(
-            f"the results were retrieved with the embedding model {marks_model}, but {named} "
-            f"is {mine}: one model's cosines cannot be compared with another's at one floor. "
-            f"Give {named} the retriever's model, or allow_model_mismatch=True if you know "
-            "better."
-        )

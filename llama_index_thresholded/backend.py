@@ -580,6 +580,8 @@ def _check_no_store_fields(store: Any, where: Filter | None) -> None:
     """Refuse a filter on a store's own field: the store would apply it to that field, but
     the sections it returns, their neighbours and summaries are checked against their
     metadata, which does not hold it (``doc_id != "x"`` would hold for x's neighbours)."""
+    if where is None:
+        return
     named = sorted(keys(where) & store_fields(store))
     if named:
         raise UnsafeFilterError(

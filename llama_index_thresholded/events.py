@@ -76,6 +76,7 @@ def retrieval_events(
         yield reports.append
         report = reports[0]
         dropped = _dropped(report)
+        outside_filters = _outside_filters(report)
         collections = (
             {"thresholded_collections": [s.describe() for s in report.collections]}
             if isinstance(report, MultiCollectionReport)
@@ -85,7 +86,7 @@ def retrieval_events(
             payload={
                 EventPayload.NODES: report.items,
                 "thresholded_dropped": dropped,
-                "thresholded_outside_filters": _outside_filters(report),
+                "thresholded_outside_filters": outside_filters,
                 "thresholded_min_similarity": report.min_similarity,
                 **collections,
             }
@@ -100,7 +101,7 @@ def retrieval_events(
             kept_ids=[n.node.node_id for n in report.kept],
             attached_ids=[n.node.node_id for n in report.attached],
             dropped=dropped,
-            outside_filters=_outside_filters(report),
+            outside_filters=outside_filters,
         )
     )
     dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query, nodes=report.items))
@@ -123,7 +124,8 @@ def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:
 
 
 def _outside_filters(report: Report[NodeWithScore]) -> int:
-    return report.drop_counts().get(DropReason.OUTSIDE_FILTERS.value, 0)
+    outside = DropReason.OUTSIDE_FILTERS
+    return sum(1 for d in report.selection.dropped if d.reason is outside)
 
 
 def _score_kind(report: Report[NodeWithScore]) -> str | None:

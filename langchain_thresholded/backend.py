@@ -527,6 +527,20 @@ def _unheld_filters(store: VectorStore) -> list[str]:
     return [key for key in _filter_keys(wrapped.search_kwargs) if key not in held]
 
 
+def source_settings(store: VectorStore) -> list[Any]:
+    """What the backend reads of the retrievers a ``RetrieverSource`` runs: the wrapped
+    retriever, an ensemble's members, and each one's fields (its store arguments, a
+    ``ThresholdedRetriever``'s filters); nothing for any other store."""
+    if not isinstance(store, RetrieverSource):
+        return []
+    inner = store.retriever
+    return [inner, *((m, _fields(m)) for m in _members(inner))]
+
+
+def _fields(retriever: BaseRetriever) -> dict[str, Any]:
+    return {name: getattr(retriever, name, None) for name in type(retriever).model_fields}
+
+
 def _members(retriever: BaseRetriever) -> list[BaseRetriever]:
     """The retrievers whose documents a wrapped retriever returns: an ensemble's, or itself."""
     return list(retriever.retrievers) if is_ensemble(retriever) else [retriever]  # type: ignore[attr-defined]

@@ -32,6 +32,7 @@ from langchain_thresholded.backend import (
     output,
     primary_field,
     rows_store,
+    source_settings,
 )
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
@@ -76,6 +77,8 @@ STORE_OPTIONS = ("filters", "filter", "expr", "search_kwargs")
 _CALL_OPTIONS = frozenset({"k", *_POLICY_OVERRIDES, *STORE_OPTIONS})
 _RAW_FILTERS = ("expr", "filter")
 _BASE_FILTER_FIELDS = frozenset({"filters", "expr", "search_kwargs", "allowed_filter_keys"})
+_WATCHED = "<watched>"
+"""The key of ``_watched()`` beside the fields (no field can be named so)."""
 IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and passes it on
 
 
@@ -124,9 +127,14 @@ class EngineRetriever(StrictArguments, BaseRetriever):
     def _build(self) -> Any:
         """What the engine searches, made from the fields as they are now."""
 
+    def _watched(self) -> Any:
+        """What ``_build`` reads beside the fields, watched for changes as they are."""
+        return None
+
     def _state(self) -> Any:
         """What ``_build`` made of the fields, made again if any changed since."""
         fields = {name: getattr(self, name) for name in type(self).model_fields}
+        fields[_WATCHED] = self._watched()
         if self._built is None or not _same(self._built[0], fields):
             shape = _shape(fields)  # before building: a build must not hide a change
             self._built = (shape, self._build())
@@ -552,6 +560,11 @@ class ThresholdedRetriever(EngineRetriever):
                 model_of(self.vectorstore.embeddings),
                 given_as="embeddings=",
             )
+
+    def _watched(self) -> Any:
+        """The retrievers a ``RetrieverSource`` runs and their settings: the backend reads
+        them once, to refuse or hold their restrictions, so a change is built again."""
+        return source_settings(self.vectorstore)
 
     def _store_embeddings(self) -> Embeddings | None:
         if self.embeddings is not None:

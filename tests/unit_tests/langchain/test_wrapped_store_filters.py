@@ -77,3 +77,39 @@ def test_a_wrapped_thresholded_retrievers_changed_filters_hold(corpus):
     assert [d.id for d in retriever.invoke(QUERY)] == ["a"]
     inner.filters = None
     assert [d.id for d in retriever.invoke(QUERY)] == ["a", "b"]
+
+
+def test_a_filter_function_set_on_the_wrapped_retriever_after_construction_is_refused(corpus):
+    """The wrapped retriever is read again when it changes, as if it had been given so."""
+    store = corpus([("a", 0.75, {"doc_type": "public"})]).store
+    wrapped = store.as_retriever(search_type="mmr")
+    retriever = ThresholdedRetriever(
+        vectorstore=RetrieverSource(wrapped),
+        policy=POLICY,
+        score_kind=ScoreKind.MMR,
+        docstore=InMemoryStore(),
+    )
+    assert [d.id for d in retriever.invoke(QUERY)] == ["a"]
+    wrapped.search_kwargs["filter"] = public_only
+    with pytest.raises(ValueError, match=r"VectorStoreRetriever holds store filters \(filter\)"):
+        retriever.invoke(QUERY)
+
+
+def test_an_unreadable_member_added_to_an_ensemble_after_construction_is_refused(corpus):
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    from langchain_core.retrievers import BaseRetriever
+
+    class Relay(BaseRetriever):
+        def _get_relevant_documents(self, query, *, run_manager):
+            return []
+
+    store = corpus([("a", 0.75, {"doc_type": "public"})]).store
+    ensemble = classic.EnsembleRetriever(retrievers=[store.as_retriever()], weights=[1.0])
+    retriever = ThresholdedRetriever.from_retriever(
+        ensemble, policy=POLICY, docstore=InMemoryStore()
+    )
+    assert [d.id for d in retriever.invoke(QUERY)] == ["a"]
+    ensemble.retrievers.append(Relay())
+    ensemble.weights = [0.5, 0.5]
+    with pytest.raises(ValueError, match=r"member 1 \(Relay\).*cannot be read"):
+        retriever.invoke(QUERY)

@@ -628,8 +628,9 @@ def _no_expr_params(search_kwargs: Mapping[str, Any]) -> None:
 
 def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:
     """A call's ``search_kwargs`` hold no store filter: it would replace the retriever's, and
-    the neighbours and summaries fetched from the docstore would not be held to it."""
-    given = _filter_keys(search_kwargs)
+    the neighbours and summaries fetched from the docstore would not be held to it. A key
+    given as None is refused too: it replaces the retriever's own with no restriction."""
+    given = sorted(key for key in STORE_FILTER_KEYS if key in search_kwargs)
     if given:
         raise TypeError(
             f"a call's search_kwargs hold a store filter ({', '.join(given)}), which would "

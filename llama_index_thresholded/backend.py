@@ -120,6 +120,7 @@ class LlamaIndexBackend:
             return CallFilters(None)  # the engine holds the results to them after the search
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
+        _check_filter_keys_returned(self._store, where)
         written = to_milvus(where, self._dialect())
         clauses = [written.expr, *self._store_restrictions()]
         if self._args["doc_ids"]:
@@ -588,6 +589,26 @@ def _check_no_store_fields(store: Any, where: Filter | None) -> None:
             "are held to their metadata, which does not have it. Filter on a metadata key "
             "instead; to search some documents or sections only, build the retriever with "
             "doc_ids=[...] or node_ids=[...]"
+        )
+
+
+def _check_filter_keys_returned(store: Any, where: Filter | None) -> None:
+    """Refuse a filter on a key that a Milvus store's ``output_fields`` leave out of its
+    results. Without ``_node_content`` among them, the store builds each node from those
+    fields alone: a filter key outside them reads as missing on every node, so the check
+    of the results would let every row through NE, NIN and NOT (wherever the expression is
+    inexact, e.g. NOT over an ordering on Milvus Lite 2.5) and drop every row for the rest."""
+    returned = set(getattr(store, "output_fields", None) or ())
+    if not returned or returned & {"*", "_node_content"}:
+        return
+    missing = sorted(keys(where) - returned)
+    if missing:
+        raise UnsafeFilterError(
+            f"filter keys {missing} are not among the output_fields {sorted(returned)} of "
+            f"{type(store).__name__}, which builds each result from those fields alone (no "
+            "'_node_content'): the results could not be checked against the filter. Add "
+            "'_node_content' (or the filter keys) to output_fields, or leave output_fields "
+            "empty"
         )
 
 

@@ -75,6 +75,8 @@ class CallFilters:
     chroma_where: dict[str, Any] | None = None
     """On Chroma, given the retriever's own ``where``: that clause AND the filters, as one
     (Chroma takes either LlamaIndex's filters or a ``where``, never both)."""
+    keys: frozenset[str] = frozenset()
+    """On Milvus, the keys the filters name: each result's metadata must hold them."""
 
 
 class LlamaIndexBackend:
@@ -129,7 +131,9 @@ class LlamaIndexBackend:
         if self._args["node_ids"]:
             clauses.append(membership("id", self._args["node_ids"]))
         parts = [f"({c})" for c in clauses if c]
-        return CallFilters(None, " and ".join(parts) if parts else None)
+        return CallFilters(
+            None, " and ".join(parts) if parts else None, keys=frozenset(keys(where))
+        )
 
     def _store_restrictions(self) -> list[str]:
         """What the retriever's ``vector_store_kwargs`` restrict, verbatim: a raw
@@ -185,6 +189,8 @@ class LlamaIndexBackend:
             result = _milvus_result(self._store, self._store.client.search(**search))
         else:
             result = self._store.query(query, **kwargs)
+        if is_milvus_store(self._store):
+            _check_rows_readable(self._store, result, args.filters)
         missing = _not_text(result)
         fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
@@ -198,6 +204,8 @@ class LlamaIndexBackend:
             result = _milvus_result(self._store, await self._store.aclient.search(**search))
         else:
             result = await self._store.aquery(query, **kwargs)
+        if is_milvus_store(self._store):
+            _check_rows_readable(self._store, result, args.filters)
         missing = _not_text(result)
         fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
@@ -610,6 +618,28 @@ def _check_filter_keys_returned(store: Any, where: Filter | None) -> None:
             "'_node_content' (or the filter keys) to output_fields, or leave output_fields "
             "empty"
         )
+
+
+def _check_rows_readable(store: Any, result: VectorStoreQueryResult, call: CallFilters) -> None:
+    """Refuse results of a filtered Milvus search whose rows hold no ``_node_content`` (a
+    collection written by another tool, LangChain say): LlamaIndex builds such a node from
+    the store's ``output_fields`` alone, with an id of its own, so a filter key outside them
+    reads as missing on every node, and the check of the results could not hold it."""
+    if not call.keys or result.nodes is None or result.ids is None:
+        return
+    returned = set(getattr(store, "output_fields", None) or ())
+    unread = sorted(call.keys - returned)
+    if not unread:
+        return
+    for node, row_id in zip(result.nodes, result.ids, strict=False):
+        if node.node_id != str(row_id):
+            raise UnsafeFilterError(
+                f"row {row_id!r} of {_store_name(store)} holds no '_node_content' (it was not "
+                f"written by LlamaIndex), so its node carries only the store's output_fields "
+                f"{sorted(returned)}, not the filter keys {unread}: the results could not be "
+                "checked against the filter. Search the collection with the framework that "
+                "wrote it, or add the filter keys to the store's output_fields"
+            )
 
 
 def index_embed_model(index: VectorStoreIndex) -> BaseEmbedding:

@@ -91,3 +91,48 @@ def test_a_filter_key_among_the_results_holds(tmp_path: Path, output_fields, fil
     index = index_with(tmp_path, output_fields)
     retriever = ThresholdedRetriever(index, POLICY, filters=filters, neighbours=0, pushdown=False)
     assert texts(retriever) == ["level 0", "level 1", "level 2"]
+
+
+def langchain_collection(tmp_path: Path) -> VectorStoreIndex:
+    """The sections written by LangChain: rows of metadata fields, no ``_node_content``."""
+    pytest.importorskip("langchain_milvus")
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+
+    from langchain_thresholded.milvus import milvus_from_documents
+    from llama_index_thresholded.milvus import existing_milvus_store
+
+    class Same(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [list(VECTOR) for _ in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return list(VECTOR)
+
+    documents = [
+        Document(
+            id=f"n{i}",
+            page_content=f"level {i}",
+            metadata={"source": "kb", "level": i, "tags": ["internal" if i > 2 else "public"]},
+        )
+        for i in range(6)
+    ]
+    uri = str(tmp_path / "langchain.db")
+    milvus_from_documents(documents, Same(), uri=uri, collection_name="kb")
+    store = existing_milvus_store(uri, "kb", embedding_field="vector")
+    return VectorStoreIndex.from_vector_store(store, embed_model=SameEmbedding())
+
+
+@pytest.mark.parametrize("filters", [NOT_ABOVE_2, NOT_INTERNAL], ids=["not-gt", "not-contains"])
+async def test_rows_not_written_by_llama_index_are_refused_under_a_filter(
+    tmp_path: Path, filters
+) -> None:
+    """Every node read back with empty metadata: all six levels came back."""
+    index = langchain_collection(tmp_path)
+    retriever = ThresholdedRetriever(index, POLICY, filters=filters, neighbours=0, pushdown=False)
+    with pytest.raises(UnsafeFilterError, match=r"holds no '_node_content'"):
+        retriever.retrieve("q")
+    with pytest.raises(UnsafeFilterError, match=r"holds no '_node_content'"):
+        await retriever.aretrieve("q")
+    unfiltered = ThresholdedRetriever(index, POLICY, neighbours=0, pushdown=False)
+    assert len(unfiltered.retrieve("q")) == 6

@@ -634,8 +634,8 @@ def _check_rows_readable(store: Any, result: VectorStoreQueryResult, call: CallF
     for node, row_id in zip(result.nodes, result.ids, strict=False):
         if node.node_id != str(row_id):
             raise UnsafeFilterError(
-                f"row {row_id!r} of {_store_name(store)} holds no '_node_content' (it was not "
-                f"written by LlamaIndex), so its node carries only the store's output_fields "
+                f"the rows of {_store_name(store)} hold no '_node_content' (they were not "
+                f"written by LlamaIndex), so their nodes carry only the store's output_fields "
                 f"{sorted(returned)}, not the filter keys {unread}: the results could not be "
                 "checked against the filter. Search the collection with the framework that "
                 "wrote it, or add the filter keys to the store's output_fields"

@@ -130,9 +130,9 @@ async def test_rows_not_written_by_llama_index_are_refused_under_a_filter(
     """Every node read back with empty metadata: all six levels came back."""
     index = langchain_collection(tmp_path)
     retriever = ThresholdedRetriever(index, POLICY, filters=filters, neighbours=0, pushdown=False)
-    with pytest.raises(UnsafeFilterError, match=r"holds no '_node_content'"):
+    with pytest.raises(UnsafeFilterError, match=r"hold no '_node_content'"):
         retriever.retrieve("q")
-    with pytest.raises(UnsafeFilterError, match=r"holds no '_node_content'"):
+    with pytest.raises(UnsafeFilterError, match=r"hold no '_node_content'"):
         await retriever.aretrieve("q")
     unfiltered = ThresholdedRetriever(index, POLICY, neighbours=0, pushdown=False)
     assert len(unfiltered.retrieve("q")) == 6

@@ -176,7 +176,7 @@ class LangChainBackend:
             raise UnsafeFilterError(
                 f"the filter names {', '.join(map(repr, unread))}, which {self.name} does not "
                 "read back: the store was opened with enable_dynamic_field=False, so its "
-                f"documents carry only the collection's declared fields, and could not be "
+                "documents carry only the collection's declared fields, and could not be "
                 "checked against the filter. Open the store with enable_dynamic_field=True "
                 "(existing_milvus_store reads it from the collection), or filter on declared "
                 "fields"

@@ -170,6 +170,17 @@ class LangChainBackend:
                 "test but the documents returned could not be checked against. Filter on "
                 "metadata keys only"
             )
+        returned = _returned_fields(self._store) if self._milvus else None
+        unread = [] if returned is None else sorted(keys(where) - returned)
+        if unread:
+            raise UnsafeFilterError(
+                f"the filter names {', '.join(map(repr, unread))}, which {self.name} does not "
+                "read back: the store was opened with enable_dynamic_field=False, so its "
+                "documents carry only the collection's declared fields, and could not be "
+                "checked against the filter. Open the store with enable_dynamic_field=True "
+                "(existing_milvus_store reads it from the collection), or filter on declared "
+                "fields"
+            )
 
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
@@ -440,6 +451,17 @@ def _own_fields(store: Any) -> frozenset[str]:
     return frozenset(fields)
 
 
+def _returned_fields(store: Any) -> frozenset[str] | None:
+    """The metadata keys a langchain-milvus store's documents can carry: None (any key) when
+    it reads its dynamic field back or keeps metadata in one JSON field; else only the
+    collection's declared fields, as the store requests no others."""
+    if getattr(store, "enable_dynamic_field", True) or getattr(store, "_metadata_field", None):
+        return None
+    if getattr(store, "col", None) is None:  # no collection yet: nothing to read back
+        return None
+    return frozenset(str(f) for f in getattr(store, "fields", None) or ())
+
+
 def _only_ids(search_kwargs: Mapping[str, Any]) -> frozenset[str] | None:
     """The ids a store's arguments limit a search to (one id or a list); None: any."""
     given = search_kwargs.get(_ONLY_IDS)
@@ -642,8 +664,9 @@ def _no_expr_params(search_kwargs: Mapping[str, Any]) -> None:
 
 def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:
     """A call's ``search_kwargs`` hold no store filter: it would replace the retriever's, and
-    the neighbours and summaries fetched from the docstore would not be held to it."""
-    given = _filter_keys(search_kwargs)
+    the neighbours and summaries fetched from the docstore would not be held to it. A key
+    given as None is refused too: it replaces the retriever's own with no restriction."""
+    given = sorted(key for key in STORE_FILTER_KEYS if key in search_kwargs)
     if given:
         raise TypeError(
             f"a call's search_kwargs hold a store filter ({', '.join(given)}), which would "

@@ -22,6 +22,8 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableBinding
+from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.vectorstores import VectorStore
 
 from thresholded.scores import ScoreKind
@@ -60,6 +62,7 @@ class RetrieverSource(VectorStore):
         embeddings: Embeddings | None = None,
         score_key: str | None = None,
     ) -> None:
+        _not_configurable(retriever)
         self.retriever = retriever
         self._embeddings = embeddings
         self.score_key = score_key
@@ -138,6 +141,26 @@ class RetrieverSource(VectorStore):
         **kwargs: Any,
     ) -> RetrieverSource:
         raise NotImplementedError("build the inner retrievers, then RetrieverSource(retriever)")
+
+
+def _not_configurable(retriever: Any) -> None:
+    """Refuse a configurable retriever, or an ensemble with one among its members: it is
+    run here without the call's config, so what the config sets (e.g. ``call_filters``, a
+    tenant's filter) would silently not apply, and its defaults would be searched."""
+    members = list(retriever.retrievers) if is_ensemble(retriever) else [retriever]
+    for position, member in enumerate(members):
+        inner = member
+        while isinstance(inner, RunnableBinding):  # with_config(...), bind(...)
+            inner = inner.bound
+        if isinstance(inner, DynamicRunnable):
+            which = f"the ensemble's member {position}" if member is not retriever else "it"
+            raise ValueError(
+                f"a retriever whose search is set by a call's config cannot be wrapped "
+                f"({which} is a configurable {type(inner).__name__}): it would be run without "
+                "the call's config, so the fields the config sets (call_filters, say) would "
+                "not apply. Wrap the retriever itself, and make the ThresholdedRetriever "
+                "configurable instead (its call_filters narrow its filters)"
+            )
 
 
 def _no_store_arguments(kwargs: dict[str, Any]) -> None:

@@ -124,6 +124,11 @@ def _conditions(key: str, ops: Mapping[str, Any]) -> list[Filter]:
             )
         op = _DICT_OPS[name]
         if op is Op.IS_EMPTY:
+            if not isinstance(value, bool):
+                raise UnsafeFilterError(
+                    f"$is_empty on {key!r} takes True (empty) or False (not empty), got "
+                    f"{value!r}: a value of another type has no single meaning"
+                )
             condition: Filter = Condition(key, op)
             found.append(condition if value else Group(Combine.NOT, (condition,)))
         else:

@@ -75,6 +75,8 @@ class CallFilters:
     chroma_where: dict[str, Any] | None = None
     """On Chroma, given the retriever's own ``where``: that clause AND the filters, as one
     (Chroma takes either LlamaIndex's filters or a ``where``, never both)."""
+    keys: frozenset[str] = frozenset()
+    """On Milvus, the keys the filters name: each result's metadata must hold them."""
 
 
 class LlamaIndexBackend:
@@ -120,6 +122,7 @@ class LlamaIndexBackend:
             return CallFilters(None)  # the engine holds the results to them after the search
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
+        _check_filter_keys_returned(self._store, where)
         written = to_milvus(where, self._dialect())
         clauses = [written.expr, *self._store_restrictions()]
         if self._args["doc_ids"]:
@@ -128,7 +131,9 @@ class LlamaIndexBackend:
         if self._args["node_ids"]:
             clauses.append(membership("id", self._args["node_ids"]))
         parts = [f"({c})" for c in clauses if c]
-        return CallFilters(None, " and ".join(parts) if parts else None)
+        return CallFilters(
+            None, " and ".join(parts) if parts else None, keys=frozenset(keys(where))
+        )
 
     def _store_restrictions(self) -> list[str]:
         """What the retriever's ``vector_store_kwargs`` restrict, verbatim: a raw
@@ -184,6 +189,8 @@ class LlamaIndexBackend:
             result = _milvus_result(self._store, self._store.client.search(**search))
         else:
             result = self._store.query(query, **kwargs)
+        if is_milvus_store(self._store):
+            _check_rows_readable(self._store, result, args.filters)
         missing = _not_text(result)
         fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
@@ -197,6 +204,8 @@ class LlamaIndexBackend:
             result = _milvus_result(self._store, await self._store.aclient.search(**search))
         else:
             result = await self._store.aquery(query, **kwargs)
+        if is_milvus_store(self._store):
+            _check_rows_readable(self._store, result, args.filters)
         missing = _not_text(result)
         fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
@@ -591,6 +600,48 @@ def _check_no_store_fields(store: Any, where: Filter | None) -> None:
             "instead; to search some documents or sections only, build the retriever with "
             "doc_ids=[...] or node_ids=[...]"
         )
+
+
+def _check_filter_keys_returned(store: Any, where: Filter | None) -> None:
+    """Refuse a filter on a key that a Milvus store's ``output_fields`` leave out of its
+    results. Without ``_node_content`` among them, the store builds each node from those
+    fields alone: a filter key outside them reads as missing on every node, so the check
+    of the results would let every row through NE, NIN and NOT (wherever the expression is
+    inexact, e.g. NOT over an ordering on Milvus Lite 2.5) and drop every row for the rest."""
+    returned = set(getattr(store, "output_fields", None) or ())
+    if not returned or returned & {"*", "_node_content"}:
+        return
+    missing = sorted(keys(where) - returned)
+    if missing:
+        raise UnsafeFilterError(
+            f"filter keys {missing} are not among the output_fields {sorted(returned)} of "
+            f"{type(store).__name__}, which builds each result from those fields alone (no "
+            "'_node_content'): the results could not be checked against the filter. Add "
+            "'_node_content' (or the filter keys) to output_fields, or leave output_fields "
+            "empty"
+        )
+
+
+def _check_rows_readable(store: Any, result: VectorStoreQueryResult, call: CallFilters) -> None:
+    """Refuse results of a filtered Milvus search whose rows hold no ``_node_content`` (a
+    collection written by another tool, LangChain say): LlamaIndex builds such a node from
+    the store's ``output_fields`` alone, with an id of its own, so a filter key outside them
+    reads as missing on every node, and the check of the results could not hold it."""
+    if not call.keys or result.nodes is None or result.ids is None:
+        return
+    returned = set(getattr(store, "output_fields", None) or ())
+    unread = sorted(call.keys - returned)
+    if not unread:
+        return
+    for node, row_id in zip(result.nodes, result.ids, strict=False):
+        if node.node_id != str(row_id):
+            raise UnsafeFilterError(
+                f"the rows of {_store_name(store)} hold no '_node_content' (they were not "
+                f"written by LlamaIndex), so their nodes carry only the store's output_fields "
+                f"{sorted(returned)}, not the filter keys {unread}: the results could not be "
+                "checked against the filter. Search the collection with the framework that "
+                "wrote it, or add the filter keys to the store's output_fields"
+            )
 
 
 def index_embed_model(index: VectorStoreIndex) -> BaseEmbedding:

@@ -605,21 +605,7 @@ def test_with_ties_each_adapter_agrees_with_itself(world: World, setup: Setup) -
 
 
 # Found by these properties --------------------------------------------------------------------
-STORE_SAYS_TRUE_IS_1 = pytest.mark.xfail(
-    strict=True,
-    reason="SimpleVectorStore applies NE/NIN itself with Python's ==, under which True == 1: "
-    "it never returns a section whose stored True is 'not 1' by thresholded.filters",
-)
-
-
-@pytest.mark.parametrize(
-    "variant",
-    [
-        pytest.param(v, marks=STORE_SAYS_TRUE_IS_1 if v[0] == "llama_index" else ())
-        for v in VARIANTS
-    ],
-    ids="-".join,
-)
+@pytest.mark.parametrize("variant", VARIANTS, ids="-".join)
 def test_a_stored_bool_is_not_equal_to_a_number_in_any_variant(variant):
     """README, Filters: a value of another type than the stored one does not match, so NE
     and NIN hold there (``thresholded.filters``: ``True != 1``)."""

@@ -14,7 +14,9 @@ summary above them), ``doc_type`` metadata; random policies; random filters on
    ``thresholded.gate``, ``thresholded.attachments``), not from the package's code;
 3. no returned section, neighbour or summary lies outside the filters.
 
-The same holds where links point anywhere (across documents, at summaries, at nothing).
+The same holds where links point anywhere (across documents, at summaries, at nothing),
+and where ``doc_type`` holds values of several types (strings, numbers, bools), except that
+a variant may report more sections outside the filters when its store returned them.
 Where cosines tie, the two stores order the tied sections differently, so only each
 adapter's own four variants must agree, and every limit of the policy must hold.
 
@@ -49,6 +51,8 @@ from thresholded import RetrievalPolicy
 
 QUESTION_VECTOR = np.array(unit_vector(1.0))
 DOC_TYPES = ("faq", "guide", "internal")
+MIXED_DOC_TYPES = ("faq", "guide", 0, 1, 2, 1.0, True, False)
+"""Stored values of several types under one key: a bool is not a number, "1" is not 1."""
 ROOT = "root#summary"
 MIN_CHARS = len(ROOT) + 1
 """Every text is its id, a space, then dots up to its length: none is shorter."""
@@ -105,13 +109,13 @@ def metadata_of(item: Section | Summary) -> dict[str, Any]:
 
 
 @st.composite
-def worlds(draw: st.DrawFn, distinct: bool = True) -> World:
+def worlds(draw: st.DrawFn, distinct: bool = True, stored: tuple[Any, ...] = DOC_TYPES) -> World:
     """Up to three documents of up to five linked sections; distinct cosines unless not
-    ``distinct`` (ties: their order is the store's)."""
+    ``distinct`` (ties: their order is the store's); ``doc_type`` one of ``stored``, or none."""
     lengths = draw(st.lists(st.integers(1, 5), min_size=1, max_size=3))
     total = sum(lengths)
     cosines = draw(st.lists(st.integers(-16, 16), min_size=total, max_size=total, unique=distinct))
-    doc_types = st.sampled_from((*DOC_TYPES, None))
+    doc_types = st.sampled_from((*stored, None))
     root = None
     if draw(st.booleans()):
         root = Summary(ROOT, draw(st.integers(MIN_CHARS, 300)), draw(doc_types), None)
@@ -183,16 +187,13 @@ class Condition:
     value: Any
 
     def holds(self, metadata: dict[str, Any]) -> bool:
-        """As the README says: NE and NIN hold where the key is missing."""
-        if "doc_type" not in metadata:
-            return self.op in ("ne", "nin")
-        value = metadata["doc_type"]
-        return {
-            "eq": value == self.value,
-            "ne": value != self.value,
-            "in": value in (self.value or ()),
-            "nin": value not in (self.value or ()),
-        }[self.op]
+        """As the README says: NE and NIN hold where the key is missing, and a value of
+        another type than the stored one does not match (``thresholded.filters``: a bool
+        is not a number), so NE and NIN hold there too."""
+        stored = metadata.get("doc_type")
+        values = [self.value] if self.op in ("eq", "ne") else self.value
+        found = stored is not None and any(same(stored, v) for v in values)
+        return found if self.op in ("eq", "in") else not found
 
     def llama_index(self) -> MetadataFilters:
         operator = {
@@ -209,12 +210,27 @@ class Condition:
         return {"doc_type": {f"${self.op}": self.value}}
 
 
+def same(stored: Any, value: Any) -> bool:
+    def kind(v: Any) -> str:
+        return "bool" if isinstance(v, bool) else "number" if isinstance(v, int | float) else "str"
+
+    return kind(stored) == kind(value) and stored == value
+
+
 conditions = st.one_of(
     st.builds(Condition, st.sampled_from(("eq", "ne")), st.sampled_from(DOC_TYPES)),
     st.builds(
         Condition,
         st.sampled_from(("in", "nin")),
         st.lists(st.sampled_from(DOC_TYPES), max_size=2, unique=True),
+    ),
+)
+numbers = st.sampled_from((0, 1, 2, 1.0))  # LlamaIndex's MetadataFilter takes no bool
+mixed_conditions = st.one_of(
+    conditions,
+    st.builds(Condition, st.sampled_from(("eq", "ne")), numbers),
+    st.builds(
+        Condition, st.sampled_from(("in", "nin")), st.lists(numbers, max_size=2, unique=True)
     ),
 )
 sixteenths = st.integers(-16, 16).map(lambda n: n / 16)
@@ -250,7 +266,7 @@ class Setup:
 
 
 @st.composite
-def setups(draw: st.DrawFn) -> Setup:
+def setups(draw: st.DrawFn, filters: st.SearchStrategy[Condition] = conditions) -> Setup:
     policy = RetrievalPolicy(
         min_similarity=draw(st.one_of(st.just(0.0), sixteenths, st.floats(-1, 1))),
         min_top_similarity=draw(st.one_of(st.none(), st.none(), st.just(0.0), sixteenths)),
@@ -265,8 +281,8 @@ def setups(draw: st.DrawFn) -> Setup:
         neighbours=draw(st.integers(0, 2)),
         parent_summaries=draw(st.booleans()),
         parent_levels=draw(st.integers(1, 2)),
-        filters=draw(st.one_of(st.none(), conditions)),
-        call_filters=draw(st.one_of(st.none(), conditions)),
+        filters=draw(st.one_of(st.none(), filters)),
+        call_filters=draw(st.one_of(st.none(), filters)),
         call_min_similarity=draw(st.one_of(st.none(), st.just(0.0), sixteenths)),
         call_top_k=draw(st.one_of(st.none(), st.integers(1, 5))),
         call_gate=draw(st.one_of(st.none(), st.none(), st.just(0.0), sixteenths)),
@@ -560,6 +576,42 @@ def test_every_variant_keeps_what_the_reference_keeps(world: World, setup: Setup
 @given(world=tangled_worlds(), setup=setups())
 def test_links_that_point_anywhere_change_nothing(world: World, setup: Setup) -> None:
     check(world, setup)
+
+
+# Values of several types ---------------------------------------------------------------------
+def check_mixed_types(world: World, setup: Setup) -> None:
+    """Filters over values of several types. The LlamaIndex adapter leaves some of these
+    filters to the engine's check alone (its in-memory store holds ``True == 1``), and the
+    engine reports the sections the store returned outside them as ``outside_filters``; a
+    store that applies the filter never returns those. So every variant keeps, attaches and
+    drops what the reference says, and any drop beyond it is of a section outside the
+    filters, as ``outside_filters``."""
+    expected = reference(world, setup)
+    outside = {
+        s.id for s in world.sections if not all(c.holds(metadata_of(s)) for c in setup.conditions)
+    }
+    expected_outside = Counter(i for i, r in expected.dropped if r == "outside_filters")
+    expected_others = [d for d in expected.dropped if d[1] != "outside_filters"]
+    for variant in VARIANTS:
+        outcome = run(world, setup, variant)
+        others = [d for d in outcome.dropped if d[1] != "outside_filters"]
+        assert (outcome.kept, outcome.cosines, outcome.attached, others) == (
+            expected.kept,
+            expected.cosines,
+            expected.attached,
+            expected_others,
+        ), "-".join(variant)
+        found_outside = Counter(i for i, r in outcome.dropped if r == "outside_filters")
+        assert not expected_outside - found_outside, "-".join(variant)
+        assert set(found_outside - expected_outside) <= outside, "-".join(variant)
+        for metadata in outcome.returned_metadata:
+            assert all(c.holds(metadata) for c in setup.conditions), (variant, metadata)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(world=worlds(stored=MIXED_DOC_TYPES), setup=setups(mixed_conditions))
+def test_a_value_of_another_type_does_not_match_in_any_variant(world: World, setup: Setup) -> None:
+    check_mixed_types(world, setup)
 
 
 # Ties -----------------------------------------------------------------------------------------

@@ -22,9 +22,11 @@ from llama_index.core.vector_stores.types import (
 )
 
 from thresholded.filters import Combine, Condition, Filter, Group, Op
+from thresholded.filters.model import kind
 
 _STORE_SAFE = frozenset({Op.EQ, Op.NE, Op.IN, Op.NIN, Op.IS_EMPTY})
 """Operators LlamaIndex's in-memory stores apply without raising on a value of another type."""
+_NEGATIVE = frozenset({Op.NE, Op.NIN})
 
 
 def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None:
@@ -60,7 +62,7 @@ def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:
     if f is None:
         return None
     group = f if isinstance(f, Group) else Group(Combine.AND, (f,))
-    if not all(isinstance(c, Condition) and c.op in _STORE_SAFE for c in group.children):
+    if not all(isinstance(c, Condition) and _store_safe(c) for c in group.children):
         return None
     return MetadataFilters(
         filters=[
@@ -74,6 +76,20 @@ def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:
         ],
         condition=FilterCondition(group.combine.value),
     )
+
+
+def _store_safe(c: Condition) -> bool:
+    """Whether such a store applies the condition no more strictly than the core does.
+
+    Not NE or NIN with a number: the store compares with Python's ``==``, under which
+    ``True == 1`` and ``False == 0``, so it would never return a section whose stored
+    ``True`` is "not 1" (a bool is not a number, :mod:`thresholded.filters`). A store that
+    returns too much is corrected by the engine's check; one that returns too little, never.
+    """
+    if c.op not in _STORE_SAFE:
+        return False
+    values = c.value if isinstance(c.value, tuple) else (c.value,)
+    return c.op not in _NEGATIVE or all(kind(v) != "number" for v in values)
 
 
 @dataclass(frozen=True)

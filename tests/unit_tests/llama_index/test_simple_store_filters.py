@@ -1,0 +1,70 @@
+"""A bool is not a number (``thresholded.filters``: ``True != 1``), so ``flag != 1`` holds
+for a stored ``True``. LlamaIndex's in-memory store compares with Python's ``==``, under
+which ``True == 1``: given NE or NIN with a number, it held such sections back, and no
+check after the search can bring back what the store never returned. Such a filter is now
+applied by the engine alone; the others still go to the store."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+
+from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriever
+from llama_index_thresholded.filters import to_filter, to_metadata_filters
+
+
+def one(key, value, operator):
+    return MetadataFilters(filters=[MetadataFilter(key=key, value=value, operator=operator)])
+
+
+@pytest.fixture
+def flags(kit):
+    nodes = [
+        kit.section("true", 0.9, axis=1, flag=True),
+        kit.section("false", 0.8, axis=2, flag=False),
+        kit.section("one", 0.7, axis=3, flag=1),
+        kit.section("none", 0.6, axis=4),
+    ]
+    return kit.build_index(nodes, kit.embedding())
+
+
+@pytest.mark.parametrize(
+    ("operator", "value", "expected"),
+    [
+        (FilterOperator.NE, 1, ["true", "false", "none"]),
+        (FilterOperator.NIN, [1], ["true", "false", "none"]),
+        (FilterOperator.NE, 0, ["true", "false", "one", "none"]),
+        (FilterOperator.NIN, [0.0, 2], ["true", "false", "one", "none"]),
+        (FilterOperator.EQ, 1, ["one"]),  # the store returns True too; the engine drops it
+        (FilterOperator.IN, [1], ["one"]),
+    ],
+)
+@pytest.mark.parametrize("shape", ["single", "multi"])
+def test_a_stored_bool_is_not_a_number(kit, flags, operator, value, expected, shape):
+    policy = kit.policy(min_similarity=0.5, top_k=4)
+    filters = one("flag", value, operator)
+    if shape == "single":
+        retriever = ThresholdedRetriever(flags, policy, neighbours=0, filters=filters)
+    else:
+        retriever = MultiCollectionRetriever([flags], policy, neighbours=0, filters=filters)
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    assert [n.node.node_id for n in report.kept] == expected
+
+
+def test_a_call_s_filter_is_held_the_same(kit, flags):
+    retriever = ThresholdedRetriever(flags, kit.policy(min_similarity=0.5), neighbours=0)
+    report = retriever.retrieve_with_report(kit.QUESTION, filters=one("flag", 1, "!="))
+    assert [n.node.node_id for n in report.kept] == ["true", "false", "none"]
+
+
+def test_only_ne_and_nin_with_a_number_stay_out_of_the_store():
+    def sent(value, operator):
+        return to_metadata_filters(to_filter(one("flag", value, operator)))
+
+    assert sent(1, FilterOperator.NE) is None
+    assert sent(2.5, FilterOperator.NE) is None
+    assert sent([1, 2], FilterOperator.NIN) is None
+    assert sent("x", FilterOperator.NE) is not None
+    assert sent(["x"], FilterOperator.NIN) is not None
+    assert sent(1, FilterOperator.EQ) is not None
+    assert sent([1], FilterOperator.IN) is not None

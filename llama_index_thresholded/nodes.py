@@ -10,7 +10,15 @@ import functools
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import (
+    BaseNode,
+    MetadataMode,
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeType,
+    TextNode,
+)
 
 from thresholded import metadata_keys
 from thresholded.copies import updated_copy
@@ -54,8 +62,9 @@ def marks_of(node: BaseNode) -> tuple[ScoreKind | None, str | None, AttachedRole
 def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
     """A copy of ``node`` with ``marks`` in its metadata, hidden from the LLM and embedder.
 
-    Marks the node itself holds (stored metadata, anyone's to write) are removed first.
-    The node is left as it was: the copy gets new metadata and key lists.
+    Marks the node itself holds (stored metadata, anyone's to write) are removed first, and
+    so is the metadata its relationships copy from other nodes. The node is left as it
+    was: the copy gets new metadata and key lists.
     """
     stored = node.metadata
     if MARK_KEYS.isdisjoint(stored):
@@ -70,8 +79,29 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
             "excluded_llm_metadata_keys": _hidden(node.excluded_llm_metadata_keys),
             "excluded_embed_metadata_keys": _hidden(node.excluded_embed_metadata_keys),
             "embedding": None,
+            "relationships": _by_id_only(node.relationships),
         },
     )
+
+
+def _by_id_only(relationships: dict[NodeRelationship, RelatedNodeType]) -> dict:
+    """The relationships with each related node named by its id, type and hash only: its
+    metadata, which LlamaIndex copies in (a parent lists every child's), may be that of a
+    section outside the call's filters."""
+    if not any(map(_names_metadata, relationships.values())):
+        return relationships  # shared, as every unchanged field is: never written on
+    return {relation: _without_metadata(info) for relation, info in relationships.items()}
+
+
+def _names_metadata(info: RelatedNodeType) -> bool:
+    infos = info if isinstance(info, list) else (info,)
+    return any(i.metadata for i in infos)
+
+
+def _without_metadata(info: RelatedNodeType) -> RelatedNodeType:
+    if isinstance(info, list):
+        return [updated_copy(i, {"metadata": {}}) for i in info]
+    return updated_copy(info, {"metadata": {}}) if info.metadata else info
 
 
 def _hidden(keys: list[str]) -> list[str]:

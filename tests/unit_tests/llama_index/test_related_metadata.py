@@ -1,0 +1,64 @@
+"""A returned node names its related nodes by id only.
+
+LlamaIndex copies a node's metadata into the relationships that point at it (its
+splitters do; a parent summary lists every child with its metadata). A section outside
+the call's filters would be read there, through a kept section's NEXT or an attached
+summary's CHILD list: the copies returned carry no related node's metadata. The stored
+nodes keep theirs.
+"""
+
+from __future__ import annotations
+
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+from llama_index_thresholded import ThresholdedRetriever
+
+PUBLIC = MetadataFilters(filters=[MetadataFilter(key="doc_type", value="public")])
+
+
+def corpus(kit):
+    public = kit.section("pub", 0.9, doc_type="public")
+    internal = kit.section("int", 0.2, doc_type="internal", title="Layoffs in Q3")
+    summary = TextNode(id_="sum", text="Summary.", metadata={"doc_type": "public"})
+    public.relationships[NodeRelationship.NEXT] = internal.as_related_node_info()
+    internal.relationships[NodeRelationship.PREVIOUS] = public.as_related_node_info()
+    for node in (public, internal):
+        node.relationships[NodeRelationship.PARENT] = summary.as_related_node_info()
+    summary.relationships[NodeRelationship.CHILD] = [
+        public.as_related_node_info(),
+        internal.as_related_node_info(),
+    ]
+    index = kit.build_index([public, internal], kit.embedding(), docstore_nodes=[summary])
+    return index, public, summary
+
+
+def related(node) -> list[RelatedNodeInfo]:
+    infos = []
+    for info in node.relationships.values():
+        infos.extend(info if isinstance(info, list) else [info])
+    return infos
+
+
+def test_returned_nodes_name_related_nodes_by_id_only(kit) -> None:
+    index, public, summary = corpus(kit)
+    retriever = ThresholdedRetriever(
+        index, kit.policy(min_similarity=0.5), filters=PUBLIC, neighbours=1
+    )
+    found = retriever.retrieve(kit.QUESTION)
+    assert [n.node.node_id for n in found] == ["pub", "sum"]
+    infos = [info for n in found for info in related(n.node)]
+    assert {i.node_id for i in infos} == {"pub", "int", "sum"}
+    assert [i.metadata for i in infos] == [{}] * len(infos)
+    assert found[0].node.next_node.node_id == "int"
+
+
+def test_the_stored_nodes_keep_their_related_metadata(kit) -> None:
+    index, public, summary = corpus(kit)
+    retriever = ThresholdedRetriever(
+        index, kit.policy(min_similarity=0.5), filters=PUBLIC, neighbours=1
+    )
+    retriever.retrieve(kit.QUESTION)
+    assert public.next_node.metadata["title"] == "Layoffs in Q3"
+    stored = index.docstore.get_node("sum")
+    assert stored.child_nodes[1].metadata["doc_type"] == "internal"

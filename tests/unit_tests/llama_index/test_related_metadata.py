@@ -30,7 +30,7 @@ def corpus(kit):
         internal.as_related_node_info(),
     ]
     index = kit.build_index([public, internal], kit.embedding(), docstore_nodes=[summary])
-    return index, public, summary
+    return index, public
 
 
 def related(node) -> list[RelatedNodeInfo]:
@@ -41,7 +41,7 @@ def related(node) -> list[RelatedNodeInfo]:
 
 
 def test_returned_nodes_name_related_nodes_by_id_only(kit) -> None:
-    index, public, summary = corpus(kit)
+    index, _ = corpus(kit)
     retriever = ThresholdedRetriever(
         index, kit.policy(min_similarity=0.5), filters=PUBLIC, neighbours=1
     )
@@ -54,7 +54,7 @@ def test_returned_nodes_name_related_nodes_by_id_only(kit) -> None:
 
 
 def test_the_stored_nodes_keep_their_related_metadata(kit) -> None:
-    index, public, summary = corpus(kit)
+    index, public = corpus(kit)
     retriever = ThresholdedRetriever(
         index, kit.policy(min_similarity=0.5), filters=PUBLIC, neighbours=1
     )

@@ -532,11 +532,19 @@ def _check_store_kwargs(store: Any, kwargs: Mapping[str, Any], attachments: Atta
         )
 
 
+_NO_KEYWORDS = _StoreKeywords(restricting=frozenset(), tuning=frozenset())
+_READS_NO_KEYWORDS = frozenset({"SimpleVectorStore", "FaissVectorStore"})
+"""Stores whose query ignores every keyword: a restriction given so would silently not hold
+(a subclass may read some)."""
+
+
 def _store_keywords(store: Any) -> _StoreKeywords | None:
     if is_milvus_store(store):
         return _MILVUS_KEYWORDS
     if is_chroma_store(store):
         return _CHROMA_KEYWORDS
+    if type(store).__name__ in _READS_NO_KEYWORDS:
+        return _NO_KEYWORDS
     return None
 
 

@@ -104,7 +104,8 @@ def test_a_wrapped_retriever_s_filters_changed_in_place_are_refused(kit, index):
 @pytest.mark.parametrize("changed", ["doc_ids", "node_ids", "vector_store_kwargs"])
 def test_restrictions_changed_in_place_are_refused_at_the_next_call(kit, changed):
     """A retriever searches with a copy of them: a change would be ignored without a word."""
-    index = kit.build_index([kit.section("a", 0.9), kit.section("b", 0.8, axis=2)], kit.embedding())
+    sections = [kit.section("a", 0.9), kit.section("b", 0.8, axis=2)]
+    index = kit.build_index(sections, kit.embedding(), store=kit.SpyStore())  # reads keywords
     given = {"doc_ids": ["a"], "node_ids": ["a"], "vector_store_kwargs": {"tuning": 1}}
     retriever = ThresholdedRetriever(
         index,

@@ -128,12 +128,33 @@ def test_keywords_of_another_store_are_refused_with_attachments(kit):
 
 
 def test_keywords_of_another_store_pass_without_attachments(kit):
+    """Its query may read them (a store of your own): only the store knows."""
     linked, summary = sections(kit)
-    index = kit.build_index(linked, kit.embedding(), docstore_nodes=[summary])
+    index = kit.build_index(linked, kit.embedding(), store=kit.SpyStore(), docstore_nodes=[summary])
     report = retriever(
-        kit, index, vector_store_kwargs={"tenant": "public"}, neighbours=0, parent_summaries=False
+        kit,
+        index,
+        vector_store_kwargs={"tenant": "public"},
+        neighbours=0,
+        parent_summaries=False,
+        metric="COSINE",
     ).retrieve_with_report(kit.QUESTION)
     assert ids(report) == {"pub-a"}
+
+
+@pytest.mark.parametrize("attach", [True, False])
+def test_keywords_a_simple_vector_store_ignores_are_refused(kit, attach):
+    """Its query reads none: a restriction given so would silently not hold."""
+    linked, summary = sections(kit)
+    index = kit.build_index(linked, kit.embedding(), docstore_nodes=[summary])
+    with pytest.raises(ValueError, match=r"\['tenant'\].*SimpleVectorStore's query reads"):
+        retriever(
+            kit,
+            index,
+            vector_store_kwargs={"tenant": "public"},
+            neighbours=int(attach),
+            parent_summaries=attach,
+        )
 
 
 def test_chroma_where_holds_with_the_retrievers_filters_and_a_calls(kit, chroma_index):

@@ -121,24 +121,25 @@ def score_kind_for(mode: VectorStoreQueryMode | str, vector_store: object) -> Sc
 
 
 def collection_dimension(vector_store: BasePydanticVectorStore) -> int | None:
-    """The dense vector dimension of a store's collection, where it can be read cheaply."""
+    """The dense vector dimension of a store's collection, where it can be read cheaply: the
+    collection's own, else the store's ``dim`` (a store reopening a collection with another
+    ``dim`` searches the collection's vectors all the same)."""
     dim = getattr(vector_store, "dim", None)
-    if isinstance(dim, int):
-        return dim
+    declared = dim if isinstance(dim, int) and not isinstance(dim, bool) else None
     client = getattr(vector_store, "client", None)
     field = getattr(vector_store, "embedding_field", None)
     name = getattr(vector_store, "collection_name", None)
     if client is None or field is None or name is None:
-        return None
+        return declared
     try:
         description = client.describe_collection(name)
     except Exception:  # the dimension is a courtesy check, never a reason to fail
-        return None
+        return declared
     for spec in description.get("fields", []):
         if spec.get("name") == field:
             value = spec.get("params", {}).get("dim")
-            return int(value) if value is not None else None
-    return None
+            return int(value) if value is not None else declared
+    return declared
 
 
 def store_uri(vector_store: object) -> str | None:

@@ -241,3 +241,17 @@ def test_a_milvus_store_that_searches_with_another_metric_than_its_index_is_refu
     )
     assert retriever.metric is Metric(indexed)
     assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["n0", "n1"]
+
+
+def test_the_dimension_is_the_collections_not_the_one_a_reopening_store_declares(kit, milvus_uri):
+    """``milvus_store(uri, name, dim=4)`` over an existing 8-dimensional collection: the
+    collection's vectors are the truth, so its own questions are answered, and a question of
+    another dimension names 8, not the 4 the store was given."""
+    milvus_index(kit, milvus_uri, "c", "IP")
+    reopened = kit.milvus_store(milvus_uri, "c", dim=4)
+    embedding = kit.embedding({"short question": [1.0, 0.0, 0.0, 0.0]})
+    index = kit.build_index([], embedding, store=reopened)
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5))
+    assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["n0", "n1"]
+    with pytest.raises(DimensionMismatchError, match=r"4 dimensions.* of 8"):
+        retriever.retrieve("short question")

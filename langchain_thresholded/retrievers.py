@@ -375,6 +375,15 @@ class ThresholdedRetriever(EngineRetriever):
         """
         from langchain_thresholded.ensemble import RetrieverSource
 
+        if not isinstance(retriever, BaseRetriever):
+            hint = (
+                ": a vector store is searched with ThresholdedRetriever(vectorstore=store, ...)"
+                if isinstance(retriever, VectorStore)
+                else ""
+            )
+            raise TypeError(
+                f"from_retriever wraps a LangChain retriever, got {type(retriever).__name__}{hint}"
+            )
         if isinstance(retriever, VectorStoreRetriever):
             if score_key is not None:
                 raise TypeError(

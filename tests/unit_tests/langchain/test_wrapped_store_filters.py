@@ -77,3 +77,13 @@ def test_a_wrapped_thresholded_retrievers_changed_filters_hold(corpus):
     assert [d.id for d in retriever.invoke(QUERY)] == ["a"]
     inner.filters = None
     assert [d.id for d in retriever.invoke(QUERY)] == ["a", "b"]
+
+
+def test_from_retriever_refuses_what_is_not_a_retriever(corpus):
+    """A store given to ``from_retriever`` was wrapped as a retriever and refused for the
+    model its RetrieverSource names, which said nothing of the mistake."""
+    store = corpus([("a", 0.75, {"doc_type": "public"})]).store
+    with pytest.raises(TypeError, match=r"ThresholdedRetriever\(vectorstore=store"):
+        ThresholdedRetriever.from_retriever(store, policy=POLICY)
+    with pytest.raises(TypeError, match="wraps a LangChain retriever, got str"):
+        ThresholdedRetriever.from_retriever("not a retriever", policy=POLICY)

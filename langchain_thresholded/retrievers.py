@@ -103,7 +103,13 @@ class EngineRetriever(StrictArguments, BaseRetriever):
     _built: tuple[dict[str, Any], Any] | None = PrivateAttr(default=None)
     """The fields as ``_build`` read them (their dicts and lists copied), and what it made."""
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, *args: Any, **data: Any) -> None:
+        if args:
+            raise TypeError(
+                f"{type(self).__name__}() takes keyword arguments only, got {len(args)} "
+                "positional: name them, e.g. ThresholdedRetriever(vectorstore=store, "
+                "policy=...) or MultiCollectionRetriever(collections=[...], policy=...)"
+            )
         super().__init__(**data)
         self._state()  # a bad setting is refused now, not at the first call
 

@@ -327,3 +327,13 @@ def test_a_setting_of_another_type_is_refused_not_converted(corpus, name, value)
             MultiCollectionRetriever(collections=[store], policy=POLICY, **{name: value})
     with pytest.raises(ValueError, match="fail_fast"):
         MultiCollectionRetriever(collections=[store], policy=POLICY, fail_fast="no")
+
+
+def test_a_positional_argument_names_the_class_and_its_keywords(corpus):
+    """``ThresholdedRetriever(store)`` said "EngineRetriever.__init__() takes 1 positional
+    argument", a class the user never named."""
+    store = corpus(SPECS).store
+    with pytest.raises(TypeError, match=r"ThresholdedRetriever\(\) takes keyword arguments only"):
+        ThresholdedRetriever(store, policy=POLICY)
+    with pytest.raises(TypeError, match=r"MultiCollectionRetriever\(\) takes keyword arguments"):
+        MultiCollectionRetriever([store], policy=POLICY)

@@ -71,7 +71,7 @@ def _milvus_metric(vector_store: Any) -> Metric:
             f"{type(vector_store).__name__} searches with similarity_metric="
             f"{declared.value!r}, but collection {name!r} is indexed with {indexed}: Milvus "
             f"Lite returns {indexed} scores, which would be read as {declared.value} (the "
-            "wrong cosines, even an inverted ranking), and a Milvus server refuses the search. "
+            "wrong cosines, even an inverted ranking); a Milvus server may refuse the search. "
             f"Open the store with similarity_metric={indexed!r}, or with "
             "existing_milvus_store(uri, collection_name), which reads the metric of the index."
         )

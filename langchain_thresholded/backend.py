@@ -42,7 +42,7 @@ from thresholded.filters import (
 )
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
-from thresholded.milvus_collection import ids_matching
+from thresholded.milvus_collection import ids_matching, vector_dims
 from thresholded.milvus_expr import check_expression
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
@@ -118,12 +118,26 @@ class LangChainBackend:
             _check_held(store)
             _no_expr_params(rows_kwargs)
         self._engine_dialect: Dialect | None = None
-        self.dimension: int | None = None
+        self._milvus_dimension = _milvus_dimension(self._rows) if is_milvus(self._rows) else None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
         self.name = _store_name(store)
         self.threaded = _needs_thread(store)
         self.searches_by_vector = _by_vector(store) is not None
         """Whether the store searches by a given vector (else it embeds the question again)."""
+
+    @property
+    def dimension(self) -> int | None:
+        """The dimension of the store's vectors, where it can be read: a question of another
+        dimension is a ``DimensionMismatchError`` naming both, not the store's own error (a
+        Milvus byte count, FAISS's bare ``AssertionError``)."""
+        if self._milvus_dimension is not None:
+            return self._milvus_dimension
+        if is_faiss(self._rows):
+            return int(self._rows.index.d) if self._rows.index.ntotal else None
+        if isinstance(self._rows, InMemoryVectorStore):
+            first = next(iter(self._rows.store.values()), None)
+            return len(first["vector"]) if first is not None else None
+        return None
 
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Mapping[str, Any] | None = None) -> dict:
@@ -438,6 +452,19 @@ def _varchar_key(store: Any) -> bool:
 
     col = store.col
     return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
+
+
+def _milvus_dimension(store: Any) -> int | None:
+    """The dimension of a langchain-milvus collection's dense vector field; None where it has
+    several, or the collection cannot be read (it may not exist yet)."""
+    field = getattr(store, "_vector_field", None)
+    if not isinstance(field, str):
+        return None
+    try:
+        description = store.client.describe_collection(store.collection_name)
+    except Exception:  # the dimension is a courtesy check, never a reason to fail
+        return None
+    return vector_dims(description).get(field)
 
 
 def _own_fields(store: Any) -> frozenset[str]:

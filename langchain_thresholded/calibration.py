@@ -39,15 +39,17 @@ def calibrate_vectorstore(
     *,
     model_id: str | None = None,
     id_field: str | None = None,
-    filter: str = "",
+    filters: Any = None,
     progress: bool = True,
     **options: Any,
 ) -> CalibrationResult | SimpleCalibrationResult:
     """Calibrate on a ``langchain_milvus.Milvus`` store's collection and stored vectors.
 
     ``model_id`` names the embedding model (default: the embeddings' own
-    ``model_id``, as the packaged ones have). ``filter`` is a Milvus expression.
-    Other ``options`` are those of ``thresholded.calibration.calibrate``.
+    ``model_id``, as the packaged ones have). ``filters`` calibrates under them, as the
+    retriever's ``filters``: a structured filter or its dict form (``{"doc_type":
+    "public"}``), or a Milvus expression. Other ``options`` are those of
+    ``thresholded.calibration.calibrate``.
     """
     embeddings = vectorstore.embeddings
     name = model_id or getattr(embeddings, "model_id", None)
@@ -64,8 +66,25 @@ def calibrate_vectorstore(
         vectorstore.collection_name,
         questions,
         id_field=id_field,
-        filter=filter,
+        filter=filters if isinstance(filters, str) else _expression(filters, vectorstore),
         progress=progress,
         client_options=options_of_client or None,
         **options,
     )
+
+
+def _expression(filters: Any, vectorstore: Any) -> str:
+    """Structured filters as the Milvus expression the collection is read under; a filter
+    this engine cannot run exactly is refused (the calibration would read other rows)."""
+    from langchain_thresholded.filters import to_filter
+    from thresholded.filters import client_dialect, to_milvus
+
+    written = to_milvus(to_filter(filters), client_dialect(vectorstore.client))
+    if written.never:
+        raise ValueError(f"the filters {filters} match no section: there is nothing to calibrate")
+    if not written.exact:
+        raise ValueError(
+            f"the filters {filters} cannot be written exactly for this Milvus engine; pass the "
+            "Milvus expression itself as filters='...'"
+        )
+    return written.expr or ""

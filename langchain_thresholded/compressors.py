@@ -101,7 +101,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     """The model the store was built with: the cosine of every document this package did
     not produce is computed with it (the query embedded once, the texts in one batch). When the
     policy names a model, it must be the model these embeddings name."""
-    allow_model_mismatch: bool = False
+    allow_model_mismatch: bool = Field(default=False, strict=True)
     """Compute cosines with ``embeddings`` even when they are not the policy's model, or name
     none: a floor measured for one model means nothing for another; only when you know."""
     embedding_model: str | None = Field(default=None, frozen=True)

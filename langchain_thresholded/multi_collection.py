@@ -155,19 +155,19 @@ class MultiCollectionRetriever(EngineRetriever):
     policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
     embeddings: Embeddings | None = None
     """Embeds the question once; default: the first collection's (they share one model)."""
-    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     """The deadline of a collection's whole search stage, retries included, in seconds,
     where neither its spec nor its retriever sets one."""
-    max_retries: int = Field(default=0, ge=0)
+    max_retries: int = Field(default=0, ge=0, strict=True)
     """Retries of a transient search failure, in the collections built from a spec."""
-    retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False)
+    retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False, strict=True)
     """Seconds before the first retry, in the collections built from a spec."""
-    allow_model_mismatch: bool = False
+    allow_model_mismatch: bool = Field(default=False, strict=True)
     """Of the collections built from a spec (see ``ThresholdedRetriever``)."""
-    fail_fast: bool = False
+    fail_fast: bool = Field(default=False, strict=True)
     """Raise ``CollectionSearchError`` on the first collection that fails or times out,
     instead of returning the others' results with a partial report."""
-    max_workers: int | None = Field(default=None, ge=1)
+    max_workers: int | None = Field(default=None, ge=1, strict=True)
     """The size of the thread pool; default: two per collection, at most 64."""
     allowed_filter_keys: list[str] | None = None
     """The only metadata keys a call's filters may name, in every collection (each

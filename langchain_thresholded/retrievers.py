@@ -106,7 +106,13 @@ class EngineRetriever(StrictArguments, BaseRetriever):
     _built: tuple[dict[str, Any], Any] | None = PrivateAttr(default=None)
     """The fields as ``_build`` read them (their dicts and lists copied), and what it made."""
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, *args: Any, **data: Any) -> None:
+        if args:
+            raise TypeError(
+                f"{type(self).__name__}() takes keyword arguments only, got {len(args)} "
+                "positional: name them, e.g. ThresholdedRetriever(vectorstore=store, "
+                "policy=...) or MultiCollectionRetriever(collections=[...], policy=...)"
+            )
         super().__init__(**data)
         self._state()  # a bad setting is refused now, not at the first call
 
@@ -295,11 +301,11 @@ class ThresholdedRetriever(EngineRetriever):
     the field to expose with ``configurable_fields`` (``filters`` cannot be)."""
     docstore: BaseStore[str, Document] | None = None
     """Where neighbours and parent summaries are fetched from, by the ids in the metadata."""
-    neighbours: int = Field(default=1, ge=0)
+    neighbours: int = Field(default=1, ge=0, strict=True)
     """How many documents to attach on each side of a kept one (0: none)."""
-    parent_summaries: bool = True
+    parent_summaries: bool = Field(default=True, strict=True)
     """Attach the document named by ``parent_id_key`` (a section's summary)."""
-    parent_levels: int = Field(default=1, ge=0)
+    parent_levels: int = Field(default=1, ge=0, strict=True)
     """How many levels of parent summaries to attach, when ``parent_summaries`` (0: none)."""
     prev_id_key: str = "prev_id"
     """Metadata key of the previous document's id (a neighbour)."""
@@ -310,16 +316,16 @@ class ThresholdedRetriever(EngineRetriever):
     id_key: str | None = None
     """Metadata key of a document's id when ``Document.id`` is empty; default: the Milvus
     primary field for langchain-milvus stores. Without an id a document is known by its text."""
-    max_retries: int = Field(default=0, ge=0)
+    max_retries: int = Field(default=0, ge=0, strict=True)
     """How often a search that failed because the store was unreachable or too slow is tried
     again; then ``SearchUnavailableError``. Other errors are raised at once. Each attempt's
     deadline is the store's (langchain-milvus: ``Milvus(timeout=...)``)."""
-    retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False)
+    retry_backoff: float = Field(default=0.2, ge=0, allow_inf_nan=False, strict=True)
     """Seconds before the first retry; each next wait doubles (at most 2 s)."""
-    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     """Seconds: the deadline of the whole search, retries included; when it passes, the call
     raises ``CollectionSearchError`` (an empty result would read as "nothing matched")."""
-    allow_model_mismatch: bool = False
+    allow_model_mismatch: bool = Field(default=False, strict=True)
     """Use ``policy``'s floor even when ``policy.embedding_model`` differs from the model the
     embeddings name (``model_id``, ``model_name`` or ``model``), or when they name none (a
     profile or policy for a named model is otherwise refused). A floor measured for one model
@@ -383,6 +389,15 @@ class ThresholdedRetriever(EngineRetriever):
         """
         from langchain_thresholded.ensemble import RetrieverSource
 
+        if not isinstance(retriever, BaseRetriever):
+            hint = (
+                ": a vector store is searched with ThresholdedRetriever(vectorstore=store, ...)"
+                if isinstance(retriever, VectorStore)
+                else ""
+            )
+            raise TypeError(
+                f"from_retriever wraps a LangChain retriever, got {type(retriever).__name__}{hint}"
+            )
         if isinstance(retriever, VectorStoreRetriever):
             if score_key is not None:
                 raise TypeError(

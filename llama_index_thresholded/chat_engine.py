@@ -38,6 +38,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_thresholded.query_engine import (
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
+    check_message,
     no_match_response,
 )
 from thresholded.strict import check_arguments, named_parameters
@@ -87,13 +88,20 @@ def _flagged(response: ChatResponse) -> ChatResponse:
 class _Abstaining:
     """What the two engines add: the fixed answer, and the flag on every response."""
 
-    no_match_message: str
-
     def __init__(
         self, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
         self.no_match_message = no_match_message
+
+    @property
+    def no_match_message(self) -> str:
+        """The answer when nothing matched; a str, checked whenever it is set."""
+        return self._no_match_message
+
+    @no_match_message.setter
+    def no_match_message(self, message: str) -> None:
+        self._no_match_message = check_message(message)
 
     @classmethod
     def from_defaults(
@@ -105,6 +113,7 @@ class _Abstaining:
         """
         accepted = [*named_parameters(super().from_defaults), "no_match_message"]  # type: ignore[misc]
         check_arguments(f"{cls.__name__}.from_defaults()", kwargs, accepted)
+        check_message(no_match_message)
         engine = super().from_defaults(*args, **kwargs)  # type: ignore[misc]
         engine.no_match_message = no_match_message
         return engine

@@ -56,6 +56,7 @@ from thresholded.policy import RetrievalPolicy, policy_or_none
 from thresholded.report import MultiCollectionReport
 from thresholded.retry import RetryPolicy
 from thresholded.scores import ScoreKind
+from thresholded.strict import check_switches
 
 __all__ = [
     "COLLECTION_KEY",
@@ -143,6 +144,16 @@ class MultiCollectionRetriever(EngineRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
+        check_switches(
+            parent_summaries=parent_summaries,
+            fail_fast=fail_fast,
+            pushdown=pushdown,
+            allow_model_mismatch=allow_model_mismatch,
+        )
+        if max_workers is not None and (
+            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
+        ):
+            raise ValueError(f"max_workers must be 1 or more, got {max_workers!r}")
         specs = [_spec(c) for c in collections]
         if not specs:
             raise ValueError("MultiCollectionRetriever needs at least one collection")

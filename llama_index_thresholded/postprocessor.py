@@ -105,6 +105,7 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
     )
     allow_model_mismatch: bool = Field(
         default=False,
+        strict=True,
         description=(
             "Compute cosines with embed_model even when it is not the policy's model, or names "
             "none: a floor measured for one model means nothing for another; only when you know."

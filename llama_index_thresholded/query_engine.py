@@ -64,6 +64,13 @@ def no_match_response(
     return StreamingResponse(response_gen=_once(message), metadata=metadata)
 
 
+def check_message(message: Any) -> str:
+    """``message`` if it is a str: any other value would be the answer as it is (``None``)."""
+    if not isinstance(message, str):
+        raise TypeError(f"no_match_message must be a str, got {message!r}")
+    return message
+
+
 def _once(token: str) -> Generator[str, None, None]:
     yield token
 
@@ -83,6 +90,15 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         super().__init__(*args, **kwargs)
         self.no_match_message = no_match_message
 
+    @property
+    def no_match_message(self) -> str:
+        """The answer when nothing matched; a str, checked whenever it is set."""
+        return self._no_match_message
+
+    @no_match_message.setter
+    def no_match_message(self, message: str) -> None:
+        self._no_match_message = check_message(message)
+
     @classmethod
     def from_args(  # type: ignore[override]
         cls, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any
@@ -93,6 +109,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         """
         accepted = [*named_parameters(super().from_args), "no_match_message"]
         check_arguments(f"{cls.__name__}.from_args()", kwargs, accepted)
+        check_message(no_match_message)
         engine = super().from_args(*args, **kwargs)
         engine.no_match_message = no_match_message  # type: ignore[attr-defined]
         return engine  # type: ignore[return-value]

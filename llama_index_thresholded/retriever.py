@@ -35,6 +35,7 @@ from thresholded.policy import RetrievalPolicy, policy_or_none
 from thresholded.report import Report
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
+from thresholded.strict import check_switches
 
 dispatcher = get_dispatcher(__name__)
 
@@ -249,6 +250,18 @@ class ThresholdedRetriever(EngineRetriever):
         callback_manager: LlamaIndex's callback manager (default: the global one).
         verbose: LlamaIndex's verbose flag.
         """
+        if not isinstance(index, VectorStoreIndex):
+            raise TypeError(
+                f"ThresholdedRetriever searches a VectorStoreIndex, got {type(index).__name__}: "
+                "wrap a retriever with ThresholdedRetriever.from_retriever(retriever, "
+                "policy=...), and a vector store with VectorStoreIndex.from_vector_store(store, "
+                "embed_model=...)"
+            )
+        check_switches(
+            parent_summaries=parent_summaries,
+            pushdown=pushdown,
+            allow_model_mismatch=allow_model_mismatch,
+        )
         self._index = index
         self._filters = HeldFilters.of(filters)
         self._restrictions = HeldRestrictions.of(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryMode
 
@@ -48,7 +49,7 @@ def _reported_metric(vector_store: object) -> Metric | None:
     """The metric the store itself reports, or None where it says nothing."""
     name = type(vector_store).__name__
     if is_named(vector_store, "MilvusVectorStore"):  # and its subclasses
-        return Metric.parse(getattr(vector_store, "similarity_metric", "IP"))
+        return _milvus_metric(vector_store)
     if name == "SimpleVectorStore":
         return Metric.COSINE  # it ranks by cosine similarity
     if is_faiss_store(vector_store):
@@ -56,6 +57,41 @@ def _reported_metric(vector_store: object) -> Metric | None:
     if is_chroma_store(vector_store):
         return chroma_metric(vector_store._collection, name)
     return None
+
+
+def _milvus_metric(vector_store: Any) -> Metric:
+    """The store's ``similarity_metric``, which its searches send, once checked against the
+    metric of the collection's dense index: Milvus Lite answers a search of another metric
+    with the index's scores (an L2 distance of 0 would read as an IP cosine of 0)."""
+    declared = Metric.parse(getattr(vector_store, "similarity_metric", "IP"))
+    indexed = _milvus_index_metric(vector_store)
+    if indexed is not None and indexed.upper() != declared.value:
+        name = getattr(vector_store, "collection_name", None)
+        raise UnsupportedMetricError(
+            f"{type(vector_store).__name__} searches with similarity_metric="
+            f"{declared.value!r}, but collection {name!r} is indexed with {indexed}: Milvus "
+            f"Lite returns {indexed} scores, which would be read as {declared.value} (the "
+            "wrong cosines, even an inverted ranking); a Milvus server may refuse the search. "
+            f"Open the store with similarity_metric={indexed!r}, or with "
+            "existing_milvus_store(uri, collection_name), which reads the metric of the index."
+        )
+    return declared
+
+
+def _milvus_index_metric(vector_store: Any) -> str | None:
+    """The metric of the index on the store's dense vector field; None when it has none or
+    cannot be read (then the store's ``similarity_metric`` is taken as it is)."""
+    client = getattr(vector_store, "client", None)
+    name = getattr(vector_store, "collection_name", None)
+    field = getattr(vector_store, "embedding_field", None)
+    if client is None or not isinstance(name, str) or not isinstance(field, str):
+        return None
+    from thresholded.milvus_collection import index_metric
+
+    try:
+        return index_metric(client, name, field)
+    except Exception:  # a courtesy check, as the dimension is: never a reason to fail
+        return None
 
 
 def is_faiss_store(vector_store: object) -> bool:
@@ -85,24 +121,25 @@ def score_kind_for(mode: VectorStoreQueryMode | str, vector_store: object) -> Sc
 
 
 def collection_dimension(vector_store: BasePydanticVectorStore) -> int | None:
-    """The dense vector dimension of a store's collection, where it can be read cheaply."""
+    """The dense vector dimension of a store's collection, where it can be read cheaply: the
+    collection's own, else the store's ``dim`` (a store reopening a collection with another
+    ``dim`` searches the collection's vectors all the same)."""
     dim = getattr(vector_store, "dim", None)
-    if isinstance(dim, int):
-        return dim
+    declared = dim if isinstance(dim, int) and not isinstance(dim, bool) else None
     client = getattr(vector_store, "client", None)
     field = getattr(vector_store, "embedding_field", None)
     name = getattr(vector_store, "collection_name", None)
     if client is None or field is None or name is None:
-        return None
+        return declared
     try:
         description = client.describe_collection(name)
     except Exception:  # the dimension is a courtesy check, never a reason to fail
-        return None
+        return declared
     for spec in description.get("fields", []):
         if spec.get("name") == field:
             value = spec.get("params", {}).get("dim")
-            return int(value) if value is not None else None
-    return None
+            return int(value) if value is not None else declared
+    return declared
 
 
 def store_uri(vector_store: object) -> str | None:

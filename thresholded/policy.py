@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -103,7 +104,7 @@ class RetrievalPolicy(BaseModel):
     def _cosine_or_none(cls, value: Any) -> Any:
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's too
             raise ValueError(f"must be a number in [-1, 1] or None, got {value!r}")
         if not math.isfinite(value):
             raise ValueError(f"must be finite, got {value!r}")
@@ -190,7 +191,14 @@ class RetrievalPolicy(BaseModel):
             text = path.read_bytes()
         except OSError as exc:
             raise PolicyFileError(f"policy file {path} cannot be read: {exc}") from exc
-        return cls.from_dict(_policy_object(text, what=f"policy file {path}"))
+        data = _policy_object(text, what=f"policy file {path}")
+        if "version" in data and "version" not in cls.model_fields:
+            raise PolicyFileError(
+                f"{path} is a calibration profile (it has a 'version'), not a stored policy: "
+                "load it with RetrievalPolicy.from_profile(path), or "
+                "ThresholdedRetriever(..., profile=path)"
+            )
+        return cls.from_dict(data)
 
     def save(self, path: str | Path) -> None:
         """Write the policy as JSON, atomically: a failed write leaves the old file as it was."""

@@ -124,7 +124,10 @@ class CalibrationProfile(BaseModel):
         except DuplicateKeyError as exc:
             raise ProfileError(f"calibration profile {path} is ambiguous: {exc}") from None
         if not isinstance(raw, dict) or "version" not in raw:
-            raise ProfileError(f"calibration profile {path} has no 'version': is it a profile?")
+            raise ProfileError(
+                f"calibration profile {path} has no 'version': is it a profile? (a stored "
+                "policy is loaded with RetrievalPolicy.load(path))"
+            )
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:

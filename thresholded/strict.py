@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from pydantic import AliasChoices, AliasPath
 
-__all__ = ["StrictArguments", "check_arguments", "named_parameters"]
+__all__ = ["StrictArguments", "check_arguments", "check_switches", "named_parameters"]
 
 
 def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) -> None:
@@ -41,6 +41,14 @@ def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) ->
         f"{what} got {'an ' if not plural else ''}unexpected keyword argument{plural} "
         f"{', '.join(hints)}; it accepts: {', '.join(allowed) or 'none'}"
     )
+
+
+def check_switches(**switches: Any) -> None:
+    """Raise ``TypeError`` naming the first switch that is not a bool: a string such as
+    ``"false"`` is truthy, and would turn on what it meant to turn off."""
+    for name, value in switches.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
 def named_parameters(function: Callable[..., Any]) -> list[str]:

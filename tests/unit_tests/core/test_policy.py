@@ -528,3 +528,32 @@ def test_a_policy_beside_a_profile_may_name_the_profile_s_own_model(spelled: str
     policy = RetrievalPolicy(top_k=4, embedding_model=spelled)
     profiled = profiled_policy(policy, PROFILE, collection="xquad-bench")
     assert profiled.min_similarity == 0.08 and profiled.top_k == 4
+
+
+def test_loading_a_profile_as_a_policy_says_to_use_from_profile(tmp_path: Path) -> None:
+    """``RetrievalPolicy.load(threshold.json)`` listed eleven 'Extra inputs are not permitted'
+    errors; the two kinds of file are told apart, each way."""
+    profile = _profile(tmp_path, version=2, min_top_similarity=0.17)
+    with pytest.raises(PolicyFileError) as info:
+        RetrievalPolicy.load(profile)
+    assert "calibration profile" in str(info.value)
+    assert "RetrievalPolicy.from_profile(" in str(info.value)
+    policy = tmp_path / "policy.json"
+    RetrievalPolicy(min_similarity=0.3).save(policy)
+    with pytest.raises(ProfileError) as info:
+        RetrievalPolicy.from_profile(policy)
+    assert "RetrievalPolicy.load(" in str(info.value)
+
+
+def test_a_numpy_floor_is_a_number() -> None:
+    """A floor computed with numpy (a percentile of scores) is a np.float32 or np.float64:
+    "must be a number in [-1, 1], got np.float32(0.3)" contradicted itself."""
+    np = pytest.importorskip("numpy")
+    policy = RetrievalPolicy(min_similarity=np.float32(0.25), min_top_similarity=np.float64(0.5))
+    assert (policy.min_similarity, policy.min_top_similarity) == (0.25, 0.5)
+    assert type(policy.min_similarity) is float
+    assert policy.with_overrides(min_similarity=np.float32(0.75)).min_similarity == 0.75
+    with pytest.raises(ValidationError, match="must lie in"):
+        RetrievalPolicy(min_similarity=np.float32(1.5))
+    with pytest.raises(ValidationError, match="must be a number"):
+        RetrievalPolicy(min_similarity=np.bool_(True))

@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 from langchain_core.runnables import ConfigurableField
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from langchain_thresholded import EVENT_NAME, ThresholdedRetriever
+from langchain_thresholded import EVENT_NAME, MultiCollectionRetriever, ThresholdedRetriever
 from thresholded import RetrievalPolicy
 
 Q = "the question"
@@ -299,3 +299,41 @@ def test_a_raw_expression_on_another_store_with_a_docstore_is_refused(corpus):
         )
     with pytest.raises(ValueError, match="filters="):
         ThresholdedRetriever(vectorstore=c.store, policy=POLICY, expr='lang == "en"')
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("neighbours", True),
+        ("neighbours", "1"),
+        ("parent_levels", 1.0),
+        ("parent_summaries", "false"),
+        ("parent_summaries", 0),
+        ("allow_model_mismatch", "no"),
+        ("max_retries", True),
+        ("retry_backoff", "0.5"),
+        ("timeout", "2"),
+    ],
+)
+def test_a_setting_of_another_type_is_refused_not_converted(corpus, name, value):
+    """As in the LlamaIndex retriever, and as the policy's own fields: ``neighbours=True`` and
+    ``timeout="2"`` are not read as 1 and 2.0."""
+    store = corpus(SPECS).store
+    with pytest.raises(ValueError, match=name):
+        ThresholdedRetriever(vectorstore=store, policy=POLICY, **{name: value})
+    retriever = MultiCollectionRetriever(collections=[store], policy=POLICY)
+    if name in type(retriever).model_fields:
+        with pytest.raises(ValueError, match=name):
+            MultiCollectionRetriever(collections=[store], policy=POLICY, **{name: value})
+    with pytest.raises(ValueError, match="fail_fast"):
+        MultiCollectionRetriever(collections=[store], policy=POLICY, fail_fast="no")
+
+
+def test_a_positional_argument_names_the_class_and_its_keywords(corpus):
+    """``ThresholdedRetriever(store)`` said "EngineRetriever.__init__() takes 1 positional
+    argument", a class the user never named."""
+    store = corpus(SPECS).store
+    with pytest.raises(TypeError, match=r"ThresholdedRetriever\(\) takes keyword arguments only"):
+        ThresholdedRetriever(store, policy=POLICY)
+    with pytest.raises(TypeError, match=r"MultiCollectionRetriever\(\) takes keyword arguments"):
+        MultiCollectionRetriever([store], policy=POLICY)

@@ -113,3 +113,13 @@ def test_an_unreadable_member_added_to_an_ensemble_after_construction_is_refused
     ensemble.weights = [0.5, 0.5]
     with pytest.raises(ValueError, match=r"member 1 \(Relay\).*cannot be read"):
         retriever.invoke(QUERY)
+
+
+def test_from_retriever_refuses_what_is_not_a_retriever(corpus):
+    """A store given to ``from_retriever`` was wrapped as a retriever and refused for the
+    model its RetrieverSource names, which said nothing of the mistake."""
+    store = corpus([("a", 0.75, {"doc_type": "public"})]).store
+    with pytest.raises(TypeError, match=r"ThresholdedRetriever\(vectorstore=store"):
+        ThresholdedRetriever.from_retriever(store, policy=POLICY)
+    with pytest.raises(TypeError, match="wraps a LangChain retriever, got str"):
+        ThresholdedRetriever.from_retriever("not a retriever", policy=POLICY)

@@ -255,3 +255,12 @@ def test_the_plain_engines_answer_empty_response(plain, retriever):
     assert response.metadata is None
     assert llm.answers == []
     assert memory(engine) == [("user", ORTHOGONAL), ("assistant", "Empty Response")]
+
+
+@pytest.mark.parametrize("engine_class", list(ENGINES.values()))
+def test_a_message_that_is_not_a_string_is_refused(engine_class, retriever):
+    llm = SpyLLM()
+    with pytest.raises(TypeError, match="no_match_message must be a str, got None"):
+        engine_class.from_defaults(retriever, llm=llm, no_match_message=None)
+    with pytest.raises(TypeError, match="no_match_message must be a str, got 123"):
+        engine_class.from_defaults(retriever, llm=llm, no_match_message=123)

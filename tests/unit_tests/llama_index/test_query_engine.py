@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -132,3 +133,19 @@ async def test_async_streaming_engines_stream_the_message(kit, retriever):
     response = await engine.aquery(kit.ORTHOGONAL)
     assert [token async for token in response.response_gen] == [DEFAULT_NO_MATCH_MESSAGE]
     assert llm.calls == 0
+
+
+@pytest.mark.parametrize("message", [None, 123, ["I don't know"]])
+def test_a_message_that_is_not_a_string_is_refused(kit, retriever, message):
+    """``no_match_message=None`` answered ``Response(response=None)``; LangChain's
+    ``AbstainingChain`` refuses a ``no_match_answer`` that is not a string."""
+    llm = CountingLLM()
+    synthesizer = get_response_synthesizer(llm=llm)
+    refused = re.escape(f"no_match_message must be a str, got {message!r}")
+    with pytest.raises(TypeError, match=refused):
+        AbstainingQueryEngine.from_args(retriever, llm=llm, no_match_message=message)
+    with pytest.raises(TypeError, match="no_match_message must be a str"):
+        AbstainingQueryEngine(retriever, response_synthesizer=synthesizer, no_match_message=message)
+    engine = AbstainingQueryEngine.from_args(retriever, llm=llm)
+    with pytest.raises(TypeError, match="no_match_message must be a str"):
+        engine.no_match_message = message

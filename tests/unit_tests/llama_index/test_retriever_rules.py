@@ -246,3 +246,32 @@ def test_allowed_filter_keys_given_as_a_string_is_refused(kit, five):
     )
     only_a = MetadataFilters(filters=[MetadataFilter(key="source", value="A")])
     assert ids(listed.retrieve_with_report(kit.QUESTION, filters=only_a).kept) == ["a"]
+
+
+@pytest.mark.parametrize("name", ["parent_summaries", "pushdown", "allow_model_mismatch"])
+@pytest.mark.parametrize("value", ["false", "no", 0, None])
+def test_a_switch_that_is_not_a_bool_is_refused(kit, five, name, value):
+    """``allow_model_mismatch="false"`` (a setting read from the environment) was truthy: it
+    switched the model check off, where the postprocessor's pydantic read it as False."""
+    with pytest.raises(TypeError, match=rf"{name} must be True or False, got {value!r}"):
+        ThresholdedRetriever(five, kit.policy(min_similarity=0.5), **{name: value})
+    with pytest.raises(TypeError, match=rf"{name} must be True or False, got {value!r}"):
+        MultiCollectionRetriever([five], policy=kit.policy(min_similarity=0.5), **{name: value})
+    with pytest.raises(TypeError, match=r"fail_fast must be True or False, got 'no'"):
+        MultiCollectionRetriever([five], policy=kit.policy(min_similarity=0.5), fail_fast="no")
+
+
+def test_max_workers_below_one_is_refused(kit, five):
+    """0 was read as "the default", where the LangChain retriever refuses it."""
+    with pytest.raises(ValueError, match="max_workers must be 1 or more, got 0"):
+        MultiCollectionRetriever([five], policy=kit.policy(min_similarity=0.5), max_workers=0)
+
+
+@pytest.mark.parametrize("given", ["store", "retriever", None])
+def test_what_is_not_an_index_is_refused_with_what_to_do(kit, five, given):
+    """An AttributeError on ``vector_store`` said nothing of what the retriever takes."""
+    value = {"store": five.vector_store, "retriever": five.as_retriever(), None: None}[given]
+    with pytest.raises(TypeError, match="searches a VectorStoreIndex") as err:
+        ThresholdedRetriever(value, kit.policy(min_similarity=0.5))
+    assert "ThresholdedRetriever.from_retriever(" in str(err.value)
+    assert "VectorStoreIndex.from_vector_store(" in str(err.value)

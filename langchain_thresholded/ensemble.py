@@ -62,7 +62,7 @@ class RetrieverSource(VectorStore):
         embeddings: Embeddings | None = None,
         score_key: str | None = None,
     ) -> None:
-        _not_configurable(retriever)
+        not_configurable(retriever)
         self.retriever = retriever
         self._embeddings = embeddings
         self.score_key = score_key
@@ -143,7 +143,7 @@ class RetrieverSource(VectorStore):
         raise NotImplementedError("build the inner retrievers, then RetrieverSource(retriever)")
 
 
-def _not_configurable(retriever: Any) -> None:
+def not_configurable(retriever: Any) -> None:
     """Refuse a configurable retriever, or an ensemble with one among its members: it is
     run here without the call's config, so what the config sets (e.g. ``call_filters``, a
     tenant's filter) would silently not apply, and its defaults would be searched."""

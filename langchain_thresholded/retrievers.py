@@ -302,7 +302,8 @@ class ThresholdedRetriever(EngineRetriever):
     docstore: BaseStore[str, Document] | None = None
     """Where neighbours and parent summaries are fetched from, by the ids in the metadata."""
     neighbours: int = Field(default=1, ge=0, strict=True)
-    """How many documents to attach on each side of a kept one (0: none)."""
+    """How many documents to attach on each side of a kept one (0: none), from ``docstore``:
+    without one, nothing is attached (and more than one is an error)."""
     parent_summaries: bool = Field(default=True, strict=True)
     """Attach the document named by ``parent_id_key`` (a section's summary)."""
     parent_levels: int = Field(default=1, ge=0, strict=True)
@@ -387,8 +388,9 @@ class ThresholdedRetriever(EngineRetriever):
         score and order stay. See
         :class:`langchain_thresholded.ensemble.RetrieverSource`.
         """
-        from langchain_thresholded.ensemble import RetrieverSource
+        from langchain_thresholded.ensemble import RetrieverSource, not_configurable
 
+        not_configurable(retriever)  # a configurable retriever is no BaseRetriever: say why
         if not isinstance(retriever, BaseRetriever):
             hint = (
                 ": a vector store is searched with ThresholdedRetriever(vectorstore=store, ...)"
@@ -489,6 +491,7 @@ class ThresholdedRetriever(EngineRetriever):
             or RetrievalPolicy()
         )
         self._check_scoring(policy)
+        self._check_attachments_have_a_docstore()
         collection = self._build_collection()
         check_judgeable(collection, policy, collection.floor(policy))
         return _Searched(policy, collection)
@@ -524,6 +527,20 @@ class ThresholdedRetriever(EngineRetriever):
             where=where,
             allowed_filter_keys=None if keys is None else frozenset(keys),
         )
+
+    def _check_attachments_have_a_docstore(self) -> None:
+        """Attachments asked for beyond the defaults come from ``docstore``: without one,
+        none would. (The defaults pass: they are what every retriever is built with.)"""
+        fields = type(self).model_fields
+        named = ["neighbours", *(["parent_levels"] if self.parent_summaries else [])]
+        asked = [n for n in named if getattr(self, n) not in (0, fields[n].default)]
+        if asked and self.docstore is None:
+            given = ", ".join(f"{n}={getattr(self, n)!r}" for n in asked)
+            raise ValueError(
+                f"{given} attach documents fetched from docstore=..., which is not given, so "
+                "nothing would be attached: pass the docstore that holds them by id (e.g. an "
+                "InMemoryStore), or leave these out"
+            )
 
     def _search_kwargs(self) -> dict[str, Any]:
         """The field ``search_kwargs`` with ``expr``. A raw expression is for Milvus only: on

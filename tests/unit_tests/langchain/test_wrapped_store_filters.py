@@ -123,3 +123,13 @@ def test_from_retriever_refuses_what_is_not_a_retriever(corpus):
         ThresholdedRetriever.from_retriever(store, policy=POLICY)
     with pytest.raises(TypeError, match="wraps a LangChain retriever, got str"):
         ThresholdedRetriever.from_retriever("not a retriever", policy=POLICY)
+
+
+@pytest.mark.parametrize("asked", [{"neighbours": 3}, {"parent_levels": 2}])
+def test_attachments_beyond_the_defaults_without_a_docstore_are_refused(corpus, asked):
+    """They come from the docstore: without one, nothing would be attached, silently."""
+    store = corpus([("a", 0.75)]).store
+    with pytest.raises(ValueError, match=r"attach documents fetched from docstore=\.\.\."):
+        ThresholdedRetriever(vectorstore=store, policy=POLICY, **asked)
+    ThresholdedRetriever(vectorstore=store, policy=POLICY, docstore=InMemoryStore(), **asked)
+    ThresholdedRetriever(vectorstore=store, policy=POLICY, neighbours=1, parent_levels=1)

@@ -22,7 +22,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableBinding
+from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.vectorstores import VectorStore
 
@@ -79,6 +79,7 @@ class RetrieverSource(VectorStore):
     # What ThresholdedRetriever calls -------------------------------------------------------
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
         _no_store_arguments(kwargs)
+        not_configurable(self.retriever)  # it, or its members, may have changed since
         if is_ensemble(self.retriever):
             lists = [r.invoke(query) for r in self.retriever.retrievers]  # type: ignore[attr-defined]
             return self._fuse(lists)[:k]
@@ -86,6 +87,7 @@ class RetrieverSource(VectorStore):
 
     async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
         _no_store_arguments(kwargs)
+        not_configurable(self.retriever)  # it, or its members, may have changed since
         if is_ensemble(self.retriever):
             inner = self.retriever.retrievers  # type: ignore[attr-defined]
             lists = await asyncio.gather(*(r.ainvoke(query) for r in inner))
@@ -144,15 +146,17 @@ class RetrieverSource(VectorStore):
 
 
 def not_configurable(retriever: Any) -> None:
-    """Refuse a configurable retriever, or an ensemble with one among its members: it is
-    run here without the call's config, so what the config sets (e.g. ``call_filters``, a
-    tenant's filter) would silently not apply, and its defaults would be searched."""
+    """Refuse a configurable retriever, or an ensemble with one among its members (however
+    wrapped: ``with_retry()``, ``with_fallbacks()``, a nested ensemble): it is run here
+    without the call's config, so what the config sets (e.g. ``call_filters``, a tenant's
+    filter) would silently not apply, and its defaults would be searched. Checked at every
+    search too: the retriever's members may be changed after construction."""
     members = list(retriever.retrievers) if is_ensemble(retriever) else [retriever]
     for position, member in enumerate(members):
         inner = member
-        while isinstance(inner, RunnableBinding):  # with_config(...), bind(...)
+        while isinstance(inner, RunnableBindingBase):  # with_config(...), with_retry(), ...
             inner = inner.bound
-        if isinstance(inner, DynamicRunnable):
+        if isinstance(inner, DynamicRunnable) or _configurable(member):
             which = f"the ensemble's member {position}" if member is not retriever else "it"
             raise ValueError(
                 f"a retriever whose search is set by a call's config cannot be wrapped "
@@ -161,6 +165,16 @@ def not_configurable(retriever: Any) -> None:
                 "not apply. Wrap the retriever itself, and make the ThresholdedRetriever "
                 "configurable instead (its call_filters narrow its filters)"
             )
+
+
+def _configurable(runnable: Any) -> bool:
+    """Whether a call's config sets some of the runnable's search, however deeply it is
+    wrapped: LangChain lists it in ``config_specs`` through bindings, retries, fallbacks,
+    sequences and a nested ensemble's members."""
+    try:
+        return bool(getattr(runnable, "config_specs", None))
+    except Exception:  # a runnable whose specs cannot be listed is not known to be safe
+        return True
 
 
 def _no_store_arguments(kwargs: dict[str, Any]) -> None:

@@ -58,3 +58,41 @@ def test_the_wrapped_ensemble_of_a_plain_retriever_still_works(corpus: Any) -> N
     ensemble = EnsembleRetriever(retrievers=[member], weights=[1.0])
     wrapped = ThresholdedRetriever.from_retriever(ensemble, policy=POLICY)
     assert [d.id for d in wrapped.invoke(Q, filters={"tenant": "a"})] == ["a1"]
+
+
+def test_a_configurable_member_behind_a_retry_or_fallbacks_is_refused(corpus: Any) -> None:
+    """``with_retry()`` and ``with_fallbacks()`` hide the configurable retriever from a check
+    of its type: b1 came back."""
+    c, member = tenants(corpus)
+    plain = ThresholdedRetriever(vectorstore=c.store, policy=POLICY)
+    for hidden in (member.with_retry(), member.with_fallbacks([plain])):
+        ensemble = EnsembleRetriever(retrievers=[hidden], weights=[1.0])
+        assert [d.id for d in ensemble.invoke(Q, config=TENANT_A)] == ["a1"]
+        with pytest.raises(ValueError, match=r"member 0 is a configurable.*call's config"):
+            ThresholdedRetriever.from_retriever(ensemble, policy=POLICY)
+
+
+def test_a_configurable_member_of_a_nested_ensemble_is_refused(corpus: Any) -> None:
+    _, member = tenants(corpus)
+    inner = EnsembleRetriever(retrievers=[member], weights=[1.0])
+    outer = EnsembleRetriever(retrievers=[inner], weights=[1.0])
+    with pytest.raises(ValueError, match=r"member 0 is a configurable.*call's config"):
+        ThresholdedRetriever.from_retriever(outer, policy=POLICY)
+
+
+@pytest.mark.parametrize("change", ["replace", "mutate"])
+def test_a_configurable_member_given_after_construction_is_refused(
+    corpus: Any, change: str
+) -> None:
+    """The members are read again at each call: one swapped in later was run without the
+    call's config, and b1 came back."""
+    c, member = tenants(corpus)
+    plain = ThresholdedRetriever(vectorstore=c.store, policy=POLICY)
+    ensemble = EnsembleRetriever(retrievers=[plain], weights=[1.0])
+    wrapped = ThresholdedRetriever.from_retriever(ensemble, policy=POLICY)
+    if change == "replace":
+        ensemble.retrievers = [member]
+    else:
+        ensemble.retrievers[0] = member
+    with pytest.raises(ValueError, match=r"member 0 is a configurable.*call's config"):
+        wrapped.invoke(Q, config=TENANT_A)

@@ -587,7 +587,10 @@ def source_settings(store: VectorStore) -> list[Any]:
 
 
 def _fields(retriever: BaseRetriever) -> dict[str, Any]:
-    return {name: getattr(retriever, name, None) for name in type(retriever).model_fields}
+    """A member's pydantic fields; none for a runnable that is no model (a ``RunnableLambda``,
+    which an ensemble takes too: the backend reads nothing of it)."""
+    names = getattr(type(retriever), "model_fields", None) or {}
+    return {name: getattr(retriever, name, None) for name in names}
 
 
 def _members(retriever: BaseRetriever) -> list[BaseRetriever]:

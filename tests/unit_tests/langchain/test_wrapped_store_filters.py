@@ -133,3 +133,17 @@ def test_attachments_beyond_the_defaults_without_a_docstore_are_refused(corpus, 
         ThresholdedRetriever(vectorstore=store, policy=POLICY, **asked)
     ThresholdedRetriever(vectorstore=store, policy=POLICY, docstore=InMemoryStore(), **asked)
     ThresholdedRetriever(vectorstore=store, policy=POLICY, neighbours=1, parent_levels=1)
+
+
+def test_an_ensemble_with_a_runnable_member_that_is_no_model_still_works(corpus):
+    """``EnsembleRetriever`` takes any runnable returning documents (a ``RunnableLambda``),
+    which has no pydantic fields: reading its settings for changes was an AttributeError."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    from langchain_core.runnables import RunnableLambda
+
+    store = corpus([("a", 0.75, {"doc_type": "public"})]).store
+    plain = store.as_retriever()
+    relay = RunnableLambda(lambda question: plain.invoke(question))
+    ensemble = classic.EnsembleRetriever(retrievers=[plain, relay], weights=[0.5, 0.5])
+    retriever = ThresholdedRetriever.from_retriever(ensemble, policy=POLICY)
+    assert [d.id for d in retriever.invoke(QUERY, filters={"doc_type": "public"})] == ["a"]

@@ -18,6 +18,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.stores import BaseStore
 from langchain_core.structured_query import Expr
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
@@ -391,7 +392,7 @@ class ThresholdedRetriever(EngineRetriever):
         from langchain_thresholded.ensemble import RetrieverSource, not_configurable
 
         not_configurable(retriever)  # a configurable retriever is no BaseRetriever: say why
-        if not isinstance(retriever, BaseRetriever):
+        if not _a_retriever(retriever):
             hint = (
                 ": a vector store is searched with ThresholdedRetriever(vectorstore=store, ...)"
                 if isinstance(retriever, VectorStore)
@@ -626,6 +627,14 @@ class _Structured:
 
     filter: Expr
     fields: dict[str, Any]
+
+
+def _a_retriever(value: Any) -> bool:
+    """A retriever, or one bound with ``with_config(...)``, ``with_retry()`` (run as it is,
+    as an ensemble would run it)."""
+    while isinstance(value, RunnableBindingBase):
+        value = value.bound
+    return isinstance(value, BaseRetriever)
 
 
 def _shape(value: Any) -> Any:

@@ -147,3 +147,19 @@ def test_an_ensemble_with_a_runnable_member_that_is_no_model_still_works(corpus)
     ensemble = classic.EnsembleRetriever(retrievers=[plain, relay], weights=[0.5, 0.5])
     retriever = ThresholdedRetriever.from_retriever(ensemble, policy=POLICY)
     assert [d.id for d in retriever.invoke(QUERY, filters={"doc_type": "public"})] == ["a"]
+
+
+def test_a_retriever_bound_with_a_config_is_still_wrapped(corpus):
+    """``ensemble.with_config(run_name=...)`` is a ``RunnableBinding``, no ``BaseRetriever``:
+    it was wrapped, and then refused as what is not a retriever."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    c = corpus([("a", 0.75, {"doc_type": "public"}), ("b", 0.875, {"doc_type": "internal"})])
+    ensemble = classic.EnsembleRetriever(retrievers=[c.store.as_retriever()], weights=[1.0])
+    bound = ensemble.with_config(run_name="hybrid")
+    retriever = ThresholdedRetriever.from_retriever(bound, policy=POLICY)
+    assert [d.id for d in retriever.invoke(QUERY, filters={"doc_type": "public"})] == ["a"]
+    from langchain_core.runnables import RunnableLambda
+
+    not_a_retriever = RunnableLambda(lambda question: []).with_config(run_name="relay")
+    with pytest.raises(TypeError, match="wraps a LangChain retriever, got RunnableBinding"):
+        ThresholdedRetriever.from_retriever(not_a_retriever, policy=POLICY)

@@ -184,17 +184,8 @@ class LangChainBackend:
                 "test but the documents returned could not be checked against. Filter on "
                 "metadata keys only"
             )
-        returned = _returned_fields(self._store) if self._milvus else None
-        unread = [] if returned is None else sorted(keys(where) - returned)
-        if unread:
-            raise UnsafeFilterError(
-                f"the filter names {', '.join(map(repr, unread))}, which {self.name} does not "
-                "read back: the store was opened with enable_dynamic_field=False, so its "
-                "documents carry only the collection's declared fields, and could not be "
-                "checked against the filter. Open the store with enable_dynamic_field=True "
-                "(existing_milvus_store reads it from the collection), or filter on declared "
-                "fields"
-            )
+        for searched in _milvus_stores(self._store):
+            _check_read_back(searched, where)
 
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
@@ -476,6 +467,47 @@ def _own_fields(store: Any) -> frozenset[str]:
     if getattr(store, "_metadata_field", None):
         fields |= {store._metadata_field, str(store._primary_field)}
     return frozenset(fields)
+
+
+def _milvus_stores(store: Any, depth: int = 0) -> list[Any]:
+    """The langchain-milvus stores whose documents a search of ``store`` returns: itself, or
+    those the retrievers a ``RetrieverSource`` runs search (a store's ``as_retriever()``, a
+    ``ThresholdedRetriever``, an ensemble's members), which it runs without the filters:
+    their documents are checked against them as they come back."""
+    if is_milvus(store):
+        return [store]
+    if not isinstance(store, RetrieverSource) or depth > 8:
+        return []
+    found = []
+    for member in _members(store.retriever):
+        inner = getattr(member, "vectorstore", None)
+        if isinstance(inner, VectorStore) and inner is not store:
+            found += _milvus_stores(inner, depth + 1)
+    return found
+
+
+def _check_read_back(store: Any, where: Filter | None) -> None:
+    """Refuse a filter on a key a langchain-milvus store does not read back (its own fields,
+    or metadata outside its declared fields): its documents would carry none of it, so NOT
+    over it (or NE) would let every one through."""
+    own = sorted(keys(where) & _own_fields(store))
+    if own:
+        raise UnsafeFilterError(
+            f"the filter names {', '.join(map(repr, own))}: a field of {_store_name(store)} "
+            "that is not in the documents' metadata (the text or a vector), so the documents "
+            "returned could not be checked against the filter. Filter on metadata keys only"
+        )
+    returned = _returned_fields(store)
+    unread = [] if returned is None else sorted(keys(where) - returned)
+    if unread:
+        raise UnsafeFilterError(
+            f"the filter names {', '.join(map(repr, unread))}, which {_store_name(store)} does "
+            "not read back: the store was opened with enable_dynamic_field=False, so its "
+            "documents carry only the collection's declared fields, and could not be "
+            "checked against the filter. Open the store with enable_dynamic_field=True "
+            "(existing_milvus_store reads it from the collection), or filter on declared "
+            "fields"
+        )
 
 
 def _returned_fields(store: Any) -> frozenset[str] | None:

@@ -54,3 +54,43 @@ def test_a_filter_on_metadata_read_back_holds(collection: str) -> None:
         vectorstore=opened(collection), policy=POLICY, filters=NOT_INTERNAL
     )
     assert sorted(d.metadata["pk"] for d in retriever.invoke(QUESTION)) == PUBLIC_SECTIONS
+
+
+def wrapped(store: object, how: str) -> object:
+    """The store searched through a retriever ``from_retriever`` runs, without the filters."""
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    if how == "mmr":
+        return store.as_retriever(search_type="mmr", search_kwargs={"k": 20})
+    member = (
+        store.as_retriever(search_kwargs={"k": 20})
+        if how == "ensemble"
+        else lc.ThresholdedRetriever(vectorstore=store, policy=POLICY)
+    )
+    return EnsembleRetriever(retrievers=[member], weights=[1.0])
+
+
+@pytest.mark.parametrize("how", ["mmr", "ensemble", "ensemble of a ThresholdedRetriever"])
+def test_a_wrapped_store_that_does_not_read_the_key_back_is_refused(
+    collection: str, how: str
+) -> None:
+    """The wrapped retriever searched without the filters, and its documents carried none of
+    the metadata: every row came back through ``NOT (tags contains "internal")``."""
+    pytest.importorskip("langchain_classic")
+    store = opened(collection, enable_dynamic_field=False)
+    with pytest.raises(UnsafeFilterError, match=r"'tags', which .* does not read back"):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped(store, how), policy=POLICY, filters=NOT_INTERNAL
+        )
+    retriever = lc.ThresholdedRetriever.from_retriever(wrapped(store, how), policy=POLICY)
+    with pytest.raises(UnsafeFilterError, match=r"enable_dynamic_field=False"):
+        retriever.invoke(QUESTION, filters=NOT_INTERNAL)
+
+
+@pytest.mark.parametrize("how", ["mmr", "ensemble"])
+def test_a_wrapped_store_that_reads_the_key_back_holds(collection: str, how: str) -> None:
+    pytest.importorskip("langchain_classic")
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        wrapped(opened(collection), how), policy=POLICY, filters=NOT_INTERNAL
+    )
+    assert sorted(d.metadata["pk"] for d in retriever.invoke(QUESTION)) == PUBLIC_SECTIONS

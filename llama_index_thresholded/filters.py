@@ -58,12 +58,22 @@ def _condition(item: MetadataFilter) -> Condition:
 def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:
     """A core filter as flat LlamaIndex filters, for stores that hold no nested groups;
     None when it is not flat, or uses an operator such a store may raise on (the engine's
-    check then applies it alone)."""
+    check then applies it alone). Of an AND, the conditions the store applies safely are
+    sent, the others left to the engine's check: the store returns a superset, which that
+    check narrows, instead of every row (``tenant == "a" and flag != 1`` still sends the
+    tenant)."""
     if f is None:
         return None
     group = f if isinstance(f, Group) else Group(Combine.AND, (f,))
-    if not all(isinstance(c, Condition) and _store_safe(c) for c in group.children):
-        return None
+    negated = group.combine is Combine.NOT
+    safe = [
+        c for c in group.children if isinstance(c, Condition) and _store_safe(c, negated=negated)
+    ]
+    if group.combine is Combine.AND:
+        if not safe:
+            return None
+    elif len(safe) != len(group.children):
+        return None  # OR, NOT: leaving a part out would not return a superset
     return MetadataFilters(
         filters=[
             MetadataFilter(
@@ -71,25 +81,27 @@ def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:
                 operator=FilterOperator(c.op.value),
                 value=list(c.value) if isinstance(c.value, tuple) else c.value,
             )
-            for c in group.children
-            if isinstance(c, Condition)
+            for c in safe
         ],
         condition=FilterCondition(group.combine.value),
     )
 
 
-def _store_safe(c: Condition) -> bool:
-    """Whether such a store applies the condition no more strictly than the core does.
+def _store_safe(c: Condition, *, negated: bool = False) -> bool:
+    """Whether such a store applies the condition no more strictly than the core does
+    (``negated``: under a NOT group, which returns the rows it does not match).
 
-    Not NE or NIN with a number: the store compares with Python's ``==``, under which
-    ``True == 1`` and ``False == 0``, so it would never return a section whose stored
-    ``True`` is "not 1" (a bool is not a number, :mod:`thresholded.filters`). A store that
-    returns too much is corrected by the engine's check; one that returns too little, never.
+    Not NE or NIN with a number, nor EQ or IN with a number under NOT: the store compares
+    with Python's ``==``, under which ``True == 1`` and ``False == 0``, so it would never
+    return a section whose stored ``True`` is "not 1" (a bool is not a number,
+    :mod:`thresholded.filters`). A store that returns too much is corrected by the engine's
+    check; one that returns too little, never.
     """
     if c.op not in _STORE_SAFE:
         return False
     values = c.value if isinstance(c.value, tuple) else (c.value,)
-    return c.op not in _NEGATIVE or all(kind(v) != "number" for v in values)
+    negative = (c.op in _NEGATIVE) != negated
+    return not negative or all(kind(v) != "number" for v in values)
 
 
 @dataclass(frozen=True)

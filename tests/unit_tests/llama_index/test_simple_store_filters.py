@@ -7,7 +7,12 @@ applied by the engine alone; the others still go to the store."""
 from __future__ import annotations
 
 import pytest
-from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
 
 from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriever
 from llama_index_thresholded.filters import to_filter, to_metadata_filters
@@ -68,3 +73,40 @@ def test_only_ne_and_nin_with_a_number_stay_out_of_the_store():
     assert sent(["x"], FilterOperator.NIN) is not None
     assert sent(1, FilterOperator.EQ) is not None
     assert sent([1], FilterOperator.IN) is not None
+
+
+def under_not(*conditions):
+    return MetadataFilters(filters=list(conditions), condition=FilterCondition.NOT)
+
+
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        (MetadataFilter(key="flag", value=1), ["true", "false", "none"]),
+        (MetadataFilter(key="flag", value=[1], operator="in"), ["true", "false", "none"]),
+        (MetadataFilter(key="flag", value=1, operator="!="), ["one"]),
+    ],
+)
+def test_under_not_a_stored_bool_is_not_a_number_either(kit, flags, condition, expected):
+    """NOT (flag == 1) is flag != 1: the store, under which ``True == 1``, held back the
+    section whose stored flag is True."""
+    policy = kit.policy(min_similarity=0.5, top_k=4)
+    retriever = ThresholdedRetriever(flags, policy, neighbours=0, filters=under_not(condition))
+    assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == expected
+
+
+def test_of_an_and_the_conditions_the_store_applies_are_still_sent():
+    """``tenant == "a" and flag != 1`` sent nothing, and the store returned every tenant's
+    rows, a search the engine then widened; the tenant's condition is sent alone."""
+    both = MetadataFilters(
+        filters=[
+            MetadataFilter(key="tenant", value="a"),
+            MetadataFilter(key="flag", value=1, operator="!="),
+        ]
+    )
+    sent = to_metadata_filters(to_filter(both))
+    assert [(f.key, f.value) for f in sent.filters] == [("tenant", "a")]
+    either = both.model_copy(update={"condition": FilterCondition.OR})
+    assert to_metadata_filters(to_filter(either)) is None
+    tenant_or_one = under_not(both.filters[0], MetadataFilter(key="flag", value=1))
+    assert to_metadata_filters(to_filter(tenant_or_one)) is None

@@ -85,23 +85,27 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
 
 
 def _by_id_only(relationships: dict[NodeRelationship, RelatedNodeType]) -> dict:
-    """The relationships with each related node named by its id, type and hash only: its
-    metadata, which LlamaIndex copies in (a parent lists every child's), may be that of a
-    section outside the call's filters."""
-    if not any(map(_names_metadata, relationships.values())):
+    """The relationships with each related node named by its id and type only: its metadata,
+    which LlamaIndex copies in (a parent lists every child's), and its hash (of its text and
+    metadata, which would confirm a guess of them) may be of a section outside the call's
+    filters."""
+    if not any(map(_names_more_than_id, relationships.values())):
         return relationships  # shared, as every unchanged field is: never written on
     return {relation: _without_metadata(info) for relation, info in relationships.items()}
 
 
-def _names_metadata(info: RelatedNodeType) -> bool:
+def _names_more_than_id(info: RelatedNodeType) -> bool:
     infos = info if isinstance(info, list) else (info,)
-    return any(i.metadata for i in infos)
+    return any(i.metadata or i.hash for i in infos)
 
 
 def _without_metadata(info: RelatedNodeType) -> RelatedNodeType:
     if isinstance(info, list):
-        return [updated_copy(i, {"metadata": {}}) for i in info]
-    return updated_copy(info, {"metadata": {}}) if info.metadata else info
+        return [updated_copy(i, _UNNAMED) for i in info]
+    return updated_copy(info, _UNNAMED) if info.metadata or info.hash else info
+
+
+_UNNAMED = {"metadata": {}, "hash": None}
 
 
 def _hidden(keys: list[str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""A returned node names its related nodes by id only.
+"""A returned node names its related nodes by id (and type) only.
 
 LlamaIndex copies a node's metadata into the relationships that point at it (its
 splitters do; a parent summary lists every child with its metadata). A section outside
@@ -49,7 +49,7 @@ def test_returned_nodes_name_related_nodes_by_id_only(kit) -> None:
     assert [n.node.node_id for n in found] == ["pub", "sum"]
     infos = [info for n in found for info in related(n.node)]
     assert {i.node_id for i in infos} == {"pub", "int", "sum"}
-    assert [i.metadata for i in infos] == [{}] * len(infos)
+    assert [(i.metadata, i.hash) for i in infos] == [({}, None)] * len(infos)
     assert found[0].node.next_node.node_id == "int"
 
 

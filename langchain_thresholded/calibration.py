@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from langchain_thresholded.filters import to_filter
 from thresholded.calibration import (
     BatchedEmbedder,
     CalibrationResult,
@@ -19,6 +20,7 @@ from thresholded.calibration import (
     SimpleForm,
     calibrate_collection,
 )
+from thresholded.calibration.collection import filter_expression
 
 __all__ = ["calibrate_vectorstore", "embedder_of"]
 
@@ -66,25 +68,10 @@ def calibrate_vectorstore(
         vectorstore.collection_name,
         questions,
         id_field=id_field,
-        filter=filters if isinstance(filters, str) else _expression(filters, vectorstore),
+        filter=filters
+        if isinstance(filters, str)
+        else filter_expression(to_filter(filters), vectorstore.client, given=filters),
         progress=progress,
         client_options=options_of_client or None,
         **options,
     )
-
-
-def _expression(filters: Any, vectorstore: Any) -> str:
-    """Structured filters as the Milvus expression the collection is read under; a filter
-    this engine cannot run exactly is refused (the calibration would read other rows)."""
-    from langchain_thresholded.filters import to_filter
-    from thresholded.filters import client_dialect, to_milvus
-
-    written = to_milvus(to_filter(filters), client_dialect(vectorstore.client))
-    if written.never:
-        raise ValueError(f"the filters {filters} match no section: there is nothing to calibrate")
-    if not written.exact:
-        raise ValueError(
-            f"the filters {filters} cannot be written exactly for this Milvus engine; pass the "
-            "Milvus expression itself as filters='...'"
-        )
-    return written.expr or ""

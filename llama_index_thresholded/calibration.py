@@ -23,6 +23,7 @@ from thresholded.calibration import (
     SimpleForm,
     calibrate_collection,
 )
+from thresholded.calibration.collection import filter_expression
 
 __all__ = ["calibrate_index", "embedder_of"]
 
@@ -57,7 +58,11 @@ def calibrate_index(
     a filter can only lower a question's best score. Other ``options`` are those of
     ``thresholded.calibration.calibrate`` (``passages``, ``mode``, ``gate_margin``...).
     """
-    expression = filters if isinstance(filters, str) else _expression(filters, vector_store)
+    expression = (
+        filters
+        if isinstance(filters, str)
+        else filter_expression(to_filter(filters), vector_store.client, given=filters)
+    )
     return calibrate_collection(
         embedder_of(embed_model, progress=progress),
         None,
@@ -69,19 +74,3 @@ def calibrate_index(
         client=vector_store.client,  # its uri, token and database: the store keeps no uri
         **options,
     )
-
-
-def _expression(filters: MetadataFilters | None, vector_store: Any) -> str:
-    """LlamaIndex filters as the Milvus expression the collection is read under; a filter
-    this engine cannot run exactly is refused (the calibration would read other rows)."""
-    from thresholded.filters import client_dialect, to_milvus
-
-    written = to_milvus(to_filter(filters), client_dialect(vector_store.client))
-    if written.never:
-        raise ValueError(f"the filters {filters} match no section: there is nothing to calibrate")
-    if not written.exact:
-        raise ValueError(
-            f"the filters {filters} cannot be written exactly for this Milvus engine; pass the "
-            "Milvus expression itself as filters='...'"
-        )
-    return written.expr or ""

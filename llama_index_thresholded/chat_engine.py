@@ -38,6 +38,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_thresholded.query_engine import (
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
+    NoMatchMessage,
     check_message,
     no_match_response,
 )
@@ -94,14 +95,7 @@ class _Abstaining:
         super().__init__(*args, **kwargs)
         self.no_match_message = no_match_message
 
-    @property
-    def no_match_message(self) -> str:
-        """The answer when nothing matched; a str, checked whenever it is set."""
-        return self._no_match_message
-
-    @no_match_message.setter
-    def no_match_message(self, message: str) -> None:
-        self._no_match_message = check_message(message)
+    no_match_message = NoMatchMessage()
 
     @classmethod
     def from_defaults(

@@ -71,6 +71,17 @@ def check_message(message: Any) -> str:
     return message
 
 
+class NoMatchMessage:
+    """The ``no_match_message`` attribute of an abstaining engine: the answer when nothing
+    matched, a str, checked whenever it is set."""
+
+    def __get__(self, engine: Any, owner: type | None = None) -> Any:
+        return self if engine is None else engine.__dict__["_no_match_message"]
+
+    def __set__(self, engine: Any, message: str) -> None:
+        engine.__dict__["_no_match_message"] = check_message(message)
+
+
 def _once(token: str) -> Generator[str, None, None]:
     yield token
 
@@ -90,14 +101,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         super().__init__(*args, **kwargs)
         self.no_match_message = no_match_message
 
-    @property
-    def no_match_message(self) -> str:
-        """The answer when nothing matched; a str, checked whenever it is set."""
-        return self._no_match_message
-
-    @no_match_message.setter
-    def no_match_message(self, message: str) -> None:
-        self._no_match_message = check_message(message)
+    no_match_message = NoMatchMessage()
 
     @classmethod
     def from_args(  # type: ignore[override]

@@ -29,10 +29,34 @@ import numpy as np
 
 from thresholded.calibration.data import UNDETERMINED, Passage, Question
 from thresholded.errors import DimensionMismatchError, UnsupportedMetricError
+from thresholded.filters import Filter, client_dialect, to_milvus
 
-__all__ = ["LAYOUTS", "Layout", "StoredCorpus", "detect_layout", "read_collection", "resolve_gold"]
+__all__ = [
+    "LAYOUTS",
+    "Layout",
+    "StoredCorpus",
+    "detect_layout",
+    "filter_expression",
+    "read_collection",
+    "resolve_gold",
+]
 
 logger = logging.getLogger(__name__)
+
+
+def filter_expression(where: Filter | None, client: Any, *, given: Any) -> str:
+    """The Milvus expression the collection is read under (``given``: the filters as the
+    caller wrote them, for messages); a filter this engine cannot run exactly is refused:
+    the calibration would read other rows."""
+    written = to_milvus(where, client_dialect(client))
+    if written.never:
+        raise ValueError(f"the filters {given} match no section: there is nothing to calibrate")
+    if not written.exact:
+        raise ValueError(
+            f"the filters {given} cannot be written exactly for this Milvus engine; pass the "
+            "Milvus expression itself as filters='...'"
+        )
+    return written.expr or ""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from langchain_thresholded.filters import to_filter
+from langchain_thresholded.scoring import is_milvus
 from thresholded.calibration import (
     BatchedEmbedder,
     CalibrationResult,
@@ -53,6 +54,11 @@ def calibrate_vectorstore(
     "public"}``), or a Milvus expression. Other ``options`` are those of
     ``thresholded.calibration.calibrate``.
     """
+    if not is_milvus(vectorstore):
+        raise TypeError(
+            "calibrate_vectorstore reads a Milvus collection through a langchain_milvus.Milvus "
+            f"store, got {type(vectorstore).__name__}"
+        )
     embeddings = vectorstore.embeddings
     name = model_id or getattr(embeddings, "model_id", None)
     if not name:

@@ -15,6 +15,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.filters import to_filter
+from llama_index_thresholded.pushdown import is_milvus_store
 from thresholded.calibration import (
     BatchedEmbedder,
     CalibrationResult,
@@ -58,6 +59,12 @@ def calibrate_index(
     a filter can only lower a question's best score. Other ``options`` are those of
     ``thresholded.calibration.calibrate`` (``passages``, ``mode``, ``gate_margin``...).
     """
+    if not is_milvus_store(vector_store):
+        hint = ": pass index.vector_store" if hasattr(vector_store, "vector_store") else ""
+        raise TypeError(
+            "calibrate_index reads a Milvus collection through a MilvusVectorStore, got "
+            f"{type(vector_store).__name__}{hint}"
+        )
     expression = (
         filters
         if isinstance(filters, str)

@@ -77,3 +77,11 @@ def test_the_old_name_is_refused(store):
 def test_filters_that_match_nothing_are_refused(store):
     with pytest.raises(ValueError, match="match no section"):
         calibrate_vectorstore(store, FORM, filters={"doc_type": {"$in": []}}, progress=False)
+
+
+def test_a_store_that_is_not_milvus_is_a_type_error() -> None:
+    """It used to fail on a missing attribute, far from the mistake."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    with pytest.raises(TypeError, match=r"langchain_milvus\.Milvus store, got InMemoryVectorStore"):
+        calibrate_vectorstore(InMemoryVectorStore(HandEmbeddings()), FORM)

@@ -38,11 +38,12 @@ from langchain_thresholded.backend import (
 )
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.retrievers import (
-    STORE_OPTIONS,
+    CALL_OPTIONS,
     EngineRetriever,
     ThresholdedRetriever,
     check_options,
     filters_of_call,
+    policy_of_call,
 )
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
 from thresholded.engine import Call, Collection, Fan, Question, plan
@@ -65,9 +66,6 @@ __all__ = [
     "CollectionStatus",
     "MultiCollectionRetriever",
 ]
-
-_CALL_OPTIONS = frozenset({"k", "min_similarity", "min_top_similarity", *STORE_OPTIONS})
-"""Per call: ``k`` is the merge's; the rest applies in every collection."""
 
 
 class CollectionSpec(BaseCollectionSpec):
@@ -142,11 +140,12 @@ class MultiCollectionRetriever(EngineRetriever):
     (a ready ``ThresholdedRetriever`` keeps its own, its timeout and its docstore:
     neighbours and parent summaries are attached from a retriever's).
 
-    Per call: ``k``, ``min_similarity`` (every collection's floor), ``min_top_similarity``
-    (every gate, the global one included), ``filters`` (a structured filter, combined
-    with each collection's own) and ``search_kwargs`` (given to every store, without
-    filters). Every document returned, attachments included, satisfies the filters in
-    force in its collection.
+    Per call: ``k``, ``max_per_source``, ``max_chars``, ``over_fetch`` and ``policy`` (of
+    the merged result), ``min_similarity`` (every collection's floor),
+    ``min_top_similarity`` (every gate, the global one included), ``filters`` (a
+    structured filter, combined with each collection's own) and ``search_kwargs`` (given
+    to every store, without filters). Every document returned, attachments included,
+    satisfies the filters in force in its collection.
     """
 
     _stage: ClassVar[str] = "multi_collection"
@@ -278,12 +277,12 @@ class MultiCollectionRetriever(EngineRetriever):
 
     # One call ------------------------------------------------------------------------
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
-        options = check_options(self, kwargs, _CALL_OPTIONS)
+        options = check_options(self, kwargs, CALL_OPTIONS)
         where, store_options = filters_of_call(options, self.call_filters)
         return plan(
             Question(query),
             self._searched(self._state()),
-            self.policy.with_overrides(top_k=options.get("k")),
+            policy_of_call(self.policy, options),
             min_similarity=options.get("min_similarity"),
             min_top_similarity=options.get("min_top_similarity"),
             filters=where,

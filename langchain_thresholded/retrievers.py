@@ -58,7 +58,7 @@ from thresholded.engine import (
 )
 from thresholded.filters import all_of
 from thresholded.models import check_question_model
-from thresholded.policy import RetrievalPolicy, profiled_policy
+from thresholded.policy import CALL_OVERRIDES, RetrievalPolicy, call_policy, profiled_policy
 from thresholded.provenance import Asked
 from thresholded.report import Report
 from thresholded.rescore import wants_rescore
@@ -67,15 +67,12 @@ from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.strict import StrictArguments
 
 REPORT_SINK = "_thresholded_report_sink"
-_POLICY_OVERRIDES = (
-    "min_similarity",
-    "min_top_similarity",
-    "max_per_source",
-    "max_chars",
-    "over_fetch",
-)
 STORE_OPTIONS = ("filters", "filter", "expr", "search_kwargs")
-_CALL_OPTIONS = frozenset({"k", *_POLICY_OVERRIDES, *STORE_OPTIONS})
+CALL_OPTIONS = frozenset(
+    {"k", "policy", "min_similarity", "min_top_similarity", *CALL_OVERRIDES, *STORE_OPTIONS}
+    - {"top_k"}
+)
+"""What one call may set: LangChain's ``k`` is the policy's ``top_k``."""
 _RAW_FILTERS = ("expr", "filter")
 _BASE_FILTER_FIELDS = frozenset({"filters", "expr", "search_kwargs", "allowed_filter_keys"})
 _WATCHED = "<watched>"
@@ -253,10 +250,11 @@ class ThresholdedRetriever(EngineRetriever):
 
     Per call: ``retriever.invoke(q, k=2, min_similarity=0.5, filters=...)``; also
     ``min_top_similarity`` (the answer gate; 0 turns it off), ``max_per_source``,
-    ``max_chars``, ``over_fetch`` and ``search_kwargs`` (merged over the field; no
-    filter in them). ``filters`` is a structured filter (see
-    :mod:`langchain_thresholded.filters`) and only narrows: it is combined (AND) with
-    the retriever's ``filters``, ``expr`` and ``search_kwargs`` filter. Every document
+    ``max_chars``, ``over_fetch``, ``policy`` (the whole policy, for this call) and
+    ``search_kwargs`` (merged over the field; no filter in them). ``filters`` is a
+    structured filter (see :mod:`langchain_thresholded.filters`) and only narrows: it is
+    combined (AND) with the retriever's ``filters``, ``expr`` and ``search_kwargs``
+    filter. Every document
     returned satisfies every filter in force, attachments included (those outside
     are dropped as ``outside_filters``). A raw Milvus ``expr`` is given when the
     retriever is built, never per call.
@@ -470,14 +468,17 @@ class ThresholdedRetriever(EngineRetriever):
 
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         """One call: its policy with the call's overrides, its filters and store arguments."""
-        options = check_options(self, kwargs, _CALL_OPTIONS)
+        options = check_options(self, kwargs, CALL_OPTIONS)
         state = self._state()
-        policy = state.policy.with_overrides(
-            top_k=options.get("k"), **{name: options.get(name) for name in _POLICY_OVERRIDES}
-        )
         where, store_options = filters_of_call(options)
         return plan(
-            Question(query), [state.collection], policy, filters=where, options=store_options
+            Question(query),
+            [state.collection],
+            policy_of_call(state.policy, options),
+            min_similarity=options.get("min_similarity"),
+            min_top_similarity=options.get("min_top_similarity"),
+            filters=where,
+            options=store_options,
         )
 
     def _build(self) -> _Searched:
@@ -711,6 +712,13 @@ def _inherited_kwargs(inherited: Mapping[str, Any], given: Mapping[str, Any]) ->
                 "give further restrictions as filters=..., which are ANDed with it"
             )
     return merged
+
+
+def policy_of_call(own: RetrievalPolicy, options: dict[str, Any]) -> RetrievalPolicy:
+    """The merged result's policy for one call: its ``policy``, ``k`` and the other
+    :data:`thresholded.policy.CALL_OVERRIDES` it gives."""
+    overrides = {name: options.get(name) for name in CALL_OVERRIDES if name != "top_k"}
+    return call_policy(own, options.get("policy"), top_k=options.get("k"), **overrides)
 
 
 def filters_of_call(options: dict[str, Any], configured: Any = None) -> tuple[Any, dict[str, Any]]:

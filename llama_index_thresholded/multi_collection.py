@@ -52,7 +52,7 @@ from thresholded.fanout import (
     check_one_model,
     check_unique_names,
 )
-from thresholded.policy import RetrievalPolicy, policy_or_none
+from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
 from thresholded.report import MultiCollectionReport
 from thresholded.retry import RetryPolicy
 from thresholded.scores import ScoreKind
@@ -255,12 +255,13 @@ class MultiCollectionRetriever(EngineRetriever):
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
         min_top_similarity: float | None = None,
+        **overrides: Any,
     ) -> Call[Any]:
         self._filters.check_unchanged(type(self).__name__)
         return plan(
             question,
             self._collections,
-            (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k),
+            call_policy(self._policy, policy, top_k=top_k, **overrides),
             min_similarity=min_similarity,
             min_top_similarity=min_top_similarity,
             filters=to_filter(filters),

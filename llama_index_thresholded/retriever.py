@@ -31,7 +31,7 @@ from llama_index_thresholded.filters import HeldFilters, HeldRestrictions, to_fi
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Question, adrive, drive, plan, retrieve
-from thresholded.policy import RetrievalPolicy, policy_or_none
+from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
 from thresholded.report import Report
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
@@ -84,16 +84,29 @@ class EngineRetriever(BaseRetriever):
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
         min_top_similarity: float | None = None,
+        max_per_source: int | None = None,
+        max_chars: int | None = None,
+        over_fetch: int | None = None,
     ) -> Report[NodeWithScore]:
         """Retrieve, and report what was kept, attached and dropped, for this call only.
 
         For this call, ``min_similarity`` replaces the floor (every collection's),
         ``min_top_similarity`` the answer gate (0 turns it off), ``top_k`` the number of
-        sections and ``policy`` the whole (global) policy. ``filters`` narrow the
+        sections, ``max_per_source``, ``max_chars`` and ``over_fetch`` the policy's, and
+        ``policy`` the whole (global) policy. ``filters`` narrow the
         retriever's own: both must hold (an empty or None ``filters`` changes nothing).
         The retriever is not changed.
         """
-        overrides = _overrides(min_similarity, top_k, filters, policy, min_top_similarity)
+        overrides = _overrides(
+            min_similarity,
+            top_k,
+            filters,
+            policy,
+            min_top_similarity,
+            max_per_source,
+            max_chars,
+            over_fetch,
+        )
         return self._report(str_or_query_bundle, **overrides)
 
     @dispatcher.span
@@ -106,9 +119,21 @@ class EngineRetriever(BaseRetriever):
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
         min_top_similarity: float | None = None,
+        max_per_source: int | None = None,
+        max_chars: int | None = None,
+        over_fetch: int | None = None,
     ) -> Report[NodeWithScore]:
         """Async ``retrieve_with_report``: the embedding, search and lookups are awaited."""
-        overrides = _overrides(min_similarity, top_k, filters, policy, min_top_similarity)
+        overrides = _overrides(
+            min_similarity,
+            top_k,
+            filters,
+            policy,
+            min_top_similarity,
+            max_per_source,
+            max_chars,
+            over_fetch,
+        )
         return await self._areport(str_or_query_bundle, **overrides)
 
     def _report(self, query: QueryType, **overrides: Any) -> Report[NodeWithScore]:
@@ -388,14 +413,14 @@ class ThresholdedRetriever(EngineRetriever):
         filters: MetadataFilters | None = None,
         policy: RetrievalPolicy | None = None,
         min_top_similarity: float | None = None,
+        **overrides: Any,
     ) -> Any:
         self._filters.check_unchanged(type(self).__name__)
         self._restrictions.check_unchanged(type(self).__name__)
-        call_policy = (policy_or_none(policy) or self._policy).with_overrides(top_k=top_k)
         return plan(
             question,
             [self._collection],
-            call_policy,
+            call_policy(self._policy, policy, top_k=top_k, **overrides),
             min_similarity=min_similarity,
             min_top_similarity=min_top_similarity,
             filters=to_filter(filters),
@@ -484,13 +509,19 @@ def _overrides(
     filters: MetadataFilters | None,
     policy: RetrievalPolicy | None,
     min_top_similarity: float | None = None,
+    max_per_source: int | None = None,
+    max_chars: int | None = None,
+    over_fetch: int | None = None,
 ) -> dict[str, Any]:
     return {
         "min_similarity": min_similarity,
-        "top_k": top_k,
         "filters": filters,
-        "policy": policy,
         "min_top_similarity": min_top_similarity,
+        "policy": policy,
+        "top_k": top_k,
+        "max_per_source": max_per_source,
+        "max_chars": max_chars,
+        "over_fetch": over_fetch,
     }
 
 

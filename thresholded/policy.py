@@ -336,6 +336,20 @@ def _policy_object(text: str | bytes, *, what: str) -> dict[str, Any]:
     return data
 
 
+CALL_OVERRIDES = ("top_k", "max_per_source", "max_chars", "over_fetch")
+"""The fields of the merged result's policy one call may replace (besides the whole policy,
+and the floor and gate, which apply in every collection)."""
+
+
+def call_policy(own: RetrievalPolicy, policy: object = None, **overrides: Any) -> RetrievalPolicy:
+    """One call's policy: ``policy`` (a policy or its dict) in place of the retriever's
+    ``own``, with the call's :data:`CALL_OVERRIDES` (None: as it is)."""
+    unknown = sorted(set(overrides) - set(CALL_OVERRIDES))
+    if unknown:
+        raise TypeError(f"a call cannot override {unknown}; it may: {list(CALL_OVERRIDES)}")
+    return (policy_or_none(policy) or own).with_overrides(**overrides)
+
+
 def policy_or_none(value: object, *, what: str = "policy") -> RetrievalPolicy | None:
     """``value`` when it is a policy (or None); a mapping is read as a stored policy, as
     pydantic reads one (``{"min_similarity": 0.4}``); anything else is a clear error."""

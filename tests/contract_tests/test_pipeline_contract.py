@@ -143,6 +143,23 @@ def test_every_variant_keeps_what_the_first_keeps(fixture, variant):
     )
 
 
+# One call's policy -----------------------------------------------------------------------------
+ONE_PER_SOURCE = {"max_per_source": 1, "max_chars": 10_000, "over_fetch": 4}
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_every_variant_takes_the_same_per_call_policy(fixture, variant):
+    """The same names replace the same fields for one call, in every variant: the cap, the
+    budget and the over-fetch one by one, or the whole policy; the retriever is unchanged."""
+    framework, shape, mode = variant
+    retriever = build(fixture, framework, shape)
+    one_each = outcome(framework, report_of(retriever, mode, **ONE_PER_SOURCE))
+    assert one_each.kept == ["g1", "f1", "n0"]
+    whole = POLICY.model_copy(update=ONE_PER_SOURCE)
+    assert outcome(framework, report_of(retriever, mode, policy=whole)).kept == one_each.kept
+    assert outcome(framework, report_of(retriever, mode)).kept == KEPT
+
+
 # Filters -------------------------------------------------------------------------------------
 def in_form(framework: str, condition: str, key: str, value: str) -> Any:
     """``key == value`` (condition "==") or ``key != value`` ("!="), in the framework's form."""

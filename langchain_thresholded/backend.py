@@ -42,7 +42,7 @@ from thresholded.filters import (
 )
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
-from thresholded.milvus_collection import ids_matching, vector_dims
+from thresholded.milvus_collection import checked_partitions, ids_matching, vector_dims
 from thresholded.milvus_expr import check_expression
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
@@ -113,7 +113,11 @@ class LangChainBackend:
         self._raw_expr = _all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
         self._only_ids = _only_ids(rows_kwargs)
-        self._partitions = rows_kwargs.get(_PARTITIONS) if is_milvus(self._rows) else None
+        self._partitions = (
+            checked_partitions(rows_kwargs.get(_PARTITIONS), argument=_PARTITIONS)
+            if is_milvus(self._rows)
+            else None
+        )
         if docstore is not None:
             _check_held(store)
             _no_expr_params(rows_kwargs)

@@ -48,7 +48,7 @@ from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
-from thresholded.milvus_collection import ids_matching
+from thresholded.milvus_collection import checked_partitions, ids_matching
 from thresholded.milvus_expr import membership
 from thresholded.models import check_question_model
 from thresholded.policy import RetrievalPolicy, profiled_policy
@@ -62,6 +62,8 @@ logger = logging.getLogger(__name__)
 _SEARCH_ONLY = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
 _REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 ID_LISTS = ("doc_ids", "node_ids")
+PARTITIONS = "milvus_partition_names"
+"""Where a Milvus store's keywords limit a search to the listed partitions."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class LlamaIndexBackend:
         self.mode = mode
         self._metric = metric
         self._args = search_args
+        checked_partitions(search_args["vector_store_kwargs"].get(PARTITIONS), argument=PARTITIONS)
         self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
         self._engine_dialect: Dialect | None = None
         self.dimension = collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
@@ -275,7 +278,7 @@ class LlamaIndexBackend:
             "output_fields": fields,
             "search_params": kwargs.get("milvus_search_config", store.search_config),
             "anns_field": store.embedding_field,
-            "partition_names": kwargs.get("milvus_partition_names"),
+            "partition_names": kwargs.get(PARTITIONS),
         }
 
     # Sections by id ------------------------------------------------------------------------
@@ -313,7 +316,7 @@ class LlamaIndexBackend:
         """The ids among ``ids`` inside the raw expressions and the partitions searched."""
         store = self._store
         expr = " and ".join(f"({c})" for c in self._store_restrictions())
-        partitions = self._args["vector_store_kwargs"].get("milvus_partition_names")
+        partitions = self._args["vector_store_kwargs"].get(PARTITIONS)
         return ids_matching(
             store.client, store.collection_name, "id", ids, expr, partitions=partitions
         )
@@ -500,7 +503,7 @@ class _StoreKeywords:
 
 _MMR = ("mmr_threshold", "mmr_prefetch_factor", "mmr_prefetch_k")
 _MILVUS_KEYWORDS = _StoreKeywords(
-    restricting=frozenset({"string_expr", "milvus_scalar_filters", "milvus_partition_names"}),
+    restricting=frozenset({"string_expr", "milvus_scalar_filters", PARTITIONS}),
     tuning=frozenset({"milvus_search_config", "milvus_sparse_search_config", *_MMR}),
 )
 _CHROMA_KEYWORDS = _StoreKeywords(

@@ -22,6 +22,7 @@ from llama_index.core.vector_stores.types import (
 
 from llama_index_thresholded.backend import (
     ID_LISTS,
+    PARTITIONS,
     index_collection,
     restricting_kwargs,
     restricts,
@@ -31,6 +32,7 @@ from llama_index_thresholded.filters import HeldFilters, HeldRestrictions, to_fi
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Question, adrive, drive, plan, retrieve
+from thresholded.milvus_collection import checked_partitions
 from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
 from thresholded.report import Report
 from thresholded.retry import RetryPolicy
@@ -493,6 +495,7 @@ def _kwargs_both(
     replace the other. A keyword given as None or empty (``string_expr=""``) restricts
     nothing, so it leaves the wrapped retriever's as it is."""
     inherited = inherited or {}
+    checked_partitions((given or {}).get(PARTITIONS), argument=PARTITIONS)  # refused, not dropped
     given = _set_only(given or {}, lambda key, value: not restricts(value))
     merged = {**inherited, **given}
     exprs = [k.get("string_expr") for k in (inherited, given) if k.get("string_expr")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from thresholded.errors import CollectionNotFoundError
+from thresholded.errors import CollectionNotFoundError, UnsafeFilterError
 
 
 def describe_existing(
@@ -46,6 +46,30 @@ def index_metric(client: Any, collection_name: str, field: str) -> str | None:
         if described.get("metric_type"):
             return str(described["metric_type"])
     return None
+
+
+def checked_partitions(partitions: Any, *, argument: str) -> tuple[str, ...] | None:
+    """The partitions a search is limited to (None: every one). A list that names none is
+    refused, as is anything but a list of names: Milvus reads an empty list as every
+    partition, so a list built from a caller's rights that came out empty would widen the
+    search instead of narrowing it."""
+    if partitions is None:
+        return None
+    if isinstance(partitions, str):
+        raise TypeError(
+            f"{argument} takes a list of partition names, got the string {partitions!r}: "
+            f"write [{partitions!r}] for one partition"
+        )
+    if not isinstance(partitions, Sequence | set | frozenset) or not all(
+        isinstance(p, str) for p in partitions
+    ):
+        raise TypeError(f"{argument} takes a list of partition names, got {partitions!r}")
+    if not partitions:
+        raise UnsafeFilterError(
+            f"{argument}=[] names no partition, and Milvus would search every partition: "
+            f"give the partitions to search, or leave {argument} out to search them all"
+        )
+    return tuple(partitions)
 
 
 def ids_matching(

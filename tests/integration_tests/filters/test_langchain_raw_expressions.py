@@ -286,6 +286,15 @@ def test_partition_names_given_to_from_retriever_cannot_replace_the_wrapped_ones
         )
 
 
+def test_partition_names_that_name_no_partition_are_refused(leaky) -> None:
+    """Milvus searches every partition for an empty list, the internal ones included."""
+    with pytest.raises(UnsafeFilterError, match=r"partition_names=\[\] names no partition"):
+        over_store(leaky, search_kwargs={"partition_names": []})
+    wrapped = leaky.langchain_store.as_retriever(search_kwargs={"partition_names": []})
+    with pytest.raises(UnsafeFilterError, match=r"names no partition"):
+        lc.ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+
+
 # Filters on the collection's own fields ----------------------------------------------------------
 @pytest.mark.parametrize(
     "where",

@@ -14,6 +14,7 @@ from llama_index.core.retrievers import VectorIndexRetriever
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import ThresholdedRetriever
+from thresholded.errors import UnsafeFilterError
 
 PUBLIC = {"pub-a", "pub-c"}
 
@@ -177,6 +178,20 @@ def test_from_retriever_keeps_the_wrapped_string_expr_beside_an_empty_one(kit, m
         wrapped,
         kit.policy(min_similarity=0.0),
         pushdown=False,
-        vector_store_kwargs={"string_expr": empty, "milvus_partition_names": empty},
+        vector_store_kwargs={"string_expr": empty, "milvus_partition_names": None},
     )
     assert ids(restricted.retrieve_with_report(kit.QUESTION)) == PUBLIC
+
+
+def test_partition_names_that_name_no_partition_are_refused(kit, milvus_index):
+    """Milvus searches every partition for an empty list: a list of the partitions a caller
+    may read that came out empty would have opened all of them."""
+    with pytest.raises(UnsafeFilterError, match=r"milvus_partition_names=\[\] names no partition"):
+        retriever(kit, milvus_index, vector_store_kwargs={"milvus_partition_names": []})
+    wrapped = VectorIndexRetriever(milvus_index)
+    with pytest.raises(UnsafeFilterError, match=r"names no partition"):
+        ThresholdedRetriever.from_retriever(
+            wrapped, kit.policy(), vector_store_kwargs={"milvus_partition_names": []}
+        )
+    with pytest.raises(TypeError, match=r"got the string 'public': write \['public'\]"):
+        retriever(kit, milvus_index, vector_store_kwargs={"milvus_partition_names": "public"})

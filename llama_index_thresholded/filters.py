@@ -21,6 +21,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
+from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Combine, Condition, Filter, Group, Op
 from thresholded.filters.model import kind
 
@@ -31,7 +32,9 @@ _NEGATIVE = frozenset({Op.NE, Op.NIN})
 
 def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None:
     """LlamaIndex filters in the core model; an empty top-level ``MetadataFilters`` is no
-    filter, an empty one nested inside is an error."""
+    filter, as LlamaIndex reads it, and an empty one nested inside is an error. An empty
+    top-level OR is refused: LlamaIndex reads it as no filter, though "any of nothing"
+    holds for no row (an OR of a caller's rights that came out empty would admit all)."""
     if filters is None:
         return None
     if isinstance(filters, MetadataFilter):
@@ -39,6 +42,12 @@ def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None
     if not isinstance(filters, MetadataFilters):
         raise TypeError(f"filters must be LlamaIndex MetadataFilters, got {type(filters).__name__}")
     if not filters.filters:
+        if filters.condition == FilterCondition.OR:
+            raise UnsafeFilterError(
+                "MetadataFilters(filters=[], condition='or') holds no condition: LlamaIndex "
+                "reads it as no filter, which admits every section, yet any of no condition "
+                "admits none. Give it conditions, or pass filters=None for no filter"
+            )
         return None
     return _group(filters)
 

@@ -451,7 +451,7 @@ def question_of(query: QueryType) -> Question:
 
 def _both(*filters: MetadataFilters | None) -> MetadataFilters | None:
     """Filters that must all hold: the wrapped retriever's and the new ones."""
-    given = [f for f in filters if f is not None and f.filters]
+    given = [f for f in filters if to_filter(f) is not None]
     if len(given) <= 1:
         return given[0] if given else None
     return MetadataFilters(filters=list(given), condition=FilterCondition.AND)

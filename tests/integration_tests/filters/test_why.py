@@ -108,6 +108,39 @@ def test_a_call_cannot_widen_the_retriever_filters(leaky, call) -> None:
     assert doc_types(report.items) <= {"public"}
 
 
+EMPTY_OR = MetadataFilters(filters=[], condition=FilterCondition.OR)
+"""An OR of the doc types a caller may read, built from rights that came out empty:
+LlamaIndex reads it as no filter."""
+
+
+def test_an_empty_or_is_refused_wherever_llama_index_filters_go(leaky) -> None:
+    from thresholded import UnsafeFilterError
+
+    refused = pytest.raises(UnsafeFilterError, match=r"filters=\[\], condition='or'")
+    with refused:
+        llama(leaky, filters=EMPTY_OR)
+    with refused:
+        llama(leaky).retrieve_with_report(QUESTION, filters=EMPTY_OR)
+    with refused:
+        li.ThresholdedRetriever.from_retriever(
+            leaky.llama_index.as_retriever(), POLICY, filters=EMPTY_OR
+        )
+    multi = li.MultiCollectionRetriever([li.CollectionSpec(leaky.llama_index, name="kb")], POLICY)
+    with refused:
+        multi.retrieve_with_report(QUESTION, filters=EMPTY_OR)
+    with refused:
+        li.MultiCollectionRetriever(
+            [li.CollectionSpec(leaky.llama_index, name="kb")], POLICY, filters=EMPTY_OR
+        )
+
+
+def test_langchain_refuses_an_empty_or_too(leaky) -> None:
+    from thresholded import UnsafeFilterError
+
+    with pytest.raises(UnsafeFilterError, match="empty OR group"):
+        langchain(leaky).invoke(QUESTION, filters={"$or": []})
+
+
 @pytest.mark.parametrize(
     "options",
     [{"expr": None}, {"expr": ""}, {"search_kwargs": {"expr": None}}, {"filter": "true"}],

@@ -101,6 +101,8 @@ class LlamaIndexBackend:
         self._metric = metric
         self._args = search_args
         checked_partitions(search_args["vector_store_kwargs"].get(PARTITIONS), argument=PARTITIONS)
+        for name in ID_LISTS:
+            _check_ids(search_args[name], argument=name)
         self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
         self._engine_dialect: Dialect | None = None
         self.dimension = collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
@@ -395,6 +397,19 @@ class LlamaIndexBackend:
         """``doc_ids=[]`` or ``node_ids=[]``: no section is within them, so nothing is searched
         (a store would read an empty list as no restriction at all)."""
         return any(self._args[k] is not None and len(self._args[k]) == 0 for k in ID_LISTS)
+
+
+def _check_ids(ids: Any, *, argument: str) -> None:
+    """``doc_ids`` and ``node_ids`` are lists of ids: a lone string would be read as a
+    substring test in memory (``"doc-a" in "doc-a-internal"``)."""
+    if ids is None:
+        return
+    if isinstance(ids, str) or not isinstance(ids, Sequence | set | frozenset):
+        one = f": write [{ids!r}] for one" if isinstance(ids, str) else ""
+        raise TypeError(f"{argument} takes a list of ids, got {type(ids).__name__} {ids!r}{one}")
+    others = sorted({type(i).__name__ for i in ids if not isinstance(i, str)})
+    if others:
+        raise TypeError(f"{argument} takes a list of ids (strings), got values of type {others}")
 
 
 def index_collection(

@@ -143,3 +143,19 @@ def test_an_empty_id_list_admits_nothing(kit, restriction):
     )
     report = retriever.retrieve_with_report(kit.QUESTION)
     assert report.items == [] and report.nothing_matched
+
+
+@pytest.mark.parametrize("restriction", ["doc_ids", "node_ids"])
+def test_an_id_given_as_a_string_is_refused(kit, restriction):
+    """``doc_ids="en"`` would be a substring test: "e" and "en" in "en" both admitted."""
+    with pytest.raises(TypeError, match=rf"{restriction} takes a list of ids.*write \['en'\]"):
+        ThresholdedRetriever(
+            documents_index(kit), kit.policy(), metric="COSINE", **{restriction: "en"}
+        )
+    base = VectorIndexRetriever(documents_index(kit), **{restriction: "en"})
+    with pytest.raises(TypeError, match=rf"{restriction} takes a list of ids"):
+        ThresholdedRetriever.from_retriever(base, metric="COSINE")
+    with pytest.raises(TypeError, match=r"strings\), got values of type \['int'\]"):
+        ThresholdedRetriever(
+            documents_index(kit), kit.policy(), metric="COSINE", **{restriction: [1]}
+        )

@@ -198,6 +198,7 @@ def _checked_value(key: str, op: Op, value: object) -> Scalar | tuple[Scalar, ..
         raise UnsafeFilterError(f"the filter on {key!r} ({op.value}) has no value")
     if op in LISTS:
         return _list(key, op, value)
+    value = builtin(value)
     if isinstance(value, list | tuple):
         fix = " use IN or NIN for a list of values" if op in (Op.EQ, Op.NE) else ""
         raise UnsafeFilterError(
@@ -217,7 +218,7 @@ def _checked_value(key: str, op: Op, value: object) -> Scalar | tuple[Scalar, ..
 def _list(key: str, op: Op, value: object) -> tuple[Scalar, ...]:
     if isinstance(value, str | bytes) or not isinstance(value, list | tuple | set | frozenset):
         raise UnsafeFilterError(f"{op.value} on {key!r} needs a list of values, got {value!r}")
-    items = tuple(value)
+    items = tuple(builtin(item) for item in value)
     for item in items:
         _scalar(key, op, item)
     kinds = {kind(item) for item in items}
@@ -227,6 +228,20 @@ def _list(key: str, op: Op, value: object) -> tuple[Scalar, ...]:
             "one type, so give values of one type (split the filter with OR)"
         )
     return items
+
+
+def builtin(value: object) -> object:
+    """A value as the built-in bool, int, float or str it stands for: a numpy scalar's, an
+    enum's (``StrEnum``, ``IntEnum``), another subclass's. A store writes values as their
+    ``repr``, which for these is no value (``np.float64(0.5)``, ``<Color.RED: 'red'>``)."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        value = value.item()  # type: ignore[attr-defined]
+    if isinstance(value, bool):
+        return bool(value)
+    for base in (int, float, str):
+        if isinstance(value, base) and type(value) is not base:
+            return base.__dict__[f"__{base.__name__}__"](value)
+    return value
 
 
 def _scalar(key: str, op: Op, value: object) -> None:

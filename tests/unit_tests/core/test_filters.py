@@ -200,3 +200,33 @@ def test_a_negative_number_is_an_argument_milvus_reads(dialect: Dialect) -> None
     assert to_milvus(c(Op.CONTAINS, -1), dialect).expr == "json_contains(k, (-1))"
     assert to_milvus(c(Op.CONTAINS, -2.5), dialect).expr == "json_contains(k, (-2.5))"
     assert to_milvus(c(Op.ANY, [-1, 2]), dialect).expr == "json_contains_any(k, [-1, 2])"
+
+
+def test_numpy_and_enum_values_are_their_built_in_values() -> None:
+    """A store writes a value's ``repr``: ``np.float64(0.5)`` and ``<Level.HIGH: 'high'>``
+    are no Milvus literals, and an enum is no str to a row's JSON value."""
+    import enum
+
+    np = pytest.importorskip("numpy")
+
+    class Level(enum.StrEnum):
+        HIGH = "high"
+
+    class Rank(enum.IntEnum):
+        TOP = 1
+
+    written = to_milvus(
+        Group(
+            Combine.AND,
+            (c(Op.GT, np.float64(0.5)), c(Op.EQ, Level.HIGH, "level"), c(Op.IN, [Rank.TOP])),
+        ),
+        Dialect.MODERN,
+    )
+    assert written.expr == '((k > 0.5) and (level == "high") and (k == 1))'
+    for value in (np.int64(3), np.bool_(True), np.str_("a")):
+        assert type(c(Op.EQ, value).value) is type(value.item())
+    assert matches(c(Op.EQ, np.int64(1)), {"k": 1}) and matches(
+        c(Op.EQ, Level.HIGH, "l"), {"l": "high"}
+    )
+    with pytest.raises(UnsafeFilterError, match="type ndarray"):
+        c(Op.EQ, np.array([1.0]))

@@ -32,6 +32,7 @@ from llama_index_thresholded.filters import HeldFilters, HeldRestrictions, to_fi
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Question, adrive, drive, plan, retrieve
+from thresholded.errors import UnsafeFilterError
 from thresholded.milvus_collection import checked_partitions
 from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
 from thresholded.report import Report
@@ -354,8 +355,8 @@ class ThresholdedRetriever(EngineRetriever):
             "vector_store_query_mode": retriever._vector_store_query_mode,
             "embed_model": retriever._embed_model,
             "alpha": retriever._alpha,
-            "doc_ids": _inherited_ids(retriever, retriever._doc_ids),
-            "node_ids": _inherited_ids(retriever, retriever._node_ids),
+            "doc_ids": _inherited_doc_ids(retriever),
+            "node_ids": _inherited_node_ids(retriever),
             "sparse_top_k": retriever._sparse_top_k,
             "hybrid_top_k": retriever._hybrid_top_k,
             "vector_store_kwargs": _kwargs_both(
@@ -457,12 +458,28 @@ def _both(*filters: MetadataFilters | None) -> MetadataFilters | None:
     return MetadataFilters(filters=list(given), condition=FilterCondition.AND)
 
 
-def _inherited_ids(retriever: VectorIndexRetriever, ids: list[str] | None) -> list[str] | None:
-    """A wrapped retriever's ``doc_ids`` or ``node_ids`` as its store reads them: a store that
-    keeps the text (Milvus, Chroma, ...) reads an empty list as no restriction, and
+def _inherited_node_ids(retriever: VectorIndexRetriever) -> list[str] | None:
+    """A wrapped retriever's ``node_ids`` as its store reads them: a store that keeps the
+    text (Milvus, Chroma, ...) reads an empty list as no restriction, and
     ``index.as_retriever()`` passes one to mean every node."""
+    ids = retriever._node_ids
     if ids is not None and not ids and getattr(retriever._vector_store, "stores_text", False):
         return None
+    return ids
+
+
+def _inherited_doc_ids(retriever: VectorIndexRetriever) -> list[str] | None:
+    """A wrapped retriever's ``doc_ids``. An empty list is refused where its store reads it
+    as every document: ``index.as_retriever()`` never sets it, so it was given, and a list of
+    the documents a caller may read that came out empty would open all of them (here an
+    empty list names none)."""
+    ids = retriever._doc_ids
+    if ids is not None and not ids and getattr(retriever._vector_store, "stores_text", False):
+        raise UnsafeFilterError(
+            f"the wrapped retriever's doc_ids=[] names no document, and "
+            f"{type(retriever._vector_store).__name__} searches every document for an empty "
+            "list: give it the documents to search, or doc_ids=None to search them all"
+        )
     return ids
 
 

@@ -9,6 +9,7 @@ from llama_index.core.schema import NodeRelationship, RelatedNodeInfo
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import ThresholdedRetriever
+from thresholded.errors import UnsafeFilterError
 
 ENGLISH = MetadataFilters(filters=[MetadataFilter(key="lang", value="en")])
 
@@ -159,3 +160,21 @@ def test_an_id_given_as_a_string_is_refused(kit, restriction):
         ThresholdedRetriever(
             documents_index(kit), kit.policy(), metric="COSINE", **{restriction: [1]}
         )
+
+
+def test_a_wrapped_empty_doc_ids_is_refused(kit):
+    """A store that keeps the text reads ``doc_ids=[]`` as every document, and wrapping it
+    used to keep that reading: a list of the documents a caller may read that came out empty
+    returned all of them. ``index.as_retriever()`` never sets ``doc_ids``."""
+    base = VectorIndexRetriever(documents_index(kit), doc_ids=[])
+    with pytest.raises(UnsafeFilterError, match=r"doc_ids=\[\] names no document.*doc_ids=None"):
+        ThresholdedRetriever.from_retriever(base, kit.policy(min_similarity=0.0), metric="COSINE")
+
+
+def test_a_wrapped_as_retriever_still_searches_every_node(kit):
+    """``index.as_retriever()`` passes ``node_ids=[]`` to mean every node."""
+    base = documents_index(kit).as_retriever()
+    retriever = ThresholdedRetriever.from_retriever(
+        base, kit.policy(min_similarity=0.0), metric="COSINE", neighbours=0
+    )
+    assert {n.node.metadata["lang"] for n in retriever.retrieve(kit.QUESTION)} == {"en", "de"}

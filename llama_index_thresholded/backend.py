@@ -540,6 +540,7 @@ def _check_store_kwargs(store: Any, kwargs: Mapping[str, Any], attachments: Atta
         if kwargs and attachments.enabled:
             raise ValueError(_unheld_message(store, sorted(kwargs)))
         return
+    _check_restriction_types(kwargs, known.restricting)
     unknown = sorted(set(kwargs) - known.accepted)
     if unknown:
         raise ValueError(
@@ -548,6 +549,29 @@ def _check_store_kwargs(store: Any, kwargs: Mapping[str, Any], attachments: Atta
             "neither for the search nor for the neighbours and parent summaries. Give it as "
             "filters=... (MetadataFilters), which hold for both"
         )
+
+
+_RESTRICTION_TYPES: dict[str, tuple[type, str]] = {
+    "string_expr": (str, "a Milvus boolean expression string"),
+    "where": (Mapping, "a Chroma where clause (a dict)"),
+    "where_document": (Mapping, "a Chroma where_document clause (a dict)"),
+}
+"""Restricting keywords whose value the store tests for truth before reading it: one of
+another type that is false (``string_expr=0``, ``where=[]``) would restrict nothing."""
+
+
+def _check_restriction_types(kwargs: Mapping[str, Any], restricting: frozenset[str]) -> None:
+    """Refuse a restricting keyword of another type than the store reads: a false one would
+    be read as no restriction, instead of restricting the search."""
+    for key in sorted(restricting & _RESTRICTION_TYPES.keys()):
+        kind, what = _RESTRICTION_TYPES[key]
+        value = kwargs.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(
+                f"vector_store_kwargs[{key!r}] must be {what}, got {type(value).__name__} "
+                f"{value!r}: the store reads no other type, and one that is false as no "
+                "restriction at all. Leave it out (or None) to restrict nothing"
+            )
 
 
 _NO_KEYWORDS = _StoreKeywords(restricting=frozenset(), tuning=frozenset())

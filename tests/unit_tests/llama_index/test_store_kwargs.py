@@ -195,3 +195,21 @@ def test_partition_names_that_name_no_partition_are_refused(kit, milvus_index):
         )
     with pytest.raises(TypeError, match=r"got the string 'public': write \['public'\]"):
         retriever(kit, milvus_index, vector_store_kwargs={"milvus_partition_names": "public"})
+
+
+@pytest.mark.parametrize("where", [[], "", 0])
+def test_a_chroma_where_that_is_no_clause_is_refused(kit, chroma_index, where):
+    """LlamaIndex's Chroma store drops a false ``where``: every section came back."""
+    with pytest.raises(TypeError, match=r"vector_store_kwargs\['where'\] must be a Chroma where"):
+        retriever(kit, chroma_index, vector_store_kwargs={"where": where})
+
+
+@pytest.mark.parametrize("expr", [0, False, ["doc_type == 'public'"]])
+def test_a_milvus_string_expr_that_is_no_string_is_refused(kit, milvus_index, expr):
+    """A false ``string_expr`` was dropped (every section came back); a list failed in
+    Milvus."""
+    with pytest.raises(TypeError, match=r"vector_store_kwargs\['string_expr'\] must be a Milvus"):
+        retriever(kit, milvus_index, vector_store_kwargs={"string_expr": expr})
+    wrapped = VectorIndexRetriever(milvus_index, vector_store_kwargs={"string_expr": expr})
+    with pytest.raises(TypeError, match=r"string_expr"):
+        ThresholdedRetriever.from_retriever(wrapped, kit.policy(), pushdown=False)

@@ -8,6 +8,7 @@ metric its index really uses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,7 +70,28 @@ def checked_partitions(partitions: Any, *, argument: str) -> tuple[str, ...] | N
             f"{argument}=[] names no partition, and Milvus would search every partition: "
             f"give the partitions to search, or leave {argument} out to search them all"
         )
+    for name in partitions:
+        _check_partition_name(name, argument=argument)
     return tuple(partitions)
+
+
+PARTITION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_$-]{0,254}")
+"""What Milvus lets a partition be named (ASCII letters, digits, ``_``; ``$`` on older
+servers, ``-`` on newer ones), and nothing a pattern reads as more than itself."""
+
+
+def _check_partition_name(name: str, *, argument: str) -> None:
+    """Refuse a name no partition can have. A search does not check the names it is given
+    as strictly as a partition's creation does, and a server that reads them as patterns
+    (Milvus before 2.3.4, or ``proxy.partitionNameRegexp``) searches every partition
+    whose name matches ``^name$``: ``".*"`` opens them all."""
+    if not PARTITION_NAME.fullmatch(name):
+        raise UnsafeFilterError(
+            f"{argument} holds {name!r}, which no Milvus partition can be named (letters, "
+            "digits, '_', '-' and '$' only), and a server that reads partition names as "
+            "patterns would search every partition it matches: give partition names "
+            "exactly as they were created"
+        )
 
 
 def ids_matching(

@@ -295,6 +295,16 @@ def test_partition_names_that_name_no_partition_are_refused(leaky) -> None:
         lc.ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
 
 
+def test_partition_names_read_as_patterns_are_refused(leaky) -> None:
+    """A server that reads partition names as patterns (Milvus before 2.3.4) would search
+    every partition whose name matches: ``".*"`` all of them."""
+    with pytest.raises(UnsafeFilterError, match=r"'\.\*', which no Milvus partition"):
+        over_store(leaky, search_kwargs={"partition_names": ["public", ".*"]})
+    wrapped = leaky.langchain_store.as_retriever(search_kwargs={"partition_names": ["pub.*"]})
+    with pytest.raises(UnsafeFilterError, match=r"which no Milvus partition"):
+        lc.ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+
+
 # Filters on the collection's own fields ----------------------------------------------------------
 @pytest.mark.parametrize(
     "where",

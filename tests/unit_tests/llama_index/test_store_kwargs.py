@@ -213,3 +213,9 @@ def test_a_milvus_string_expr_that_is_no_string_is_refused(kit, milvus_index, ex
     wrapped = VectorIndexRetriever(milvus_index, vector_store_kwargs={"string_expr": expr})
     with pytest.raises(TypeError, match=r"string_expr"):
         ThresholdedRetriever.from_retriever(wrapped, kit.policy(), pushdown=False)
+
+
+def test_partition_names_read_as_patterns_are_refused(kit, milvus_index):
+    """A server that reads partition names as patterns would search every partition."""
+    with pytest.raises(UnsafeFilterError, match=r"'\.\*', which no Milvus partition"):
+        retriever(kit, milvus_index, vector_store_kwargs={"milvus_partition_names": [".*"]})

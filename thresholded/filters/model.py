@@ -11,7 +11,8 @@ extended to nested groups:
 
 A filter that means nothing is refused here, before any query: an empty group inside
 another, a list whose values are of different types, a list with EQ or NE (use IN or
-NIN), TEXT_MATCH with a value that is not a string, a missing or non-finite value.
+NIN), TEXT_MATCH with a value that is not a string, a missing or non-finite value, a
+value given to IS_EMPTY.
 A top-level empty filter is no filter: adapters turn it into ``None``.
 """
 
@@ -193,7 +194,7 @@ def none_match(f: Filter | None) -> bool:
 # Values ------------------------------------------------------------------------------------
 def _checked_value(key: str, op: Op, value: object) -> Scalar | tuple[Scalar, ...] | None:
     if op is Op.IS_EMPTY:
-        return None
+        return _no_value(key, value)
     if value is None:
         raise UnsafeFilterError(f"the filter on {key!r} ({op.value}) has no value")
     if op in LISTS:
@@ -213,6 +214,18 @@ def _checked_value(key: str, op: Op, value: object) -> Scalar | tuple[Scalar, ..
     if op in ORDERED and isinstance(value, bool):
         raise UnsafeFilterError(f"{op.value} on {key!r} needs a number or a string, got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def _no_value(key: str, value: object) -> None:
+    """IS_EMPTY takes no value. One given would be ignored, whatever it says:
+    ``is_empty "false"`` (as an agent or a JSON form writes "is not empty") would still
+    mean "is empty", and admit exactly the sections its writer meant to leave out."""
+    if value is not None:
+        raise UnsafeFilterError(
+            f"is_empty on {key!r} takes no value, got {value!r}, which would be ignored: "
+            'give None; for "is not empty", put the condition under a NOT group'
+        )
+    return None
 
 
 def _list(key: str, op: Op, value: object) -> tuple[Scalar, ...]:

@@ -118,6 +118,7 @@ class LangChainBackend:
             if is_milvus(self._rows)
             else None
         )
+        _check_member_partitions(store)
         if docstore is not None:
             _check_held(store)
             _no_expr_params(rows_kwargs)
@@ -632,6 +633,25 @@ def _fields(retriever: BaseRetriever) -> dict[str, Any]:
 def _members(retriever: BaseRetriever) -> list[BaseRetriever]:
     """The retrievers whose documents a wrapped retriever returns: an ensemble's, or itself."""
     return list(retriever.retrievers) if is_ensemble(retriever) else [retriever]  # type: ignore[attr-defined]
+
+
+def _check_member_partitions(store: VectorStore) -> None:
+    """The partitions each Milvus member of a wrapped ensemble searches, checked as the
+    retriever's own are: a member runs with its own ``search_kwargs``, and Milvus searches
+    every partition for ``partition_names=[]``."""
+    if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
+        return
+    for member in _store_members(store.retriever):
+        if is_milvus(member.vectorstore):
+            partitions = member.search_kwargs.get(_PARTITIONS)
+            checked_partitions(partitions, argument=f"a member's {_PARTITIONS}")
+
+
+def _store_members(retriever: BaseRetriever, depth: int = 0) -> list[VectorStoreRetriever]:
+    """The ``store.as_retriever(...)`` members of an ensemble, nested ensembles' included."""
+    if not is_ensemble(retriever) or depth > 8:
+        return [retriever] if isinstance(retriever, VectorStoreRetriever) else []
+    return [m for r in _members(retriever) for m in _store_members(r, depth + 1)]
 
 
 def _unread_members(store: VectorStore) -> list[str]:

@@ -168,6 +168,25 @@ def test_an_ensemble_members_filter_with_a_docstore_is_refused(leaky) -> None:
     assert doc_types(report.items) == {"public"}
 
 
+@pytest.mark.parametrize("partitions", [[], [".*"]])
+def test_an_ensemble_members_partitions_that_name_none_are_refused(leaky, partitions) -> None:
+    """The member searches with its own search_kwargs: Milvus searches every partition for
+    an empty list (every section came back), and a server that reads names as patterns
+    for ".*"."""
+    wrapped = ensemble(leaky, {"partition_names": partitions})
+    with pytest.raises(UnsafeFilterError, match=r"a member's partition_names"):
+        lc.ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    nested = classic.EnsembleRetriever(retrievers=[wrapped], weights=[1.0])
+    with pytest.raises(UnsafeFilterError, match=r"a member's partition_names"):
+        lc.ThresholdedRetriever.from_retriever(nested, policy=POLICY)
+    changed = ensemble(leaky, {})
+    retriever = lc.ThresholdedRetriever.from_retriever(changed, policy=POLICY)
+    changed.retrievers[0].search_kwargs["partition_names"] = partitions
+    with pytest.raises(UnsafeFilterError, match=r"a member's partition_names"):
+        retriever.invoke(QUESTION)
+
+
 def test_an_ensemble_members_filter_without_a_docstore_holds(leaky) -> None:
     retriever = lc.ThresholdedRetriever.from_retriever(
         ensemble(leaky, {"expr": PUBLIC}), policy=POLICY

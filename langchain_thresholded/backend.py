@@ -17,6 +17,8 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableWithFallbacks
+from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
@@ -118,10 +120,11 @@ class LangChainBackend:
             if is_milvus(self._rows)
             else None
         )
-        _check_member_partitions(store)
         if docstore is not None:
             _check_held(store)
             _no_expr_params(rows_kwargs)
+        _check_filters_read(self._rows, rows_kwargs, held=frozenset({_ONLY_IDS}))
+        _check_members(store)
         self._engine_dialect: Dialect | None = None
         self._milvus_dimension = _milvus_dimension(self._rows) if is_milvus(self._rows) else None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
@@ -635,23 +638,75 @@ def _members(retriever: BaseRetriever) -> list[BaseRetriever]:
     return list(retriever.retrievers) if is_ensemble(retriever) else [retriever]  # type: ignore[attr-defined]
 
 
-def _check_member_partitions(store: VectorStore) -> None:
-    """The partitions each Milvus member of a wrapped ensemble searches, checked as the
-    retriever's own are: a member runs with its own ``search_kwargs``, and Milvus searches
-    every partition for ``partition_names=[]``."""
+def _check_members(store: VectorStore) -> None:
+    """Each ``store.as_retriever(...)`` member of a wrapped ensemble searches with its own
+    ``search_kwargs``: they are checked as the retriever's own are (its store filters are
+    read by its store; on Milvus, its partitions name some)."""
     if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
         return
     for member in _store_members(store.retriever):
+        _check_filters_read(member.vectorstore, member.search_kwargs, whose="a member's ")
         if is_milvus(member.vectorstore):
             partitions = member.search_kwargs.get(_PARTITIONS)
             checked_partitions(partitions, argument=f"a member's {_PARTITIONS}")
 
 
-def _store_members(retriever: BaseRetriever, depth: int = 0) -> list[VectorStoreRetriever]:
-    """The ``store.as_retriever(...)`` members of an ensemble, nested ensembles' included."""
-    if not is_ensemble(retriever) or depth > 8:
+_READ_FILTERS = {
+    "milvus": frozenset({*_RAW_EXPR_KEYS, _PARTITIONS, _EXPR_PARAMS}),
+    "chroma": frozenset({"filter", "where_document", _ONLY_IDS}),
+    "in-memory": frozenset({"filter"}),
+}
+"""The store filters each known store's search reads."""
+
+
+def _filters_read(store: VectorStore) -> frozenset[str] | None:
+    """The store filters ``store``'s search reads; None where it is not known."""
+    if is_milvus(store):
+        return _READ_FILTERS["milvus"]
+    if is_chroma(store):
+        return _READ_FILTERS["chroma"]
+    if type(store) is InMemoryVectorStore or is_faiss(store):
+        return _READ_FILTERS["in-memory"]
+    return None
+
+
+def _check_filters_read(
+    store: VectorStore,
+    search_kwargs: Mapping[str, Any],
+    whose: str = "",
+    held: frozenset[str] = frozenset(),
+) -> None:
+    """Refuse a store filter the store's search does not read, but those the engine holds
+    itself (``held``: the retriever's own ``ids``, not an ensemble member's): a store drops
+    unknown arguments without a word (``where`` on Milvus or an ``InMemoryVectorStore``), so
+    the restriction would not hold and every document would come back."""
+    read = _filters_read(store)
+    read = None if read is None else read | held
+    unread = [] if read is None else [k for k in _filter_keys(search_kwargs) if k not in read]
+    if unread:
+        raise ValueError(
+            f"{whose}search_kwargs {unread} are not filters {type(store).__name__}'s search "
+            f"reads (it reads {sorted(read)}), which drops them: nothing would be "
+            "restricted. Give the restriction as filters=... (a structured filter or a dict "
+            "such as {'doc_type': 'public'}), which every store applies"
+        )
+
+
+def _store_members(retriever: Any, depth: int = 0) -> list[VectorStoreRetriever]:
+    """The ``store.as_retriever(...)`` members of an ensemble, however they are wrapped:
+    nested ensembles, ``with_retry()``, ``with_config(...)``, ``with_fallbacks(...)`` (each
+    fallback searches with its own arguments too)."""
+    while isinstance(retriever, RunnableBindingBase):
+        retriever = retriever.bound
+    if depth > 8:
+        return []
+    if isinstance(retriever, RunnableWithFallbacks):
+        inner = [retriever.runnable, *retriever.fallbacks]
+    elif is_ensemble(retriever):
+        inner = _members(retriever)
+    else:
         return [retriever] if isinstance(retriever, VectorStoreRetriever) else []
-    return [m for r in _members(retriever) for m in _store_members(r, depth + 1)]
+    return [m for r in inner for m in _store_members(r, depth + 1)]
 
 
 def _unread_members(store: VectorStore) -> list[str]:

@@ -286,7 +286,8 @@ class ThresholdedRetriever(EngineRetriever):
     """Passed to every search, e.g. Milvus's ``{"param": ...}``; a raw ``{"expr": ...}`` (or
     ``filter``) here is ANDed with every call's filters. Its restrictions (``expr``,
     ``filter``, ``where``, ``where_document``, Chroma's ``ids``, Milvus's
-    ``partition_names``) hold for attachments too, and a call cannot replace them."""
+    ``partition_names``) hold for attachments too, and a call cannot replace them; one the
+    store's search does not read (``where`` on Milvus) is refused."""
     filters: Any = None
     """The retriever's own filter, structured (see :mod:`langchain_thresholded.filters`):
     it holds in every call, and a call's ``filters`` narrow it."""

@@ -145,6 +145,17 @@ def test_mmr_ids_are_primary_keys_whatever_the_metadata_holds(leaky) -> None:
     assert retriever._id_key() == leaky.langchain_store._primary_field
 
 
+@pytest.mark.parametrize("key", ["where", "where_document"])
+def test_a_chroma_filter_on_milvus_is_refused(leaky, key) -> None:
+    """langchain-milvus drops search arguments it does not know: Chroma's ``where`` held
+    nothing, and the internal sections came back."""
+    with pytest.raises(ValueError, match=rf"\['{key}'\] are not filters Milvus's search"):
+        over_store(leaky, search_kwargs={key: {"doc_type": "public"}})
+    wrapped = leaky.langchain_store.as_retriever(search_kwargs={key: {"doc_type": "public"}})
+    with pytest.raises(ValueError, match=r"are not filters Milvus's search"):
+        lc.ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+
+
 # The store filters of wrapped retrievers the docstore's sections cannot be held to ---------------
 def ensemble(leaky: Any, search_kwargs: dict[str, Any]) -> Any:
     classic = pytest.importorskip("langchain_classic.retrievers")

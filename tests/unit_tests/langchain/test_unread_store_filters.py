@@ -1,0 +1,104 @@
+"""A store filter the store's search does not read is refused, not dropped.
+
+An ``InMemoryVectorStore`` (or FAISS, or Milvus) drops the search arguments it does not
+know without a word: ``search_kwargs={"where": {"doc_type": "public"}}`` (Chroma's
+spelling) restricted nothing, and the internal document came back.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.stores import InMemoryStore
+
+from langchain_thresholded import ThresholdedRetriever
+from thresholded import RetrievalPolicy
+
+QUERY = "the question"
+POLICY = RetrievalPolicy(min_similarity=0.5, top_k=10, max_per_source=None, max_chars=None)
+UNREAD = [
+    {"where": {"doc_type": "public"}},
+    {"where_document": {"$contains": "pub"}},
+    {"expr": 'doc_type == "public"'},
+    {"partition_names": ["public"]},
+]
+
+
+def two(corpus):
+    return corpus([("pub", 0.75, {"doc_type": "public"}), ("int", 0.75, {"doc_type": "internal"})])
+
+
+@pytest.mark.parametrize("search_kwargs", UNREAD, ids=lambda kw: next(iter(kw)))
+def test_a_filter_an_in_memory_store_does_not_read_is_refused(corpus, search_kwargs):
+    key = next(iter(search_kwargs))
+    with pytest.raises(ValueError, match=rf"\['{key}'\] are not filters InMemoryVectorStore"):
+        ThresholdedRetriever(
+            vectorstore=two(corpus).store, policy=POLICY, search_kwargs=search_kwargs
+        )
+
+
+def test_a_filter_it_reads_is_kept(corpus):
+    public = {"filter": lambda doc: doc.metadata["doc_type"] == "public", "ids": ["pub", "int"]}
+    retriever = ThresholdedRetriever(
+        vectorstore=two(corpus).store, policy=POLICY, search_kwargs=public
+    )
+    assert [d.id for d in retriever.invoke(QUERY)] == ["pub"]
+
+
+def test_a_filter_given_as_none_restricts_nothing_and_passes(corpus):
+    retriever = ThresholdedRetriever(
+        vectorstore=two(corpus).store, policy=POLICY, search_kwargs={"where": None}
+    )
+    assert sorted(d.id for d in retriever.invoke(QUERY)) == ["int", "pub"]
+
+
+def test_a_filter_set_after_construction_is_refused_at_the_next_call(corpus):
+    retriever = ThresholdedRetriever(
+        vectorstore=two(corpus).store, policy=POLICY, docstore=InMemoryStore()
+    )
+    retriever.search_kwargs["where"] = {"doc_type": "public"}
+    with pytest.raises(ValueError, match=r"\['where'\] are not filters"):
+        retriever.invoke(QUERY)
+
+
+def test_an_ensemble_members_unread_filter_is_refused(corpus):
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    member = two(corpus).store.as_retriever(search_kwargs={"where": {"doc_type": "public"}})
+    wrapped = classic.EnsembleRetriever(retrievers=[member], weights=[1.0])
+    with pytest.raises(ValueError, match=r"a member's search_kwargs \['where'\]"):
+        ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+
+
+@pytest.mark.parametrize("wrap", ["with_retry", "with_config", "with_fallbacks"])
+def test_a_wrapped_ensemble_members_unread_filter_is_refused(corpus, wrap):
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    store = two(corpus).store
+    member = store.as_retriever(search_kwargs={"where": {"doc_type": "public"}})
+    wrapped_member = {
+        "with_retry": lambda: member.with_retry(),
+        "with_config": lambda: member.with_config(tags=["dense"]),
+        "with_fallbacks": lambda: store.as_retriever().with_fallbacks([member]),
+    }[wrap]()
+    wrapped = classic.EnsembleRetriever(retrievers=[wrapped_member], weights=[1.0])
+    with pytest.raises(ValueError, match=r"a member's search_kwargs \['where'\]"):
+        ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+
+
+def test_an_ensemble_members_ids_an_in_memory_store_ignores_are_refused(corpus):
+    """The retriever's own ids are held by the engine; a member's are its store's alone, and
+    an ``InMemoryVectorStore`` ignores them: the member returned "int" too."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    member = two(corpus).store.as_retriever(search_kwargs={"ids": ["pub"]})
+    wrapped = classic.EnsembleRetriever(retrievers=[member], weights=[1.0])
+    with pytest.raises(ValueError, match=r"a member's search_kwargs \['ids'\]"):
+        ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+
+
+def test_a_wrapped_retrievers_unread_filter_is_refused(corpus):
+    wrapped = two(corpus).store.as_retriever(search_kwargs={"where": {"doc_type": "public"}})
+    with pytest.raises(ValueError, match=r"\['where'\] are not filters"):
+        ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+    mmr = two(corpus).store.as_retriever(
+        search_type="mmr", search_kwargs={"where": {"doc_type": "public"}}
+    )
+    with pytest.raises(ValueError, match=r"\['where'\] are not filters"):
+        ThresholdedRetriever.from_retriever(mmr, policy=POLICY)

@@ -7,10 +7,12 @@ metadata with :func:`matches` before returning it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from numbers import Number
 from typing import Any
 
-from thresholded.filters.model import Combine, Condition, Filter, Op, kind
+from thresholded.filters.model import Combine, Condition, Filter, Op, builtin, kind
 
 
 def matches(f: Filter | None, metadata: Mapping[str, Any]) -> bool:
@@ -29,7 +31,32 @@ def matches(f: Filter | None, metadata: Mapping[str, Any]) -> bool:
 
 def holds(condition: Condition, stored: Any) -> bool:
     """One condition against the stored value (None: the row lacks the key)."""
-    return _RULES[condition.op](stored, condition.value)
+    return _RULES[condition.op](stored_value(stored), condition.value)
+
+
+def stored_value(value: Any) -> Any:
+    """A stored value as the built-in value it stands for, as filter values are: an
+    in-memory store keeps what it was given (numpy scalars and arrays from a data frame,
+    ``Decimal`` from a database row, a set of tags), and ``np.int64(7)`` read as another
+    type than ``7`` held for ``tenant != 7``, admitting the tenant the filter leaves out."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", 0):
+        value = value.tolist()  # type: ignore[union-attr]
+    if isinstance(value, list | tuple | set | frozenset):
+        return [stored_value(item) for item in value]
+    value = builtin(value)
+    if isinstance(value, Number) and not isinstance(value, bool | int | float | complex):
+        return _as_number(value)
+    return value
+
+
+def _as_number(value: Any) -> Any:
+    """A number of another type (``Decimal``, ``Fraction``) as an int when it is whole, else
+    as the nearest float."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return value
+    return int(value) if math.isfinite(number) and number.is_integer() else number
 
 
 def _same(stored: Any, value: Any) -> bool:

@@ -75,6 +75,8 @@ CALL_OPTIONS = frozenset(
 """What one call may set: LangChain's ``k`` is the policy's ``top_k``."""
 _RAW_FILTERS = ("expr", "filter")
 _BASE_FILTER_FIELDS = frozenset({"filters", "expr", "search_kwargs", "allowed_filter_keys"})
+_SEARCHED_FIELDS = frozenset({"vectorstore", "docstore", "collections"})
+"""What a retriever searches and attaches from: choosing it is a restriction too."""
 _WATCHED = "<watched>"
 """The key of ``_watched()`` beside the fields (no field can be named so)."""
 IGNORED_OPTIONS = frozenset({"verbose"})  # BaseRetriever.invoke reads it and passes it on
@@ -203,13 +205,22 @@ class EngineRetriever(StrictArguments, BaseRetriever):
 
     def configurable_fields(self, **kwargs: Any) -> Any:
         """LangChain's ``configurable_fields``; the retriever's own filters are not among
-        them, since a configured value would replace them. Expose ``call_filters``, which
-        narrows them like a call's ``filters``."""
+        them, nor what it searches (its store, docstore or collections), since a configured
+        value would replace them. Expose ``call_filters``, which narrows them like a call's
+        ``filters``."""
         widening = sorted(set(kwargs) & _BASE_FILTER_FIELDS)
         if widening:
             raise ValueError(
                 f"{widening} cannot be configurable: a configured value would replace the "
                 "retriever's filters. Expose call_filters instead: it is combined with them"
+            )
+        searched = sorted(set(kwargs) & _SEARCHED_FIELDS)
+        if searched:
+            raise ValueError(
+                f"{searched} cannot be configurable: a configured value would replace what "
+                "the retriever searches, and the restriction its choice is. Build a retriever "
+                "for each (configurable_alternatives chooses among retrievers you built), and "
+                "expose call_filters to narrow one"
             )
         return super().configurable_fields(**kwargs)
 

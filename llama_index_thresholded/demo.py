@@ -14,7 +14,6 @@ from llama_index_thresholded.query_engine import DEFAULT_NO_MATCH_MESSAGE
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
 from thresholded.report import Report
-from thresholded.selection import DropReason
 
 COLLECTION = "example_support_kb"
 """The example's own collection name: its profile is refused for any other collection."""
@@ -65,8 +64,7 @@ def format_report(report: Report[NodeWithScore]) -> str:
     counts = report.drop_counts()
     if counts:
         lines.append("  dropped: " + ", ".join(f"{n} {reason}" for reason, n in counts.items()))
-        shown = [d for d in report.dropped if d.reason is not DropReason.OUTSIDE_FILTERS]
-        by_score = sorted(shown, key=lambda d: -(d.item.score or 0.0))
+        by_score = sorted(report.dropped, key=lambda d: -(d.item.score or 0.0))
         for drop in by_score[:6]:
             node = drop.item
             meta = node.node.metadata

@@ -23,7 +23,6 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 
 from thresholded.report import MultiCollectionReport, Report
-from thresholded.selection import DropReason
 
 if TYPE_CHECKING:
     from llama_index.core.instrumentation.dispatcher import Dispatcher
@@ -52,7 +51,7 @@ class ThresholdSelectionEvent(BaseEvent):
     (and ``collection`` from a multi-collection retriever); not those outside the filters."""
     outside_filters: int = 0
     """How many candidates were outside the filters: counted, never named, since an event
-    may reach the end user (the report's ``dropped`` names them, for the application)."""
+    may reach the end user."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -76,7 +75,7 @@ def retrieval_events(
         yield reports.append
         report = reports[0]
         dropped = _dropped(report)
-        outside_filters = _outside_filters(report)
+        outside_filters = report.outside_filters
         collections = (
             {"thresholded_collections": [s.describe() for s in report.collections]}
             if isinstance(report, MultiCollectionReport)
@@ -108,7 +107,7 @@ def retrieval_events(
 
 
 def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:
-    """One JSON-ready entry per drop an event names (not those outside the filters): its id,
+    """One JSON-ready entry per drop (those outside the filters are only counted): its id,
     its collection (from a multi-collection retriever), its reason, its raw score (as the
     store gave it) and its cosine."""
     return [
@@ -119,13 +118,8 @@ def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:
             "score": d.item.score,
             "similarity": d.similarity,
         }
-        for d in report.dropped_to_tell
+        for d in report.dropped
     ]
-
-
-def _outside_filters(report: Report[NodeWithScore]) -> int:
-    outside = DropReason.OUTSIDE_FILTERS
-    return sum(1 for d in report.selection.dropped if d.reason is outside)
 
 
 def _score_kind(report: Report[NodeWithScore]) -> str | None:

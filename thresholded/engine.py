@@ -374,8 +374,7 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
     inside, outside = within_filters(call.stages, walked) if walked else ([], [])
     if inside:
         selection = attach(selection, inside, call.policy)
-    if outside:
-        selection = replace(selection, dropped=(*selection.dropped, *outside))
+    selection = counted(selection, outside)
     model = _model_of(call.stages)
     result = Result(call.question, selection, statuses(outcomes, selection, errors), vector, model)
     log_result(result)
@@ -452,9 +451,7 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
     if collection.rescores(stage.policy) and vector is not None:
         candidates = yield from _rescore(collection, vector, candidates)
     selection = select(candidates, stage.policy, stage.floor)
-    if outside:
-        selection = replace(selection, dropped=(*outside, *selection.dropped))
-    return Found(len(hits), selection, pushdown=pushed)
+    return Found(len(hits), counted(selection, outside), pushdown=pushed)
 
 
 MAX_FILTERED_SEARCH_ROWS = 16_384
@@ -548,6 +545,14 @@ def within_filters(
         else:
             outside.append(Dropped(cand, DropReason.OUTSIDE_FILTERS))
     return inside, outside
+
+
+def counted(selection: Selection[T], outside: Sequence[Dropped[T]]) -> Selection[T]:
+    """The selection with the rows outside the filters counted, not carried: not even
+    their ids reach a report, an event or a log (see ``Selection.outside_filters``)."""
+    if not outside:
+        return selection
+    return replace(selection, outside_filters=selection.outside_filters + len(outside))
 
 
 def _radius(stage: Stage[Any]) -> float | None:

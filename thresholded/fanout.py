@@ -298,6 +298,7 @@ def merge(outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> Selection[
         passed_through=tuple(sorted({k for s in own for k in s.passed_through})),
         best_similarity=merged.best_similarity,
         gate=merged.gate,
+        outside_filters=sum(s.outside_filters for s in own),
     )
 
 

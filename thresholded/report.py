@@ -54,7 +54,8 @@ class Report(Generic[T]):
     attached: tuple[T, ...]
     """Their neighbours and parent summaries, in the order of the sections they belong to."""
     dropped: tuple[DroppedItem[T], ...]
-    """Every candidate that did not reach the result, with its reason."""
+    """Every candidate that did not reach the result, with its reason; those outside the
+    filters are only counted (``outside_filters``)."""
     selection: Selection[Any] = field(repr=False)
     """The core's selection: the candidates themselves, with their scores and marks."""
     emptied_by: str | None = None
@@ -147,27 +148,25 @@ class Report(Generic[T]):
         return self.selection.gate
 
     @property
+    def outside_filters(self) -> int:
+        """How many sections the store returned outside the filters: counted, never named,
+        since they are what the filters keep from this call."""
+        return self.selection.outside_filters
+
+    @property
     def passed_through(self) -> tuple[Any, ...]:
         """Score kinds that met an active floor without being compared with it."""
         return self.selection.passed_through
 
     # What was dropped ---------------------------------------------------------------
     def drop_counts(self) -> dict[str, int]:
-        """How many candidates each reason dropped."""
+        """How many candidates each reason dropped, those outside the filters included."""
         return self.selection.drop_counts()
 
     def dropped_for(self, reason: DropReason | str) -> list[T]:
         """The items one reason dropped; the reason may be given by name."""
         wanted = DropReason(reason)
         return [d.item for d in self.dropped if d.reason is wanted]
-
-    @property
-    def dropped_to_tell(self) -> tuple[DroppedItem[T], ...]:
-        """The drops an event names: all but those outside the filters, which events only
-        count (``drop_counts``). An event may reach the end user (LangChain's
-        ``astream_events``), and those ids and cosines would tell of sections the filters
-        exclude; ``dropped`` keeps them, for the application."""
-        return tuple(d for d in self.dropped if d.reason is not DropReason.OUTSIDE_FILTERS)
 
     # Telling ------------------------------------------------------------------------
     def explain(self, width: int = 70) -> str:
@@ -204,8 +203,7 @@ class Report(Generic[T]):
         )
 
     def to_event_data(self, stage: str) -> dict[str, Any]:
-        """The report as JSON-ready data, for callback events and traces. A section outside
-        the filters is counted, never named (see ``dropped_to_tell``)."""
+        """The report as JSON-ready data, for callback events and traces."""
         return {
             "stage": stage,
             "query": self.query,
@@ -229,7 +227,7 @@ class Report(Generic[T]):
                     "reason": d.reason.value,
                     "similarity": d.similarity,
                 }
-                for d in self.dropped_to_tell
+                for d in self.dropped
             ],
             "drop_counts": self.drop_counts(),
             "passed_through": [k.value for k in self.passed_through],

@@ -48,7 +48,8 @@ class DropReason(StrEnum):
     """An attachment whose section was dropped."""
     ATTACHMENT_BUDGET = "attachment_budget"
     OUTSIDE_FILTERS = "outside_filters"
-    """A section, neighbour or parent summary that the call's filters exclude."""
+    """A section, neighbour or parent summary that the call's filters exclude: only
+    counted (``Selection.outside_filters``), never carried."""
     UNSCORED = "unscored"
     """A result with no score that cannot be tied to a section among the candidates: no
     floor can vouch for it (e.g. a node another postprocessor added)."""
@@ -136,6 +137,17 @@ class Selection(Generic[T]):
     """The best cosine among the candidates (all of them passed the filters); None: none."""
     gate: float | None = None
     """The answer gate in force; None: off."""
+    outside_filters: int = 0
+    """How many sections, neighbours and parent summaries the store returned outside the
+    call's filters. They are counted, never carried (not even their ids or cosines): no
+    report, event or log tells of a section the filters exclude."""
+
+    def __post_init__(self) -> None:
+        if any(d.reason is DropReason.OUTSIDE_FILTERS for d in self.dropped):
+            raise ValueError(
+                "a selection never carries a section outside the filters: count it in "
+                "outside_filters (see thresholded.engine.within_filters)"
+            )
 
     @property
     def nothing_matched(self) -> bool:
@@ -147,8 +159,11 @@ class Selection(Generic[T]):
         return self.min_similarity != 0.0
 
     def drop_counts(self) -> dict[str, int]:
-        """How many candidates each reason dropped."""
-        return dict(Counter(d.reason.value for d in self.dropped))
+        """How many candidates each reason dropped, those outside the filters included."""
+        counts = Counter(d.reason.value for d in self.dropped)
+        if self.outside_filters:
+            counts[DropReason.OUTSIDE_FILTERS.value] = self.outside_filters
+        return dict(counts)
 
     @property
     def emptied_by(self) -> str | None:
@@ -159,7 +174,6 @@ class Selection(Generic[T]):
         if self.kept:
             return None
         reasons = {d.reason for d in self.dropped if not d.candidate.is_attachment}
-        reasons.discard(DropReason.OUTSIDE_FILTERS)  # never a candidate: as if not found
         if DropReason.BELOW_GATE in reasons:
             return "gate"
         if reasons & {DropReason.BELOW_THRESHOLD, DropReason.INVALID_SCORE}:

@@ -394,6 +394,8 @@ class Outcome:
     attached: list[str]
     dropped: list[tuple[str, str]]
     """(id, reason) of every drop, sorted: an id may be dropped and attached, or twice."""
+    outside: int
+    """How many sections outside the filters were counted (they are never named)."""
     returned_metadata: list[dict[str, Any]]
 
 
@@ -423,7 +425,7 @@ def run(world: World, setup: Setup, variant: tuple[str, str, str]) -> Outcome:
         attached = [d.id for d in report.attached]
         returned = [dict(d.metadata) for d in report.items]
     dropped = sorted((d.id, d.reason.value) for d in report.dropped)
-    return Outcome(kept, cosines, attached, dropped, returned)
+    return Outcome(kept, cosines, attached, dropped, report.outside_filters, returned)
 
 
 # The reference --------------------------------------------------------------------------------
@@ -433,6 +435,7 @@ class Expected:
     cosines: list[float]
     attached: list[str]
     dropped: list[tuple[str, str]]
+    outside: int = 0
 
 
 def reference(world: World, setup: Setup) -> Expected:
@@ -447,7 +450,7 @@ def reference(world: World, setup: Setup) -> Expected:
     (``budget``); the first ``top_k`` (``beyond_top_k``). Then, for the kept sections
     only, their parent summaries (``parent_levels`` up) and ``neighbours`` on each side,
     fetched hop by hop; a section already kept or attached is neither attached again nor
-    walked through; one outside the filters is dropped ``outside_filters``. They follow
+    walked through; one outside the filters is only counted (``outside``). They follow
     their sections in order, per section: summaries nearest first, earlier neighbours
     farthest first, later ones; ``max_attachment_chars`` skips what would overflow it
     (``attachment_budget``).
@@ -493,11 +496,11 @@ def reference(world: World, setup: Setup) -> Expected:
 
     attachments = walk(world, [s for s, _ in kept], setup)
     by_id = world.by_id()
-    attached, used = [], 0
+    attached, used, outside = [], 0, 0
     for item_id in attachments:
         item = by_id[item_id]
         if not all(c.holds(metadata_of(item)) for c in setup.conditions):
-            dropped.append((item_id, "outside_filters"))
+            outside += 1
             continue
         if policy.max_attachment_chars is not None and (
             used + item.chars > policy.max_attachment_chars
@@ -506,7 +509,8 @@ def reference(world: World, setup: Setup) -> Expected:
             continue
         used += item.chars
         attached.append(item_id)
-    return Expected([s.id for s, _ in kept], [c for _, c in kept], attached, sorted(dropped))
+    kept_ids, cosines = [s.id for s, _ in kept], [c for _, c in kept]
+    return Expected(kept_ids, cosines, attached, sorted(dropped), outside)
 
 
 def walk(world: World, kept: Sequence[Section], setup: Setup) -> list[str]:
@@ -549,20 +553,22 @@ def check(world: World, setup: Setup) -> None:
     outcomes = {variant: run(world, setup, variant) for variant in VARIANTS}
     first = outcomes[VARIANTS[0]]
     for variant, outcome in outcomes.items():
-        assert (outcome.kept, outcome.attached, outcome.dropped) == (
+        assert (outcome.kept, outcome.attached, outcome.dropped, outcome.outside) == (
             first.kept,
             first.attached,
             first.dropped,
+            first.outside,
         ), f"{'-'.join(variant)} differs from {'-'.join(VARIANTS[0])}"
         assert outcome.cosines == first.cosines, "-".join(variant)
         for metadata in outcome.returned_metadata:
             assert all(c.holds(metadata) for c in setup.conditions), (variant, metadata)
     expected = reference(world, setup)
-    assert (first.kept, first.cosines, first.attached, first.dropped) == (
+    assert (first.kept, first.cosines, first.attached, first.dropped, first.outside) == (
         expected.kept,
         expected.cosines,
         expected.attached,
         expected.dropped,
+        expected.outside,
     )
 
 
@@ -582,20 +588,19 @@ def test_links_that_point_anywhere_change_nothing(world: World, setup: Setup) ->
 def check_mixed_types(world: World, setup: Setup) -> None:
     """Filters over values of several types. The LlamaIndex adapter's in-memory store holds
     ``True == 1``: under EQ and IN it returns sections outside the filters (the engine's
-    check drops them, as ``outside_filters``), and NE and NIN with a number are left to that
+    check counts them, as ``outside_filters``), and NE and NIN with a number are left to that
     check alone, the store searching unfiltered. A store that applies the filters never
     returns such sections. And where rows outside the filters leave too few candidates,
     the search is widened only until its farthest row is below the floor (README,
     Filters): the sections beyond it are never seen, so their ``below_threshold`` drops
     are not reported. So every variant keeps and attaches exactly what the reference says;
-    it drops for every other reason what the reference drops, and beyond the reference
-    only sections outside the filters, as ``outside_filters``."""
+    it drops for every other reason what the reference drops; it counts at least the
+    sections outside the filters the reference counts, and names none of them."""
     expected = reference(world, setup)
     outside = {
         s.id for s in world.sections if not all(c.holds(metadata_of(s)) for c in setup.conditions)
     }
-    expected_outside = Counter(i for i, r in expected.dropped if r == "outside_filters")
-    expected_others = Counter(d for d in expected.dropped if d[1] != "outside_filters")
+    expected_others = Counter(expected.dropped)
     for variant in VARIANTS:
         name = "-".join(variant)
         outcome = run(world, setup, variant)
@@ -604,12 +609,11 @@ def check_mixed_types(world: World, setup: Setup) -> None:
             expected.cosines,
             expected.attached,
         ), name
-        others = Counter(d for d in outcome.dropped if d[1] != "outside_filters")
+        others = Counter(outcome.dropped)
         assert not others - expected_others, name
         assert {r for _, r in expected_others - others} <= {"below_threshold"}, name
-        found_outside = Counter(i for i, r in outcome.dropped if r == "outside_filters")
-        assert not expected_outside - found_outside, name
-        assert set(found_outside - expected_outside) <= outside, name
+        assert outcome.outside >= expected.outside, name
+        assert not {i for i, _ in outcome.dropped} & outside, name
         for metadata in outcome.returned_metadata:
             assert all(c.holds(metadata) for c in setup.conditions), (variant, metadata)
 
@@ -633,10 +637,11 @@ def check_with_ties(world: World, setup: Setup) -> None:
         outcomes = [run(world, setup, v) for v in variants]
         first = outcomes[0]
         for variant, outcome in zip(variants, outcomes, strict=True):
-            assert (outcome.kept, outcome.attached, outcome.dropped) == (
+            assert (outcome.kept, outcome.attached, outcome.dropped, outcome.outside) == (
                 first.kept,
                 first.attached,
                 first.dropped,
+                first.outside,
             ), f"{'-'.join(variant)} differs from {'-'.join(variants[0])}"
             for metadata in outcome.returned_metadata:
                 assert all(c.holds(metadata) for c in setup.conditions), (variant, metadata)

@@ -65,11 +65,20 @@ def test_emptied_by_the_floor_or_by_nothing_found():
 
 def test_emptied_by_the_filters_when_every_candidate_lay_outside_them():
     policy = RetrievalPolicy(min_similarity=0.5, **NO_CAP)
-    outside = (Dropped(cand("internal", 0.95), DropReason.OUTSIDE_FILTERS),)
-    nothing_inside = replace(select([], policy, 0.5), dropped=outside)
+    nothing_inside = replace(select([], policy, 0.5), outside_filters=1)
     assert nothing_inside.emptied_by == "filters"
     below = select([cand("a", 0.2)], policy, 0.5)
-    assert replace(below, dropped=(*outside, *below.dropped)).emptied_by == "floor"
+    assert replace(below, outside_filters=1).emptied_by == "floor"
+
+
+def test_a_selection_counts_the_sections_outside_the_filters_and_never_carries_them():
+    policy = RetrievalPolicy(min_similarity=0.5, **NO_CAP)
+    outside = (Dropped(cand("internal", 0.95), DropReason.OUTSIDE_FILTERS),)
+    with pytest.raises(ValueError, match="never carries a section outside the filters"):
+        replace(select([], policy, 0.5), dropped=outside)
+    counted = replace(select([cand("a", 0.2)], policy, 0.5), outside_filters=3)
+    assert counted.drop_counts() == {"below_threshold": 1, "outside_filters": 3}
+    assert counted.dropped_for("outside_filters") == ()
 
 
 def found(*cands: Candidate, policy: RetrievalPolicy, floor: float) -> Found:

@@ -38,6 +38,7 @@ from thresholded.filters import (
     Dialect,
     Filter,
     Group,
+    all_of,
     client_dialect,
     matches,
     to_milvus,
@@ -731,23 +732,56 @@ def _readable(retriever: BaseRetriever) -> bool:
 def _filtered_only(retriever: BaseRetriever) -> bool:
     """Whether ``retriever`` is a ``ThresholdedRetriever`` over a store whose only
     restriction is its ``filters`` (and ``call_filters``): what ``as_collection().where``
-    says, which holds on metadata."""
-    store = getattr(retriever, "vectorstore", None)
-    if not hasattr(retriever, "as_collection") or not isinstance(store, VectorStore):
+    says, which holds on metadata; bound in ``bind(filters=...)``, those filters too."""
+    inner, kwargs = _unbound(retriever)
+    store = getattr(inner, "vectorstore", None)
+    if not hasattr(inner, "as_collection") or not isinstance(store, VectorStore):
         return False
-    if isinstance(store, RetrieverSource) or getattr(retriever, "expr", None):
+    if isinstance(store, RetrieverSource) or getattr(inner, "expr", None):
         return False
-    return not _filter_keys(getattr(retriever, "search_kwargs", None) or {})
+    if _filter_keys(getattr(inner, "search_kwargs", None) or {}):
+        return False
+    return all(_readable_filter(kwargs.get(key)) for key in _BOUND_FILTERS)
+
+
+_BOUND_FILTERS = ("filters", "filter")
+"""The call arguments of a ``ThresholdedRetriever`` that filter, which a binding may give."""
+
+
+def _unbound(retriever: Any) -> tuple[Any, dict[str, Any]]:
+    """The retriever inside ``bind(...)``, ``with_config(...)`` and ``with_retry()``, and the
+    call arguments they give each of its searches (an outer binding's replace an inner
+    one's, as they are passed on)."""
+    kwargs: dict[str, Any] = {}
+    while isinstance(retriever, RunnableBindingBase):
+        kwargs = {**retriever.kwargs, **kwargs}
+        retriever = retriever.bound
+    return retriever, kwargs
+
+
+def _readable_filter(value: Any) -> bool:
+    """Whether a filter is one the filter model reads (None is no filter)."""
+    try:
+        to_filter(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _member_where(member: BaseRetriever) -> Filter | None:
+    """What a ``ThresholdedRetriever`` restricted by its filters alone returns: its
+    ``filters`` and ``call_filters``, and those a binding gives its every search."""
+    inner, kwargs = _unbound(member)
+    bound = (to_filter(kwargs.get(key)) for key in _BOUND_FILTERS)
+    return all_of(inner.as_collection().where, *bound)
 
 
 def _members_where(store: VectorStore) -> Filter | None:
     """What a document must satisfy to be one the retrievers a ``RetrieverSource`` runs may
-    return: any member's ``filters`` (None when one of them has none)."""
+    return: any member's filters (None when one of them has none)."""
     if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
         return None
-    wheres = [
-        m.as_collection().where if _filtered_only(m) else None for m in _members(store.retriever)
-    ]
+    wheres = [_member_where(m) if _filtered_only(m) else None for m in _members(store.retriever)]
     if any(w is None for w in wheres):
         return None
     return wheres[0] if len(wheres) == 1 else Group(Combine.OR, tuple(wheres))

@@ -195,6 +195,8 @@ class LangChainBackend:
             )
         for searched in _milvus_stores(self._store):
             _check_read_back(searched, where)
+            if self._docstore is not None:
+                _check_not_primary_key(searched, where)
 
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
@@ -516,6 +518,23 @@ def _check_read_back(store: Any, where: Filter | None) -> None:
             "checked against the filter. Open the store with enable_dynamic_field=True "
             "(existing_milvus_store reads it from the collection), or filter on declared "
             "fields"
+        )
+
+
+def _check_not_primary_key(store: Any, where: Filter | None) -> None:
+    """Refuse a filter on a langchain-milvus store's primary key where neighbours and
+    summaries come from a docstore: the store adds the key to the documents its search
+    returns, but the docstore's documents (those given to the store) do not carry it, so
+    every one of them would pass ``pk != x``, x itself included."""
+    pk = primary_field(store)
+    if pk is not None and pk in keys(where):
+        raise UnsafeFilterError(
+            f"the filter names {pk!r}, the primary key of {_store_name(store)}: langchain-milvus "
+            "adds it to the documents its search returns, but the neighbours and summaries "
+            "come from the docstore, whose documents do not carry it, so the filter could not "
+            f"hold for them (each would pass {pk!r} != ...). Filter on a metadata key the "
+            "documents carry (store the id in the metadata under a name of its own), or leave "
+            "the docstore out"
         )
 
 

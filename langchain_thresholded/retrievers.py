@@ -343,6 +343,9 @@ class ThresholdedRetriever(EngineRetriever):
     profile or policy for a named model is otherwise refused). A floor measured for one model
     means nothing for another: only when you know."""
 
+    _copied: _Copied | None = PrivateAttr(default=None)
+    """The ``store.as_retriever(...)`` whose settings ``from_retriever`` copied."""
+
     @field_validator("metric", mode="before")
     @classmethod
     def _parse_metric(cls, value: Any) -> Any:
@@ -384,7 +387,8 @@ class ThresholdedRetriever(EngineRetriever):
         ``filters=``) when it is a structured filter or its dict form (a Milvus ``expr``
         string stays the raw expression); any other form (a function, a dict of
         operators the filter model does not accept) is an error that says to pass
-        ``filters=``.
+        ``filters=``. Its settings are copied, so a search after the retriever changed (a
+        filter set on it afterwards, say) is refused: call ``from_retriever`` again.
 
         With a ``docstore``, the neighbours and summaries it attaches are held to the wrapped
         retriever's restrictions, so those must be readable: a store's ``as_retriever(...)``
@@ -456,7 +460,9 @@ class ThresholdedRetriever(EngineRetriever):
         if raw_expr is not None:
             store_kwargs["filter"] = raw_expr
         fields["search_kwargs"] = _inherited_kwargs(store_kwargs, fields.get("search_kwargs") or {})
-        return cls(vectorstore=retriever.vectorstore, embeddings=embeddings, **fields)
+        made = cls(vectorstore=retriever.vectorstore, embeddings=embeddings, **fields)
+        made._copied = _Copied.of(retriever)
+        return made
 
     # BaseRetriever -----------------------------------------------------------------
     def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
@@ -609,7 +615,10 @@ class ThresholdedRetriever(EngineRetriever):
 
     def _watched(self) -> Any:
         """The retrievers a ``RetrieverSource`` runs and their settings: the backend reads
-        them once, to refuse or hold their restrictions, so a change is built again."""
+        them once, to refuse or hold their restrictions, so a change is built again. A store
+        retriever ``from_retriever`` copied is not run: a change to it is refused."""
+        if self._copied is not None:
+            self._copied.check_unchanged()
         return source_settings(self.vectorstore)
 
     def _store_embeddings(self) -> Embeddings | None:
@@ -632,6 +641,38 @@ class _Searched:
 
     policy: RetrievalPolicy
     collection: Collection[Document]
+
+
+@dataclass(frozen=True)
+class _Copied:
+    """A ``store.as_retriever(...)`` whose store, search type and ``search_kwargs``
+    ``from_retriever`` copied, and what they were then. The copy does not follow a change
+    (a filter set on the retriever afterwards, say), so a search after one is refused."""
+
+    retriever: VectorStoreRetriever
+    settings: Any
+
+    @classmethod
+    def of(cls, retriever: VectorStoreRetriever) -> _Copied:
+        return cls(retriever, _shape(_copied_settings(retriever)))
+
+    def check_unchanged(self) -> None:
+        if not _same(self.settings, _copied_settings(self.retriever)):
+            raise ValueError(
+                f"the wrapped {type(self.retriever).__name__} was changed after from_retriever "
+                "copied its store, search type and search_kwargs: a search would not follow "
+                "the change. Call ThresholdedRetriever.from_retriever(...) again with the "
+                "changed retriever, or set filters=... on the ThresholdedRetriever itself "
+                "(a change to its own fields holds from the next call)"
+            )
+
+
+def _copied_settings(retriever: VectorStoreRetriever) -> dict[str, Any]:
+    return {
+        "vectorstore": retriever.vectorstore,
+        "search_type": retriever.search_type,
+        "search_kwargs": retriever.search_kwargs,
+    }
 
 
 @dataclass(frozen=True)

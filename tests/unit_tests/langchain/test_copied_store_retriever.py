@@ -1,0 +1,62 @@
+"""``from_retriever(store.as_retriever(...))`` refuses a search once the wrapped retriever
+changed: it copied the retriever's store, search type and ``search_kwargs`` when it was
+built, and would not follow a change.
+
+A filter set on the wrapped retriever afterwards (``base.search_kwargs["filter"] = ...``, a
+tenant's, per request) narrowed what ``base`` returned, while the ``ThresholdedRetriever``
+over it went on searching with the filters it had copied: b, outside the new filter, came
+back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from langchain_thresholded import MultiCollectionRetriever, ThresholdedRetriever
+from thresholded import RetrievalPolicy
+
+QUERY = "the question"
+POLICY = RetrievalPolicy(min_similarity=0.1, top_k=10, max_per_source=None, max_chars=None)
+
+
+def tenant_a(doc: Any) -> bool:
+    return doc.metadata.get("tenant") == "a"
+
+
+def wrapped(corpus: Any) -> tuple[Any, Any, Any]:
+    c = corpus([("a", 0.75, {"tenant": "a"}), ("b", 0.875, {"tenant": "b"})])
+    base = c.store.as_retriever()
+    retriever = ThresholdedRetriever.from_retriever(base, policy=POLICY)
+    assert [d.id for d in retriever.invoke(QUERY)] == ["b", "a"]
+    return c, base, retriever
+
+
+CHANGES = {
+    "a filter set in place": lambda base, c: base.search_kwargs.__setitem__("filter", tenant_a),
+    "search_kwargs assigned": lambda base, c: setattr(base, "search_kwargs", {"filter": tenant_a}),
+    "another search type": lambda base, c: setattr(base, "search_type", "mmr"),
+    "another store": lambda base, c: setattr(base, "vectorstore", type(c.store)(c.embeddings)),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_search_after_the_wrapped_retriever_changed_is_refused(corpus: Any, change: str) -> None:
+    c, base, retriever = wrapped(corpus)
+    CHANGES[change](base, c)
+    with pytest.raises(ValueError, match=r"changed after from_retriever"):
+        retriever.invoke(QUERY)
+    with pytest.raises(ValueError, match=r"changed after from_retriever"):
+        asyncio.run(retriever.ainvoke(QUERY))
+    with pytest.raises(ValueError, match=r"changed after from_retriever"):
+        MultiCollectionRetriever(collections=[retriever], policy=POLICY).invoke(QUERY)
+
+
+def test_an_unchanged_wrapped_retriever_is_searched_as_copied(corpus: Any) -> None:
+    _, base, retriever = wrapped(corpus)
+    base.invoke(QUERY)  # running it changes nothing
+    assert [d.id for d in retriever.invoke(QUERY)] == ["b", "a"]
+    copy = retriever.model_copy(update={"filters": {"tenant": "a"}})
+    assert [d.id for d in copy.invoke(QUERY)] == ["a"]

@@ -664,10 +664,10 @@ def _check_members(store: VectorStore) -> None:
     read by its store; on Milvus, its partitions name some)."""
     if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
         return
-    for member in _store_members(store.retriever):
-        _check_filters_read(member.vectorstore, member.search_kwargs, whose="a member's ")
+    for member, search_kwargs in _store_members(store.retriever):
+        _check_filters_read(member.vectorstore, search_kwargs, whose="a member's ")
         if is_milvus(member.vectorstore):
-            partitions = member.search_kwargs.get(_PARTITIONS)
+            partitions = search_kwargs.get(_PARTITIONS)
             checked_partitions(partitions, argument=f"a member's {_PARTITIONS}")
 
 
@@ -712,21 +712,27 @@ def _check_filters_read(
         )
 
 
-def _store_members(retriever: Any, depth: int = 0) -> list[VectorStoreRetriever]:
+def _store_members(
+    retriever: Any, depth: int = 0, bound: Mapping[str, Any] | None = None
+) -> list[tuple[VectorStoreRetriever, dict[str, Any]]]:
     """The ``store.as_retriever(...)`` members of an ensemble, however they are wrapped:
     nested ensembles, ``with_retry()``, ``with_config(...)``, ``with_fallbacks(...)`` (each
-    fallback searches with its own arguments too)."""
-    while isinstance(retriever, RunnableBindingBase):
-        retriever = retriever.bound
+    fallback searches with its own arguments too), each with the store arguments its
+    search gets: its ``search_kwargs`` and those a binding adds (``bind(where=...)``, passed
+    on through fallbacks, not through an ensemble, which calls its members without them)."""
+    retriever, kwargs = _unbound(retriever)
+    kwargs = {**kwargs, **(bound or {})}
     if depth > 8:
         return []
     if isinstance(retriever, RunnableWithFallbacks):
-        inner = [retriever.runnable, *retriever.fallbacks]
+        inner, passed = [retriever.runnable, *retriever.fallbacks], kwargs
     elif is_ensemble(retriever):
-        inner = _members(retriever)
+        inner, passed = _members(retriever), {}
+    elif isinstance(retriever, VectorStoreRetriever):
+        return [(retriever, {**retriever.search_kwargs, **kwargs})]
     else:
-        return [retriever] if isinstance(retriever, VectorStoreRetriever) else []
-    return [m for r in inner for m in _store_members(r, depth + 1)]
+        return []
+    return [m for r in inner for m in _store_members(r, depth + 1, passed)]
 
 
 def _unread_members(store: VectorStore) -> list[str]:

@@ -102,3 +102,39 @@ def test_a_wrapped_retrievers_unread_filter_is_refused(corpus):
     )
     with pytest.raises(ValueError, match=r"\['where'\] are not filters"):
         ThresholdedRetriever.from_retriever(mmr, policy=POLICY)
+
+
+BOUND = {
+    "a member": lambda store: store.as_retriever().bind(where={"doc_type": "public"}),
+    "behind fallbacks": lambda store: (
+        store.as_retriever().with_fallbacks([store.as_retriever()]).bind(where={"doc_type": "x"})
+    ),
+    "a bound member's ids": lambda store: store.as_retriever().bind(ids=["pub"]),
+}
+
+
+@pytest.mark.parametrize("how", BOUND)
+def test_an_unread_filter_bound_to_an_ensemble_member_is_refused(corpus, how):
+    """A binding passes its arguments to every search of the member (``search_kwargs`` and
+    they, merged), and the store dropped them: "int" came back."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    member = BOUND[how](two(corpus).store)
+    wrapped = classic.EnsembleRetriever(retrievers=[member], weights=[1.0])
+    assert sorted(d.id for d in wrapped.invoke(QUERY)) == ["int", "pub"]
+    with pytest.raises(ValueError, match=r"a member's search_kwargs \['(where|ids)'\]"):
+        ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+
+
+def test_an_unread_filter_bound_to_a_wrapped_retriever_is_refused(corpus):
+    member = two(corpus).store.as_retriever().bind(where={"doc_type": "public"})
+    with pytest.raises(ValueError, match=r"search_kwargs \['where'\] are not filters"):
+        ThresholdedRetriever.from_retriever(member, policy=POLICY, score_kind="unknown")
+
+
+def test_arguments_bound_outside_an_ensemble_do_not_reach_its_members(corpus):
+    """An ensemble calls its members without the arguments it was called with."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    store = two(corpus).store
+    ensemble = classic.EnsembleRetriever(retrievers=[store.as_retriever()], weights=[1.0])
+    bound = ensemble.bind(where={"doc_type": "public"})
+    ThresholdedRetriever.from_retriever(bound, policy=POLICY)

@@ -668,10 +668,11 @@ class _Copied:
 
 
 def _copied_settings(retriever: VectorStoreRetriever) -> dict[str, Any]:
+    """What ``from_retriever`` copies of a store retriever (its ``k`` is replaced anyway)."""
     return {
         "vectorstore": retriever.vectorstore,
         "search_type": retriever.search_type,
-        "search_kwargs": retriever.search_kwargs,
+        "search_kwargs": {k: v for k, v in retriever.search_kwargs.items() if k != "k"},
     }
 
 

@@ -57,6 +57,7 @@ def test_a_search_after_the_wrapped_retriever_changed_is_refused(corpus: Any, ch
 def test_an_unchanged_wrapped_retriever_is_searched_as_copied(corpus: Any) -> None:
     _, base, retriever = wrapped(corpus)
     base.invoke(QUERY)  # running it changes nothing
+    base.search_kwargs["k"] = 1  # replaced by the policy's anyway
     assert [d.id for d in retriever.invoke(QUERY)] == ["b", "a"]
     copy = retriever.model_copy(update={"filters": {"tenant": "a"}})
     assert [d.id for d in copy.invoke(QUERY)] == ["a"]

@@ -432,7 +432,16 @@ class ThresholdedRetriever(EngineRetriever):
     def _over_store_retriever(
         cls, retriever: VectorStoreRetriever, embeddings: Embeddings | None, fields: dict[str, Any]
     ) -> ThresholdedRetriever:
-        """``from_retriever`` over ``store.as_retriever(...)``: see there."""
+        """``from_retriever`` over ``store.as_retriever(...)``: see there. Its settings are
+        copied (an MMR search runs a copy of it), so a change to it afterwards is refused."""
+        made = cls._over_copied_settings(retriever, embeddings, fields)
+        made._copied = _Copied.of(retriever)
+        return made
+
+    @classmethod
+    def _over_copied_settings(
+        cls, retriever: VectorStoreRetriever, embeddings: Embeddings | None, fields: dict[str, Any]
+    ) -> ThresholdedRetriever:
         from langchain_thresholded.ensemble import RetrieverSource
 
         search_type = retriever.search_type
@@ -460,9 +469,7 @@ class ThresholdedRetriever(EngineRetriever):
         if raw_expr is not None:
             store_kwargs["filter"] = raw_expr
         fields["search_kwargs"] = _inherited_kwargs(store_kwargs, fields.get("search_kwargs") or {})
-        made = cls(vectorstore=retriever.vectorstore, embeddings=embeddings, **fields)
-        made._copied = _Copied.of(retriever)
-        return made
+        return cls(vectorstore=retriever.vectorstore, embeddings=embeddings, **fields)
 
     # BaseRetriever -----------------------------------------------------------------
     def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:

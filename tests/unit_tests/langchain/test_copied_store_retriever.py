@@ -26,32 +26,44 @@ def tenant_a(doc: Any) -> bool:
     return doc.metadata.get("tenant") == "a"
 
 
-def wrapped(corpus: Any) -> tuple[Any, Any, Any]:
+def wrapped(corpus: Any, search_type: str = "similarity") -> tuple[Any, Any, Any]:
     c = corpus([("a", 0.75, {"tenant": "a"}), ("b", 0.875, {"tenant": "b"})])
-    base = c.store.as_retriever()
+    base = c.store.as_retriever(search_type=search_type)
     retriever = ThresholdedRetriever.from_retriever(base, policy=POLICY)
-    assert [d.id for d in retriever.invoke(QUERY)] == ["b", "a"]
+    assert sorted(d.id for d in retriever.invoke(QUERY)) == ["a", "b"]
     return c, base, retriever
 
 
 CHANGES = {
     "a filter set in place": lambda base, c: base.search_kwargs.__setitem__("filter", tenant_a),
     "search_kwargs assigned": lambda base, c: setattr(base, "search_kwargs", {"filter": tenant_a}),
-    "another search type": lambda base, c: setattr(base, "search_type", "mmr"),
+    "another search type": lambda base, c: setattr(
+        base, "search_type", "similarity_score_threshold"
+    ),
     "another store": lambda base, c: setattr(base, "vectorstore", type(c.store)(c.embeddings)),
 }
 
 
+@pytest.mark.parametrize("search_type", ["similarity", "mmr"])
 @pytest.mark.parametrize("change", CHANGES)
-def test_a_search_after_the_wrapped_retriever_changed_is_refused(corpus: Any, change: str) -> None:
-    c, base, retriever = wrapped(corpus)
+def test_a_search_after_the_wrapped_retriever_changed_is_refused(
+    corpus: Any, change: str, search_type: str
+) -> None:
+    """An MMR search runs a copy of the wrapped retriever: the change did not reach it."""
+    c, base, retriever = wrapped(corpus, search_type)
     CHANGES[change](base, c)
     with pytest.raises(ValueError, match=r"changed after from_retriever"):
         retriever.invoke(QUERY)
     with pytest.raises(ValueError, match=r"changed after from_retriever"):
         asyncio.run(retriever.ainvoke(QUERY))
+
+
+def test_a_collection_whose_wrapped_retriever_changed_is_refused(corpus: Any) -> None:
+    _, base, retriever = wrapped(corpus)
+    multi = MultiCollectionRetriever(collections=[retriever], policy=POLICY)
+    base.search_kwargs["filter"] = tenant_a
     with pytest.raises(ValueError, match=r"changed after from_retriever"):
-        MultiCollectionRetriever(collections=[retriever], policy=POLICY).invoke(QUERY)
+        multi.invoke(QUERY)
 
 
 def test_an_unchanged_wrapped_retriever_is_searched_as_copied(corpus: Any) -> None:

@@ -63,8 +63,9 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
     """A copy of ``node`` with ``marks`` in its metadata, hidden from the LLM and embedder.
 
     Marks the node itself holds (stored metadata, anyone's to write) are removed first, and
-    so is the metadata its relationships copy from other nodes. The node is left as it
-    was: the copy gets new metadata and key lists.
+    so is the metadata its relationships copy from other nodes, and the object an
+    ``IndexNode`` holds. The node is left as it was: the copy gets new metadata and key
+    lists.
     """
     stored = node.metadata
     if MARK_KEYS.isdisjoint(stored):
@@ -80,8 +81,17 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
             "excluded_embed_metadata_keys": _hidden(node.excluded_embed_metadata_keys),
             "embedding": None,
             "relationships": _by_id_only(node.relationships),
+            **_without_object(node),
         },
     )
+
+
+def _without_object(node: BaseNode) -> dict[str, None]:
+    """An ``IndexNode``'s object (``obj``: the node it stands for, which a store keeps with
+    it) left out, as it names it by its ``index_id``: the filters judge the ``IndexNode``'s
+    own metadata, and its object may be a section outside them, which a recursive
+    retriever around this one (``QueryFusionRetriever``) returns in its place."""
+    return {"obj": None} if getattr(node, "obj", None) is not None else {}
 
 
 def _by_id_only(relationships: dict[NodeRelationship, RelatedNodeType]) -> dict:

@@ -48,6 +48,7 @@ from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
+from thresholded.milvus_async import async_client_per_loop
 from thresholded.milvus_collection import checked_partitions, ids_matching
 from thresholded.milvus_expr import membership
 from thresholded.models import check_question_model
@@ -104,6 +105,8 @@ class LlamaIndexBackend:
         for name in ID_LISTS:
             _check_ids(search_args[name], argument=name)
         self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
+        if is_milvus_store(self._store):  # LlamaIndex's own store: its client had one loop
+            async_client_per_loop(self._store)
         self._engine_dialect: Dialect | None = None
         self.dimension = collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
         self.name = _store_name(self._store)

@@ -10,7 +10,8 @@ test runners start new loops all the time.
 loop that calls it gets an async client of its own, made on its first call there.
 Outside any running loop (a synchronous caller reading an attribute) it is the
 store's original client. Clients of loops that have closed are forgotten; their
-connections went with their loop.
+connections went with their loop. :func:`async_client_per_loop` puts one in a store
+built elsewhere (LlamaIndex's own ``MilvusVectorStore``).
 """
 
 from __future__ import annotations
@@ -78,6 +79,49 @@ class LoopLocalClient:
 
     def __repr__(self) -> str:
         return f"LoopLocalClient(home={self._home!r}, loops={len(self._clients)})"
+
+
+_install_lock = threading.Lock()
+
+
+def async_client_per_loop(store: Any, attribute: str = "_async_milvusclient") -> None:
+    """Let a store's async calls run from any event loop, whoever built it.
+
+    The store's ``AsyncMilvusClient`` (in ``attribute``) becomes a
+    :class:`LoopLocalClient` that gives each event loop a client of the same
+    configuration (address, token, database, deadline, connection options). A
+    store without one, or whose client is already loop-local, is left as it is.
+    Safe to call again.
+    """
+    with _install_lock:
+        client = getattr(store, attribute, None)
+        if client is None or isinstance(client, LoopLocalClient):
+            return
+        factory = _same_configuration(client)
+        if factory is not None:
+            setattr(store, attribute, LoopLocalClient(factory, home=client))
+
+
+def _same_configuration(client: Any) -> Callable[[], Any] | None:
+    """Makes ``AsyncMilvusClient`` s configured as ``client``; None when it is not one."""
+    config = getattr(client, "_config", None)
+    if not all(hasattr(config, name) for name in ("uri", "token", "db_name", "handler_kwargs")):
+        return None
+    timeout = getattr(client, "_timeout", None)
+    dedicated = getattr(client, "_dedicated", False)
+    kind = type(client)
+
+    def make() -> Any:
+        return kind(
+            uri=config.uri,
+            token=config.token,
+            db_name=config.db_name,
+            timeout=timeout,
+            dedicated=dedicated,
+            **dict(config.handler_kwargs),
+        )
+
+    return make
 
 
 _OWN_ATTRIBUTES = frozenset({"_factory", "_home", "_lock", "_clients"})

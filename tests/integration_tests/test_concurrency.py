@@ -71,3 +71,22 @@ def test_async_queries_from_successive_event_loops_match_a_serial_run(
     assert len(batches) == 3
     for reports in batches:
         assert [fingerprint(r) for r in reports] == [serial[b.query_str] for b in picks]
+
+
+def test_a_plain_milvus_store_answers_from_successive_event_loops(
+    tmp_path, in_new_event_loops
+) -> None:
+    """LlamaIndex's own ``MilvusVectorStore``, not built with ``milvus_store``: its async client
+    belonged to the first loop, and every later ``asyncio.run`` failed with "Event loop is
+    closed"."""
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    store = MilvusVectorStore(uri=str(tmp_path / "plain.db"), collection_name="plain", dim=64)
+    corpus = synthetic_corpus(store, sections=60, questions=6)
+    policy = RetrievalPolicy(min_similarity=0.5, top_k=4, max_per_source=2, max_chars=2000)
+    retriever = ThresholdedRetriever(corpus.index, policy, neighbours=1, parent_summaries=False)
+    serial = [fingerprint(retriever.retrieve_with_report(b)) for b in corpus.questions]
+    batches = in_new_event_loops(
+        lambda: [retriever.aretrieve_with_report(b) for b in corpus.questions]
+    )
+    assert [[fingerprint(r) for r in reports] for reports in batches] == [serial] * 3

@@ -23,6 +23,7 @@ from thresholded.weights import (
     BGE_M3,
     MINILM,
     USE_MULTILINGUAL,
+    check_weights_path,
     find_bge_m3,
     minilm_path,
     use_encoder,
@@ -117,9 +118,10 @@ def load_embeddings(
     ``THRESHOLDED_BGE_M3_PATH`` variable when it is not in the HF cache), or a
     local sentence-transformers model directory.
     """
+    canonical = canonical_model_name(name)
+    check_weights_path(name, name if Path(name).is_dir() else canonical, path)
     if Path(name).is_dir():
         return LocalSentenceTransformerEmbeddings(model_path=name)
-    canonical = canonical_model_name(name)
     if canonical == MINILM:
         return minilm_embeddings()
     if canonical == USE_MULTILINGUAL:

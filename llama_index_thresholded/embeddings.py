@@ -22,6 +22,7 @@ from thresholded.weights import (
     BGE_M3,
     MINILM,
     USE_MULTILINGUAL,
+    check_weights_path,
     find_bge_m3,
     minilm_path,
     use_encoder,
@@ -82,9 +83,10 @@ def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any
     ``THRESHOLDED_BGE_M3_PATH`` variable when it is not in the HF cache), or a
     local Hugging Face model directory.
     """
+    canonical = canonical_model_name(name)
+    check_weights_path(name, name if Path(name).is_dir() else canonical, path)
     if Path(name).is_dir():
         return _huggingface(Path(name), **kwargs)
-    canonical = canonical_model_name(name)
     if canonical == MINILM:
         return _huggingface(minilm_path(), **kwargs)
     if canonical == USE_MULTILINGUAL:

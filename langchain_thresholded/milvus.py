@@ -46,7 +46,12 @@ from typing import TYPE_CHECKING, Any
 
 from thresholded.errors import UnsupportedMetricError
 from thresholded.milvus_async import LoopLocalClient
-from thresholded.milvus_collection import describe_existing, index_metric, vector_dims
+from thresholded.milvus_collection import (
+    describe_existing,
+    index_metric,
+    require_lite_file,
+    vector_dims,
+)
 from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
@@ -189,6 +194,8 @@ def _open(
     kwargs = dict(kwargs)
     wanted, index_params = _index_request(metric, kwargs.pop("index_params", None))
     connection_args = _connection_args(uri, db_name, token, timeout)
+    if must_exist:
+        require_lite_file(uri, collection_name)
     wait_for_milvus_lite(uri)
     probe = MilvusClient(**connection_args)  # open until the store's clients share its connection
     try:

@@ -41,7 +41,12 @@ from pymilvus import AsyncMilvusClient, Function, FunctionType
 
 from thresholded.errors import CollectionNotFoundError, SearchUnavailableError
 from thresholded.milvus_async import LoopLocalClient
-from thresholded.milvus_collection import describe_existing, index_metric, vector_dims
+from thresholded.milvus_collection import (
+    describe_existing,
+    index_metric,
+    require_lite_file,
+    vector_dims,
+)
 from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import READS, check_timeout, with_timeout
@@ -323,6 +328,7 @@ def existing_milvus_store(
             )
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
+    require_lite_file(uri, collection_name)
     wait_for_milvus_lite(uri)
     options = client_kwargs({"grpc_options": kwargs.get("grpc_options")})
     with unavailable_as_error(uri, collection_name, timeout):

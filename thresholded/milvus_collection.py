@@ -10,9 +10,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from thresholded.errors import CollectionNotFoundError, UnsafeFilterError
+from thresholded.milvus_lite import is_lite_uri
+
+
+def require_lite_file(uri: str, collection_name: str) -> None:
+    """Refuse a Milvus Lite path where no file is: Milvus Lite would create an empty
+    database there, and a misspelt path would read as a missing collection."""
+    if is_lite_uri(uri) and not Path(uri).exists():
+        raise CollectionNotFoundError(
+            f"collection {collection_name!r} does not exist: there is no Milvus Lite file at "
+            f"{uri} (a misspelt path?). Give the path of the file the collection was built "
+            "in, or build it first (milvus_store in LlamaIndex, milvus_from_documents in "
+            "LangChain)"
+        )
 
 
 def describe_existing(

@@ -287,3 +287,18 @@ def test_the_milvus_helpers_name_their_own_words_for_what_they_set(tmp_path):
     for given in ({"similarity_metric": "IP"}, {"dim": 4}):
         with pytest.raises(TypeError, match=rf"{next(iter(given))}=.*reads from the collection"):
             li.existing_milvus_store(milvus_uri, "c", **given)
+
+
+@pytest.mark.parametrize("adapter", ["llama_index", "langchain"])
+def test_reopening_a_milvus_lite_file_that_is_not_there_names_the_path(tmp_path, adapter):
+    """A misspelt file path read "collection 'kb' does not exist at ./kb_typo.db; it has: []",
+    and left an empty Milvus Lite database at that path."""
+    from thresholded import CollectionNotFoundError
+
+    path = tmp_path / "kb_typo.db"
+    with pytest.raises(CollectionNotFoundError, match=r"no Milvus Lite file at .*kb_typo\.db"):
+        if adapter == "llama_index":
+            li.existing_milvus_store(str(path), "kb")
+        else:
+            lc.existing_milvus_store(str(path), "kb", embeddings=DeterministicFakeEmbedding(size=4))
+    assert not path.exists()

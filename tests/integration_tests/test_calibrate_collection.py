@@ -9,6 +9,7 @@ same vectors. The packaged MiniLM embeds everything.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,24 @@ def test_the_model_must_match_the_vector_field(
     argv += ["--out", str(indexed["root"] / "use.json"), "--no-progress"]
     assert main(argv) == 2
     assert "384-dimensional" in capsys.readouterr().err
+
+
+def test_a_missing_collection_or_file_is_named_and_nothing_is_created(
+    indexed: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "no collection 'li_typo' at this uri", and a misspelt Milvus Lite path left an
+    empty database file behind."""
+    missing = Path(indexed["root"]) / "typo.db"
+    for uri, collection, said in [
+        (indexed["li"], "li_typo", r"'li_typo' does not exist at .*; it has: \[.*'li'"),
+        (str(missing), "li", r"no Milvus Lite file at .*typo\.db"),
+    ]:
+        argv = ["calibrate", "--uri", uri, "--milvus-collection", collection]
+        argv += ["--queries", str(indexed["queries"]), "--model", "minilm"]
+        argv += ["--out", str(indexed["root"] / "typo.json"), "--no-progress"]
+        assert main(argv) == 2
+        assert re.search(said, capsys.readouterr().err)
+    assert not missing.exists()
 
 
 def test_corpus_and_collection_are_exclusive(

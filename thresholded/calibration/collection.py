@@ -30,6 +30,7 @@ import numpy as np
 from thresholded.calibration.data import UNDETERMINED, Passage, Question
 from thresholded.errors import DimensionMismatchError, UnsupportedMetricError
 from thresholded.filters import Filter, client_dialect, to_milvus
+from thresholded.milvus_collection import describe_existing, require_lite_file
 
 __all__ = [
     "LAYOUTS",
@@ -162,19 +163,21 @@ def read_collection(
     if client is not None:
         if uri is not None or client_options:
             raise TypeError("read_collection takes a uri (and its client options) or a client")
-        return _read(client, collection, id_field, filter, dimension, batch_size, progress)
+        where = "the client's server"
+        return _read(client, collection, where, id_field, filter, dimension, batch_size, progress)
     if uri is None:
         raise TypeError("read_collection needs the collection's uri or an open client")
     from pymilvus import MilvusClient
 
     from thresholded.milvus_lite import wait_for_milvus_lite
 
+    require_lite_file(uri, collection)
     wait_for_milvus_lite(uri)
     # a connection of its own, closed after the read: a shared one left idle by another
     # client may have been hung up on by the server
     own = MilvusClient(uri=uri, dedicated=True, **client_options)
     try:
-        return _read(own, collection, id_field, filter, dimension, batch_size, progress)
+        return _read(own, collection, uri, id_field, filter, dimension, batch_size, progress)
     finally:
         own.close()
 
@@ -182,6 +185,7 @@ def read_collection(
 def _read(
     client: Any,
     collection: str,
+    where: str,
     id_field: str | None,
     filter: str,
     dimension: int | None,
@@ -190,9 +194,7 @@ def _read(
 ) -> StoredCorpus:
     from tqdm import tqdm
 
-    if not client.has_collection(collection):
-        raise ValueError(f"no collection {collection!r} at this uri")
-    description = client.describe_collection(collection)
+    description = describe_existing(client, collection, uri=where)
     layout = detect_layout(description)
     dim = _dimension(description, layout.vector_field)
     if dimension is not None and dimension != dim:

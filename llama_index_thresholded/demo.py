@@ -85,6 +85,7 @@ def run_demo(
     top_k: int | None = None,
     neighbours: int = 1,
 ) -> list[Report[NodeWithScore]]:
+    _check_doc_type(doc_type)
     if "://" not in uri:
         Path(uri).parent.mkdir(parents=True, exist_ok=True)
     retriever = build_demo_retriever(uri, profile=profile, neighbours=neighbours)
@@ -108,6 +109,19 @@ def run_demo(
         print(format_report(report) + "\n")
         reports.append(report)
     return reports
+
+
+def _check_doc_type(doc_type: str | None) -> None:
+    """Refuse a doc_type no section shown to customers has: every question would come back
+    empty, and read as "No relevant information found."."""
+    if not doc_type:
+        return
+    shown = {d.metadata.get("doc_type") for d in load_knowledge_base()} - {"internal"}
+    if doc_type not in shown:
+        raise ValueError(
+            f"no section the demo shows customers has doc_type {doc_type!r} (internal "
+            f"sections are never shown): use one of {', '.join(sorted(map(str, shown)))}"
+        )
 
 
 def _snippet(text: str, width: int = 110) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -233,3 +234,15 @@ def test_the_demo_cli(
     assert "No relevant information found." not in blocks[REFUND]
     assert "refund-policy / How to request a refund" in blocks[REFUND]
     assert "internal" not in blocks[REFUND]  # the demo answers customers
+
+
+@pytest.mark.parametrize("doc_type", ["faqs", "internal"])
+def test_the_demo_refuses_a_doc_type_no_customer_section_has(
+    tmp_path: Any, doc_type: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt --doc-type printed "No relevant information found." for every question,
+    as if nothing answered them."""
+    argv = ["demo", "--uri", str(tmp_path / "demo.db"), "--doc-type", doc_type, "-q", REFUND]
+    assert cli.main(argv) == 2
+    assert re.search(rf"doc_type '{doc_type}'.*faq, guide, policy", capsys.readouterr().err)
+    assert not (tmp_path / "demo.db").exists()  # refused before anything was indexed

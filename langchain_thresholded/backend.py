@@ -373,6 +373,12 @@ class LangChainBackend:
         summaries fetched from the docstore are held to."""
         return self._only_ids is not None or self._wrapped_where() is not None
 
+    @property
+    def fetch_holds_back(self) -> bool:
+        """``fetch`` holds what the docstore returns to the raw store restrictions."""
+        raw = self._raw_filter is not None or self._only_ids is not None
+        return raw or bool(self._raw_expr or self._partitions)
+
     def admits(self, item: Document) -> bool:
         item_id = stored_id(item, self._id_key) or document_id(item)
         if self._only_ids is not None and item_id not in self._only_ids:

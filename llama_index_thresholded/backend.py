@@ -388,6 +388,10 @@ class LlamaIndexBackend:
     def restricted(self) -> bool:
         return self._args["doc_ids"] is not None or self._args["node_ids"] is not None
 
+    @property
+    def fetch_holds_back(self) -> bool:
+        return bool(restricting_kwargs(self._store, self._args["vector_store_kwargs"]))
+
     def admits(self, item: BaseNode) -> bool:
         """A node of the retriever's ``node_ids`` and ``doc_ids``, where it names them (an
         empty list names none: it admits nothing)."""

@@ -107,6 +107,7 @@ def walk(
         if not wanted:
             break
         items = yield fetch(collection, list(dict.fromkeys(key for _, _, key in wanted)))
+        _say_not_found(collection, [key for _, _, key in wanted if key not in items])
         hop += 1
         frontier = [
             (anchor, direction, items[key])
@@ -127,6 +128,24 @@ def walk(
 
 
 _TOLD: weakref.WeakSet[Any] = weakref.WeakSet()
+_TOLD_NOT_FOUND: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _say_not_found(collection: Any, missing: list[str]) -> None:
+    """Once per collection: sections link to ids that are nowhere, so nothing is attached
+    for them (e.g. summaries kept in a docstore that was not persisted with the store)."""
+    backend = collection.backend
+    if not missing or backend.fetch_holds_back or backend in _TOLD_NOT_FOUND:
+        return
+    _TOLD_NOT_FOUND.add(backend)
+    logger.warning(
+        "the kept sections of %s link to sections that were not found, so they were not "
+        "attached (%s): index them with the sections, or keep them in a docstore that is "
+        "saved and loaded with the store (LlamaIndex: StorageContext.persist; LangChain: the "
+        "retriever's docstore). Said once per collection",
+        backend.name,
+        ", ".join(repr(key) for key in dict.fromkeys(missing[:5])),
+    )
 
 
 def _say_unlinked(collection: Any) -> None:

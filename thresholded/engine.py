@@ -150,6 +150,10 @@ class Backend(Protocol[T]):
     restricted: bool
     """The retriever limits its sections by more than their metadata (ids, documents)."""
 
+    fetch_holds_back: bool
+    """``fetch`` leaves out sections it found that the retriever's store restrictions exclude
+    (a raw expression, partitions, ids): an id it does not return may exist."""
+
     def admits(self, item: T) -> bool:
         """Whether an item is within those limits (see ``restricted``)."""
 

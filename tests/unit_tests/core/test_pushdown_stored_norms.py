@@ -36,6 +36,7 @@ class HandStore:
     attempt_timeout = None
     threaded = False
     restricted = False
+    fetch_holds_back = False
 
     def __init__(self, vectors: Mapping[str, Sequence[float]], metric: Metric) -> None:
         self.vectors = dict(vectors)

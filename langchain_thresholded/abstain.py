@@ -168,15 +168,18 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
 
     # Runnable ----------------------------------------------------------------------
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return self._call_with_config(self._invoke, input, config, **kwargs)
+        _no_call_arguments("invoke", kwargs)
+        return self._call_with_config(self._invoke, input, config)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return await self._acall_with_config(self._ainvoke, input, config, **kwargs)
+        _no_call_arguments("ainvoke", kwargs)
+        return await self._acall_with_config(self._ainvoke, input, config)
 
     def transform(
         self, input: Iterator[Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[Any]:
-        yield from self._transform_stream_with_config(input, self._transform, config, **kwargs)
+        _no_call_arguments("stream", kwargs)
+        yield from self._transform_stream_with_config(input, self._transform, config)
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -186,9 +189,8 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     async def atransform(
         self, input: AsyncIterator[Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        async for chunk in self._atransform_stream_with_config(
-            input, self._atransform, config, **kwargs
-        ):
+        _no_call_arguments("astream", kwargs)
+        async for chunk in self._atransform_stream_with_config(input, self._atransform, config):
             yield chunk
 
     async def astream(
@@ -359,6 +361,19 @@ def _kind(member: Any) -> AnswerType | None:
     if isinstance(member, type) and issubclass(member, BaseMessage):
         return "message"
     return None
+
+
+def _no_call_arguments(method: str, kwargs: dict[str, Any]) -> None:
+    """A call takes its input and config only: what it would narrow (filters, the floor)
+    belongs to the retriever, made configurable for per-call values."""
+    if kwargs:
+        raise TypeError(
+            f"AbstainingChain.{method}() takes an input and a config, not "
+            f"{', '.join(sorted(kwargs))}: set them on the retriever, or per call through "
+            "its configurable fields (retriever.configurable_fields(call_filters="
+            "ConfigurableField(id='call_filters')), then config={'configurable': "
+            "{'call_filters': ...}})"
+        )
 
 
 def _gathered(chunks: Iterator[Any] | list[Any]) -> Any:

@@ -415,3 +415,32 @@ def test_the_passthrough_recipe_needs_a_retrieval_of_its_own(retriever, refunds)
     recipe.invoke(OTHER_QUERY)
     assert calls.count == 1
     assert "Context:\n\n\nQuestion" in calls.prompts[0]
+
+
+def _astreamed(chain: AbstainingChain, **kwargs: Any) -> list[Any]:
+    async def chunks() -> list[Any]:
+        return [c async for c in chain.astream(QUERY, **kwargs)]
+
+    return asyncio.run(chunks())
+
+
+CALLS = {
+    "invoke": lambda chain, **kw: chain.invoke(QUERY, **kw),
+    "ainvoke": lambda chain, **kw: asyncio.run(chain.ainvoke(QUERY, **kw)),
+    "stream": lambda chain, **kw: list(chain.stream(QUERY, **kw)),
+    "astream": _astreamed,
+    "batch": lambda chain, **kw: chain.batch([QUERY], **kw),
+    "abatch": lambda chain, **kw: asyncio.run(chain.abatch([QUERY], **kw)),
+}
+
+
+@pytest.mark.parametrize("method", CALLS)
+def test_a_call_s_keyword_arguments_are_refused_in_every_method(retriever, method):
+    """A chain call takes its input and config; ``filters=`` given to a call would narrow
+    nothing, so it is an error that says where filters go (astream failed inside LangChain
+    with an UnboundLocalError)."""
+    calls = Calls()
+    chain = build("str", retriever, spy_model(calls))
+    with pytest.raises(TypeError, match=r"not filters: set them on the retriever.*call_filters"):
+        CALLS[method](chain, filters={"source": "elsewhere"})
+    assert calls.count == 0

@@ -288,7 +288,9 @@ def milvus_store(
     ``COSINE``; ``L2`` on unit vectors) is the store's ``similarity_metric``, the metric of
     a new collection's index; ``overwrite=True`` drops an existing collection first, else
     its rows are kept and nodes indexed through the store are added to them (reopen a
-    collection with :func:`existing_milvus_store`). ``kwargs`` go to the store
+    collection with :func:`existing_milvus_store`). A node indexed under an id the
+    collection holds replaces that row (``upsert_mode=True``, LlamaIndex's default being
+    a second row under the same id). ``kwargs`` go to the store
     (``timeout``, ``token``, ``db_name``...). It is a :class:`CompatibleMilvusVectorStore`,
     so sparse and text search (with ``enable_sparse=True``) work on every engine too.
     """
@@ -304,7 +306,7 @@ def milvus_store(
         dim=dim,
         similarity_metric=metric.value,
         overwrite=overwrite,
-        **kwargs,
+        **{"upsert_mode": True, **kwargs},
     )
 
 
@@ -315,7 +317,8 @@ def existing_milvus_store(
 
     A misspelt name would otherwise create a new, empty collection, and every
     question would then quietly "match nothing". The metric is read from the
-    collection's dense index, so its scores are read as what they are.
+    collection's dense index, so its scores are read as what they are. A node indexed
+    under an id the collection holds replaces that row, as with :func:`milvus_store`.
     """
     from pymilvus import MilvusClient
 
@@ -345,7 +348,7 @@ def existing_milvus_store(
         collection_name=collection_name,
         dim=dim,
         similarity_metric=metric,
-        **kwargs,
+        **{"upsert_mode": True, **kwargs},
     )
 
 

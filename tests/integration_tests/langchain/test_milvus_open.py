@@ -201,3 +201,36 @@ def test_a_collection_langchain_cannot_read_is_an_error_that_names_its_fields(
         existing_milvus_store(uri, "bare", embeddings=minilm)
     with pytest.raises(ValueError, match=r"no text field 'text'.*'embedding'"):
         existing_milvus_store(uri, "bare", embeddings=minilm, vector_field="embedding")
+
+
+def test_documents_added_again_under_their_ids_replace_their_rows(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    """Running the same load twice (a rerun of an ingestion script) keeps one row per id.
+    Milvus itself inserts a second row under the same primary key, and a search for k
+    rows then returned about k / 2 sections: it spent its limit on the copies."""
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    docs = documents(support_texts)
+    for _ in range(2):
+        store = milvus_from_documents(docs, minilm, uri=uri, collection_name="support")
+    changed = Document(id=docs[0].id, page_content="Changed text.", metadata={"source": "x"})
+    store = milvus_from_documents([changed], minilm, uri=uri, collection_name="support")
+    (count,) = store.client.query("support", filter="", output_fields=["count(*)"])
+    assert count["count(*)"] == len(docs)
+    assert len(store.similarity_search("How do I get my money back?", k=4)) == 4
+    (row,) = store.client.get("support", ids=[str(docs[0].id)], output_fields=["text"])
+    assert row["text"] == "Changed text."
+
+
+def test_one_id_given_twice_in_one_load_is_refused(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    docs = documents(support_texts)
+    with pytest.raises(ValueError, match=rf"the id {docs[0].id!r} is given twice"):
+        milvus_from_documents(
+            [*docs, docs[0]], minilm, uri=str(tmp_path / "kb.db"), collection_name="support"
+        )

@@ -84,3 +84,27 @@ def test_a_profile_of_another_model_is_refused(tmp_path: Path, index) -> None:
     )
     with pytest.raises(ModelMismatchError, match="bge-m3"):
         ThresholdedRetriever(index, profile=profile, collection="kb")
+
+
+@pytest.mark.parametrize("reopen", [milvus_store, existing_milvus_store], ids=["new", "existing"])
+def test_nodes_indexed_again_under_their_ids_replace_their_rows(
+    tmp_path: Path, minilm_embed_model, reopen
+) -> None:
+    """Indexing the same nodes again (a rerun of an ingestion script) keeps one row per id.
+    Milvus itself inserts a second row under the same primary key, and a search for k
+    rows then returned about k / 2 sections: it spent its limit on the copies."""
+    uri = str(tmp_path / "kb.db")
+
+    def index_into(store) -> VectorStoreIndex:
+        nodes = [TextNode(id_=f"n{i}", text=t) for i, t in enumerate(TEXTS)]
+        storage = StorageContext.from_defaults(vector_store=store)
+        return VectorStoreIndex(nodes, storage_context=storage, embed_model=minilm_embed_model)
+
+    index_into(milvus_store(uri, "kb", dim=384))
+    store = reopen(uri, "kb", dim=384) if reopen is milvus_store else reopen(uri, "kb")
+    index = index_into(store)
+    (count,) = store.client.query("kb", filter="", output_fields=["count(*)"])
+    assert count["count(*)"] == len(TEXTS)
+    policy = RetrievalPolicy(min_similarity=0.0, top_k=2, max_per_source=None, max_chars=None)
+    retriever = ThresholdedRetriever(index, policy, neighbours=0, parent_summaries=False)
+    assert len(retriever.retrieve("How do I get a refund?")) == 2

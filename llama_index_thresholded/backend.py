@@ -57,6 +57,7 @@ from thresholded.pushdown import PushdownSwitch
 from thresholded.rescore import Vector
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, declared_kind
+from thresholded.strict import list_of_strings
 
 logger = logging.getLogger(__name__)
 
@@ -409,14 +410,8 @@ class LlamaIndexBackend:
 def _check_ids(ids: Any, *, argument: str) -> None:
     """``doc_ids`` and ``node_ids`` are lists of ids: a lone string would be read as a
     substring test in memory (``"doc-a" in "doc-a-internal"``)."""
-    if ids is None:
-        return
-    if isinstance(ids, str) or not isinstance(ids, Sequence | set | frozenset):
-        one = f": write [{ids!r}] for one" if isinstance(ids, str) else ""
-        raise TypeError(f"{argument} takes a list of ids, got {type(ids).__name__} {ids!r}{one}")
-    others = sorted({type(i).__name__ for i in ids if not isinstance(i, str)})
-    if others:
-        raise TypeError(f"{argument} takes a list of ids (strings), got values of type {others}")
+    if ids is not None:
+        list_of_strings(ids, argument=argument, what="ids")
 
 
 def index_collection(

@@ -15,6 +15,7 @@ from typing import Any
 
 from thresholded.errors import CollectionNotFoundError, UnsafeFilterError
 from thresholded.milvus_lite import is_lite_uri
+from thresholded.strict import list_of_strings
 
 
 def require_lite_file(uri: str, collection_name: str) -> None:
@@ -70,15 +71,7 @@ def checked_partitions(partitions: Any, *, argument: str) -> tuple[str, ...] | N
     search instead of narrowing it."""
     if partitions is None:
         return None
-    if isinstance(partitions, str):
-        raise TypeError(
-            f"{argument} takes a list of partition names, got the string {partitions!r}: "
-            f"write [{partitions!r}] for one partition"
-        )
-    if not isinstance(partitions, Sequence | set | frozenset) or not all(
-        isinstance(p, str) for p in partitions
-    ):
-        raise TypeError(f"{argument} takes a list of partition names, got {partitions!r}")
+    partitions = list_of_strings(partitions, argument=argument, what="partition names")
     if not partitions:
         raise UnsafeFilterError(
             f"{argument}=[] names no partition, and Milvus would search every partition: "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from pydantic import AliasChoices, AliasPath
@@ -49,6 +49,22 @@ def check_switches(**switches: Any) -> None:
     for name, value in switches.items():
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def list_of_strings(value: Any, *, argument: str, what: str) -> tuple[str, ...]:
+    """``value`` as a tuple of strings, refusing anything else. A lone string is the usual
+    slip: a restriction would read it as its characters, or as a substring test."""
+    if isinstance(value, str):
+        raise TypeError(
+            f"{argument} takes a list of {what}, got the string {value!r}: write [{value!r}] "
+            "for one"
+        )
+    if not isinstance(value, Sequence | set | frozenset):
+        raise TypeError(f"{argument} takes a list of {what}, got {type(value).__name__} {value!r}")
+    others = sorted({type(v).__name__ for v in value if not isinstance(v, str)})
+    if others:
+        raise TypeError(f"{argument} takes a list of {what} (strings), got values of type {others}")
+    return tuple(value)
 
 
 def named_parameters(function: Callable[..., Any]) -> list[str]:

@@ -107,7 +107,8 @@ def walk(
         if not wanted:
             break
         items = yield fetch(collection, list(dict.fromkeys(key for _, _, key in wanted)))
-        _say_not_found(collection, [key for _, _, key in wanted if key not in items])
+        if hop == 1:  # the kept sections' links; later ones are of sections not yet judged
+            _say_not_found(collection, [key for _, _, key in wanted if key not in items])
         hop += 1
         frontier = [
             (anchor, direction, items[key])

@@ -54,3 +54,32 @@ async def test_the_streamed_event_counts_the_sections_outside_the_filters(corpus
     report = chosen.retrieve_with_report(QUERY)
     assert (report.dropped, report.outside_filters) == ((), 1)
     assert "secret" not in report.explain()
+
+
+def test_the_not_found_warning_names_no_link_of_a_section_outside_the_filters(corpus, caplog):
+    """Past the first hop, the walk reads the links of sections it fetched, before the
+    filters judge them: an internal section's link to a missing id is its metadata."""
+    found = corpus(
+        [
+            ("pub", 0.875, {"doc_type": "public", "next_id": "secret"}),
+            ("secret", 0.25, {"doc_type": "internal", "prev_id": "pub", "next_id": "ghost-42"}),
+        ]
+    )
+    docstore = InMemoryStore()
+    docstore.mset(
+        [
+            (i, Document(id=i, page_content=d.page_content, metadata=d.metadata))
+            for i, d in found.documents.items()
+        ]
+    )
+    chosen = ThresholdedRetriever(
+        vectorstore=found.store,
+        policy=POLICY,
+        docstore=docstore,
+        neighbours=2,
+        filters={"doc_type": "public"},
+    )
+    with caplog.at_level("WARNING", logger="thresholded.attachments"):
+        report = chosen.retrieve_with_report(QUERY)
+    assert (report.outside_filters, report.dropped) == (1, ())
+    assert "ghost-42" not in caplog.text

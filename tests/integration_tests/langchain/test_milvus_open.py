@@ -234,3 +234,22 @@ def test_one_id_given_twice_in_one_load_is_refused(
         milvus_from_documents(
             [*docs, docs[0]], minilm, uri=str(tmp_path / "kb.db"), collection_name="support"
         )
+
+
+def test_documents_with_ids_load_again_into_an_auto_id_collection(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    """An auto-id collection's primary keys are Milvus's: the documents' own ids are not
+    them, so a second load adds its rows (Milvus cannot tell them from the first ones)
+    instead of failing with pymilvus's DataNotMatchException ("pk field should be a
+    int64")."""
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    docs = documents(support_texts)
+    for _ in range(2):
+        store = milvus_from_documents(
+            docs, minilm, uri=uri, collection_name="support", auto_id=True
+        )
+    (count,) = store.client.query("support", filter="", output_fields=["count(*)"])
+    assert count["count(*)"] >= len(docs)

@@ -55,7 +55,9 @@ class Lookups:
     def attach(self, nodes) -> list:
         backend = self.collection.backend
         kept = [Candidate(n, *backend.identify(n, "source")) for n in nodes]
-        return drive(walk(self.collection, kept, "source", fetch=self._fetch))
+        return drive(
+            walk(self.collection, kept, "source", fetch=self._fetch, within=lambda item: True)
+        )
 
     def _fetch(self, collection, ids):
         self.ids += len(ids)

@@ -57,13 +57,17 @@ def walk(
     source_key: str,
     *,
     fetch: Callable[[Any, list[str]], Any],
+    within: Callable[[T], bool],
 ) -> Generator[Any, dict[str, T], list[Candidate[T]]]:
     """Attachments of the kept sections, in reading order per section.
 
     For each kept section: its parent summaries (nearest first), its earlier
     neighbours (farthest first), then its later ones. A section already kept, or
-    already attached, is neither attached again nor walked through. ``fetch`` makes
-    the request that fetches one hop's ids from ``collection``.
+    already attached, is neither attached again nor walked through. Nor is one that
+    is not ``within`` the call's filters: it is returned for the caller to count as
+    outside them, and the walk stops there, so nothing is reached through a section
+    the call excludes. ``fetch`` makes the request that fetches one hop's ids from
+    ``collection``.
     """
     backend, spec = collection.backend, collection.attachments
     seen = {c.id for c in kept}
@@ -116,6 +120,7 @@ def walk(
             if key in items
             and take(anchor, direction, key, items[key])
             and hop <= limits[direction]
+            and within(items[key])
         ]
     return [
         att

@@ -537,18 +537,23 @@ def within_filters(
     outside them is returned, neither a section nor a neighbour nor a parent summary."""
     if not any(s.where is not None or s.collection.backend.restricted for s in stages):
         return list(candidates), []
-    where = {s.collection.name: (s.where, s.collection.backend) for s in stages}
+    by_name = {s.collection.name: s for s in stages}
     inside: list[Candidate[T]] = []
     outside: list[Dropped[T]] = []
     for cand in candidates:
-        rule, backend = where[cand.collection]
-        if (rule is None or matches(rule, backend.metadata(cand.item))) and backend.admits(
-            cand.item
-        ):
+        if is_within(by_name[cand.collection], cand.item):
             inside.append(cand)
         else:
             outside.append(Dropped(cand, DropReason.OUTSIDE_FILTERS))
     return inside, outside
+
+
+def is_within(stage: Stage[T], item: T) -> bool:
+    """Whether the item's metadata satisfies the stage's filters and its backend admits it."""
+    backend = stage.collection.backend
+    return (stage.where is None or matches(stage.where, backend.metadata(item))) and (
+        backend.admits(item)
+    )
 
 
 def counted(selection: Selection[T], outside: Sequence[Dropped[T]]) -> Selection[T]:
@@ -685,14 +690,17 @@ def _attachment_walks(
         collection = stage.collection
         if collection.attachments.enabled and collection.name in kept:
             sections = kept[collection.name]
-            walks.append((collection, _walking(collection, sections, call.policy.source_key)))
+            walks.append((collection, _walking(stage, sections, call.policy.source_key)))
     return walks
 
 
 def _walking(
-    collection: Collection[T], kept: list[Candidate[T]], source_key: str
+    stage: Stage[T], kept: list[Candidate[T]], source_key: str
 ) -> Callable[[], Pipeline[list[Candidate[T]]]]:
-    return lambda: walk(collection, kept, source_key, fetch=Fetch)
+    def within(item: T) -> bool:
+        return is_within(stage, item)
+
+    return lambda: walk(stage.collection, kept, source_key, fetch=Fetch, within=within)
 
 
 # The result --------------------------------------------------------------------------------

@@ -441,3 +441,16 @@ def test_node_ids_hold_for_attachments_too(fixture, mode):
     assert returned and set(returned) <= set(allowed)
     assert report.outside_filters >= 4  # g0, f3 and both summaries
     assert not {d.id for d in report.dropped} - set(allowed)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_nothing_is_attached_through_a_section_outside_the_filters(fixture, mode):
+    """f0 is f2's neighbour two away, through f1; f1 is outside the node ids, so the walk
+    stops there and f0, though allowed, is not attached: the call excluded the link."""
+    retriever = li.ThresholdedRetriever(
+        fixture.llama_index, POLICY, neighbours=2, pushdown=False, node_ids=["g1", "g2", "f2", "f0"]
+    )
+    report = report_of(retriever, mode)
+    assert [n.node.node_id for n in report.kept] == ["g1", "g2", "f2"]
+    assert [n.node.node_id for n in report.attached] == []  # g0, f1 and f3 are outside
+    assert report.outside_filters >= 3

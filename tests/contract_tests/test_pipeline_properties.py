@@ -450,10 +450,10 @@ def reference(world: World, setup: Setup) -> Expected:
     (``budget``); the first ``top_k`` (``beyond_top_k``). Then, for the kept sections
     only, their parent summaries (``parent_levels`` up) and ``neighbours`` on each side,
     fetched hop by hop; a section already kept or attached is neither attached again nor
-    walked through; one outside the filters is only counted (``outside``). They follow
-    their sections in order, per section: summaries nearest first, earlier neighbours
-    farthest first, later ones; ``max_attachment_chars`` skips what would overflow it
-    (``attachment_budget``).
+    walked through; one outside the filters is only counted (``outside``), and nothing is
+    reached through it. They follow their sections in order, per section: summaries
+    nearest first, earlier neighbours farthest first, later ones; ``max_attachment_chars``
+    skips what would overflow it (``attachment_budget``).
     """
     policy = setup.effective
     inside = [s for s in world.sections if all(c.holds(metadata_of(s)) for c in setup.conditions)]
@@ -534,7 +534,8 @@ def walk(world: World, kept: Sequence[Section], setup: Setup) -> list[str]:
                 continue
             seen.add(target)
             found[anchor][direction].append(target)
-            if hop < limits[direction]:
+            excluded = not all(c.holds(metadata_of(by_id[target])) for c in setup.conditions)
+            if hop < limits[direction] and not excluded:  # nothing is reached through it
                 step.append((anchor, direction, by_id[target]))
         frontier = step
     return [

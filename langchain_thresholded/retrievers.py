@@ -64,6 +64,7 @@ from thresholded.report import Report
 from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, declared_kind
+from thresholded.snapshot import Copied, same, shape
 from thresholded.strict import StrictArguments
 
 REPORT_SINK = "_thresholded_report_sink"
@@ -141,9 +142,9 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         """What ``_build`` made of the fields, made again if any changed since."""
         fields = {name: getattr(self, name) for name in type(self).model_fields}
         fields[_WATCHED] = self._watched()
-        if self._built is None or not _same(self._built[0], fields):
-            shape = _shape(fields)  # before building: a build must not hide a change
-            self._built = (shape, self._build())
+        if self._built is None or not same(self._built[0], fields):
+            held = _held(fields)  # before building: a build must not hide a change
+            self._built = (held, self._build())
         return self._built[1]
 
     def _change(self, values: dict[str, Any]) -> None:
@@ -343,7 +344,7 @@ class ThresholdedRetriever(EngineRetriever):
     profile or policy for a named model is otherwise refused). A floor measured for one model
     means nothing for another: only when you know."""
 
-    _copied: _Copied | None = PrivateAttr(default=None)
+    _copied: Copied | None = PrivateAttr(default=None)
     """The ``store.as_retriever(...)`` whose settings ``from_retriever`` copied."""
 
     @field_validator("metric", mode="before")
@@ -435,7 +436,7 @@ class ThresholdedRetriever(EngineRetriever):
         """``from_retriever`` over ``store.as_retriever(...)``: see there. Its settings are
         copied (an MMR search runs a copy of it), so a change to it afterwards is refused."""
         made = cls._over_copied_settings(retriever, embeddings, fields)
-        made._copied = _Copied.of(retriever)
+        made._copied = _copy_of(retriever)
         return made
 
     @classmethod
@@ -650,30 +651,6 @@ class _Searched:
     collection: Collection[Document]
 
 
-@dataclass(frozen=True)
-class _Copied:
-    """A ``store.as_retriever(...)`` whose store, search type and ``search_kwargs``
-    ``from_retriever`` copied, and what they were then. The copy does not follow a change
-    (a filter set on the retriever afterwards, say), so a search after one is refused."""
-
-    retriever: VectorStoreRetriever
-    settings: Any
-
-    @classmethod
-    def of(cls, retriever: VectorStoreRetriever) -> _Copied:
-        return cls(retriever, _shape(_copied_settings(retriever)))
-
-    def check_unchanged(self) -> None:
-        if not _same(self.settings, _copied_settings(self.retriever)):
-            raise ValueError(
-                f"the wrapped {type(self.retriever).__name__} was changed after from_retriever "
-                "copied its store, search type and search_kwargs: a search would not follow "
-                "the change. Call ThresholdedRetriever.from_retriever(...) again with the "
-                "changed retriever, or set filters=... on the ThresholdedRetriever itself "
-                "(a change to its own fields holds from the next call)"
-            )
-
-
 def _copied_settings(retriever: VectorStoreRetriever) -> dict[str, Any]:
     """What ``from_retriever`` copies of a store retriever (its ``k`` is replaced anyway)."""
     return {
@@ -683,12 +660,23 @@ def _copied_settings(retriever: VectorStoreRetriever) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class _Structured:
-    """A structured filter (``Comparison``, ``Operation``) and its fields, copied."""
+def _held(value: Any) -> Any:
+    """What a field held, its structured filters by their fields."""
+    return shape(value, by_fields=(Expr,))
 
-    filter: Expr
-    fields: dict[str, Any]
+
+def _copy_of(retriever: VectorStoreRetriever) -> Copied:
+    """A store retriever's settings as ``from_retriever`` copied them."""
+    return Copied.of(
+        retriever,
+        _copied_settings,
+        copied="store, search type and search_kwargs",
+        instead=(
+            "set filters=... on the ThresholdedRetriever itself (a change to its own fields "
+            "holds from the next call)"
+        ),
+        by_fields=(Expr,),
+    )
 
 
 def _a_retriever(value: Any) -> bool:
@@ -697,43 +685,6 @@ def _a_retriever(value: Any) -> bool:
     while isinstance(value, RunnableBindingBase):
         value = value.bound
     return isinstance(value, BaseRetriever)
-
-
-def _shape(value: Any) -> Any:
-    """``value`` with its dicts, lists, tuples, sets and structured filters copied, all the
-    way down, and every other object as it is: what a field held, to tell later whether it
-    was changed in place."""
-    if isinstance(value, Expr):
-        return _Structured(value, _shape(vars(value)))
-    if isinstance(value, Mapping):
-        return {key: _shape(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_shape(item) for item in value]
-    if isinstance(value, set | frozenset):
-        return frozenset(value)
-    return value
-
-
-def _same(shape: Any, value: Any) -> bool:
-    """Whether ``value`` still holds what ``_shape`` copied: the same keys and items, and the
-    very same objects (an object is not compared by value: a new one counts as a change)."""
-    if isinstance(shape, dict):
-        return (
-            isinstance(value, Mapping)
-            and shape.keys() == value.keys()
-            and all(_same(item, value[key]) for key, item in shape.items())
-        )
-    if isinstance(shape, list):
-        return (
-            isinstance(value, list | tuple)
-            and len(shape) == len(value)
-            and all(map(_same, shape, value))
-        )
-    if isinstance(shape, frozenset):
-        return isinstance(value, set | frozenset) and shape == value
-    if isinstance(shape, _Structured):
-        return shape.filter is value and _same(shape.fields, vars(value))
-    return shape is value
 
 
 def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:

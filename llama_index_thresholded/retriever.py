@@ -16,6 +16,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.vector_stores.types import (
     FilterCondition,
+    MetadataFilter,
     MetadataFilters,
     VectorStoreQueryMode,
 )
@@ -38,6 +39,7 @@ from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
 from thresholded.report import Report
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
+from thresholded.snapshot import Copied
 from thresholded.strict import check_switches
 
 dispatcher = get_dispatcher(__name__)
@@ -291,6 +293,7 @@ class ThresholdedRetriever(EngineRetriever):
             allow_model_mismatch=allow_model_mismatch,
         )
         self._index = index
+        self._wrapped: Copied | None = None
         self._filters = HeldFilters.of(filters)
         self._restrictions = HeldRestrictions.of(
             doc_ids=doc_ids, node_ids=node_ids, vector_store_kwargs=vector_store_kwargs
@@ -344,7 +347,10 @@ class ThresholdedRetriever(EngineRetriever):
         force: ``filters=`` given here is combined with its filters (AND), a
         ``string_expr`` with its own (AND), and any other restriction it already has is
         refused rather than replaced. One given as None (or, in ``vector_store_kwargs``,
-        empty) restricts nothing, so it leaves the wrapped retriever's in force. Any other
+        empty) restricts nothing, so it leaves the wrapped retriever's in force. Its settings
+        are copied, so a search after the wrapped retriever changed (its ``_filters``,
+        ``_node_ids`` or ``_kwargs`` set afterwards, say) is refused: call
+        ``from_retriever`` again. Any other
         retriever (e.g. an ``AutoMergingRetriever``) is an error that says to wrap the
         vector retriever inside it.
         """
@@ -366,7 +372,10 @@ class ThresholdedRetriever(EngineRetriever):
         }
         given = _set_only(kwargs, lambda key, value: key in ID_LISTS and value is None)
         _no_replaced_restriction(inherited, given, ID_LISTS)
-        return cls(retriever._index, policy, **{**inherited, **given})
+        wrapped = _copy_of(retriever)
+        built = cls(retriever._index, policy, **{**inherited, **given})
+        built._wrapped = wrapped
+        return built
 
     # Configuration ----------------------------------------------------------------------
     @classmethod
@@ -418,6 +427,8 @@ class ThresholdedRetriever(EngineRetriever):
         min_top_similarity: float | None = None,
         **overrides: Any,
     ) -> Any:
+        if self._wrapped is not None:
+            self._wrapped.check_unchanged()  # before its filters: the message names it
         self._filters.check_unchanged(type(self).__name__)
         self._restrictions.check_unchanged(type(self).__name__)
         return plan(
@@ -437,6 +448,34 @@ class ThresholdedRetriever(EngineRetriever):
             as_dropped=as_dropped,
             describe=describe,
         )
+
+
+def _copied_settings(retriever: VectorIndexRetriever) -> dict[str, Any]:
+    """What ``from_retriever`` copies of a vector retriever (its top k is replaced anyway)."""
+    return {
+        "index": retriever._index,
+        "vector_store": retriever._vector_store,
+        "embed_model": retriever._embed_model,
+        "mode": retriever._vector_store_query_mode,
+        "filters": retriever._filters,
+        "doc_ids": retriever._doc_ids,
+        "node_ids": retriever._node_ids,
+        "alpha": retriever._alpha,
+        "sparse_top_k": retriever._sparse_top_k,
+        "hybrid_top_k": retriever._hybrid_top_k,
+        "vector_store_kwargs": retriever._kwargs,
+    }
+
+
+def _copy_of(retriever: VectorIndexRetriever) -> Copied:
+    """A vector retriever's settings as ``from_retriever`` copied them."""
+    return Copied.of(
+        retriever,
+        _copied_settings,
+        copied="index, filters, doc_ids, node_ids, vector_store_kwargs and search settings",
+        instead="give a call its own filters: retrieve_with_report(query, filters=...)",
+        by_fields=(MetadataFilters, MetadataFilter),
+    )
 
 
 def question_of(query: QueryType) -> Question:

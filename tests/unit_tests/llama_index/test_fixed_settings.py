@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.retrievers import VectorIndexRetriever
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriever
@@ -97,8 +98,59 @@ def test_a_wrapped_retriever_s_filters_changed_in_place_are_refused(kit, index):
         wrapped, kit.policy(min_similarity=0.5), neighbours=0, filters=filters
     )
     revalued(filters)
-    with pytest.raises(ValueError, match="changed in place"):
+    with pytest.raises(ValueError, match="wrapped VectorIndexRetriever was changed"):
         retriever.retrieve(kit.QUESTION)
+
+
+def filters_set(wrapped):
+    wrapped._filters = MetadataFilters(filters=[MetadataFilter(key="kind", value="public")])
+
+
+def node_ids_set(wrapped):
+    wrapped._node_ids = ["public"]
+
+
+def doc_ids_set(wrapped):
+    wrapped._doc_ids = ["public"]
+
+
+def node_ids_narrowed_in_place(wrapped):
+    wrapped._node_ids.remove("secret")
+
+
+def store_kwargs_added(wrapped):
+    wrapped._kwargs["string_expr"] = "kind == 'public'"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [filters_set, node_ids_set, doc_ids_set, node_ids_narrowed_in_place, store_kwargs_added],
+)
+async def test_a_wrapped_retriever_changed_after_from_retriever_is_refused(kit, index, change):
+    """from_retriever copies the wrapped retriever's restrictions: a tenant's filter set on
+    it afterwards narrowed what it returned, while the ThresholdedRetriever over it still
+    returned the secret section."""
+    wrapped = VectorIndexRetriever(index, node_ids=["public", "secret"])
+    retriever = ThresholdedRetriever.from_retriever(
+        wrapped, kit.policy(min_similarity=0.5), neighbours=0
+    )
+    assert ids(retriever.retrieve(kit.QUESTION)) == ["public", "secret"]
+    change(wrapped)
+    expected = "wrapped VectorIndexRetriever was changed after from_retriever"
+    with pytest.raises(ValueError, match=expected):
+        retriever.retrieve(kit.QUESTION)
+    with pytest.raises(ValueError, match=r"from_retriever\(\.\.\.\) again"):
+        await retriever.aretrieve_with_report(kit.QUESTION)
+
+
+def test_a_wrapped_retriever_s_top_k_may_change(kit, index):
+    """Its top k is replaced by the policy's anyway."""
+    wrapped = index.as_retriever()
+    retriever = ThresholdedRetriever.from_retriever(
+        wrapped, kit.policy(min_similarity=0.5), neighbours=0
+    )
+    wrapped.similarity_top_k = 1
+    assert ids(retriever.retrieve(kit.QUESTION)) == ["public", "secret"]
 
 
 @pytest.mark.parametrize("changed", ["doc_ids", "node_ids", "vector_store_kwargs"])

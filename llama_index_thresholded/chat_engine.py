@@ -33,7 +33,7 @@ from llama_index.core.base.response.schema import RESPONSE_TYPE
 from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 from llama_index.core.chat_engine.types import AgentChatResponse, StreamingAgentChatResponse
 from llama_index.core.response_synthesizers import BaseSynthesizer
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_thresholded.query_engine import (
     DEFAULT_NO_MATCH_MESSAGE,
@@ -41,6 +41,7 @@ from llama_index_thresholded.query_engine import (
     NoMatchMessage,
     check_message,
     no_match_response,
+    none_added,
 )
 from thresholded.strict import check_arguments, named_parameters
 
@@ -111,6 +112,21 @@ class _Abstaining:
         engine = super().from_defaults(*args, **kwargs)  # type: ignore[misc]
         engine.no_match_message = no_match_message
         return engine
+
+    def _get_nodes(self, message: str) -> list[NodeWithScore]:
+        """The engine's own, and no section added to the retriever's (see ``none_added``)."""
+        retrieved = self._retriever.retrieve(message)  # type: ignore[attr-defined]
+        nodes = retrieved
+        for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
+            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=QueryBundle(message))
+        return none_added(self._retriever, retrieved, nodes)  # type: ignore[attr-defined]
+
+    async def _aget_nodes(self, message: str) -> list[NodeWithScore]:
+        retrieved = await self._retriever.aretrieve(message)  # type: ignore[attr-defined]
+        nodes = retrieved
+        for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
+            nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=QueryBundle(message))
+        return none_added(self._retriever, retrieved, nodes)  # type: ignore[attr-defined]
 
     def _get_response_synthesizer(
         self, chat_history: list[ChatMessage], streaming: bool = False

@@ -29,6 +29,9 @@ from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_thresholded.multi_collection import collection_of
+from llama_index_thresholded.retriever import EngineRetriever
+from thresholded.errors import UnsafeFilterError
 from thresholded.strict import check_arguments, named_parameters
 
 DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
@@ -82,6 +85,33 @@ class NoMatchMessage:
         engine.__dict__["_no_match_message"] = check_message(message)
 
 
+def none_added(
+    retriever: Any, retrieved: list[NodeWithScore], nodes: list[NodeWithScore]
+) -> list[NodeWithScore]:
+    """``nodes``, what the node postprocessors made of what ``retriever`` returned, when they
+    added no section to it, or the retriever holds none back. A section a postprocessor adds
+    (a ``PrevNextNodePostprocessor``'s neighbour, from the docstore) is held to none of the
+    retriever's filters, so where it has some, adding one is an error."""
+    if not isinstance(retriever, EngineRetriever) or not retriever.restricted:
+        return nodes
+    added = _sections(nodes) - _sections(retrieved)
+    if added:
+        raise UnsafeFilterError(
+            f"the node postprocessors added {len(added)} section(s) that "
+            f"{type(retriever).__name__} did not return (a PrevNextNodePostprocessor's "
+            "neighbours, say): they are not held to its filters, doc_ids, node_ids or store "
+            "restrictions. Attach neighbours and summaries with the retriever's own "
+            "neighbours= and parent_summaries=, which are held to them, and give the engine "
+            "postprocessors that only reorder, rescore or drop nodes"
+        )
+    return nodes
+
+
+def _sections(nodes: list[NodeWithScore]) -> set[tuple[str | None, str]]:
+    """Each node's section: its collection (a multi-collection retriever's mark) and id."""
+    return {(collection_of(n), n.node.node_id) for n in nodes}
+
+
 def _once(token: str) -> Generator[str, None, None]:
     yield token
 
@@ -130,6 +160,16 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
             abstained_by=abstained_by,
         )
 
+    def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        retrieved = self._retriever.retrieve(query_bundle)
+        nodes = self._apply_node_postprocessors(retrieved, query_bundle=query_bundle)
+        return none_added(self._retriever, retrieved, nodes)
+
+    async def aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        retrieved = await self._retriever.aretrieve(query_bundle)
+        nodes = await self._async_apply_node_postprocessors(retrieved, query_bundle=query_bundle)
+        return none_added(self._retriever, retrieved, nodes)
+
     def synthesize(
         self,
         query_bundle: QueryBundle,
@@ -160,6 +200,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
             else:
                 report = with_report(query_bundle)
                 nodes = self._apply_node_postprocessors(report.items, query_bundle=query_bundle)
+                nodes = none_added(self._retriever, report.items, nodes)
                 why = _abstained_by(report)
             if nodes:
                 response = self.synthesize(query_bundle, nodes)
@@ -180,6 +221,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
                 nodes = await self._async_apply_node_postprocessors(
                     report.items, query_bundle=query_bundle
                 )
+                nodes = none_added(self._retriever, report.items, nodes)
                 why = _abstained_by(report)
             if nodes:
                 response = await self.asynthesize(query_bundle, nodes)

@@ -70,6 +70,13 @@ class EngineRetriever(BaseRetriever):
             )
         super().__setattr__(name, value)
 
+    @property
+    def restricted(self) -> bool:
+        """Whether it returns only some of the sections it searches: its filters, ``doc_ids``
+        or ``node_ids``, or a restriction in ``vector_store_kwargs``. A section added to what
+        it returned (by a node postprocessor) is held to none of them."""
+        return any(stage.holds_back for stage in self._plan(Question("")).stages)
+
     # Retrieval --------------------------------------------------------------------------
     @dispatcher.span
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:

@@ -243,6 +243,13 @@ class Stage(Generic[T]):
     def needs_vector(self) -> bool:
         return self.collection.embeds or self.collection.rescores(self.policy)
 
+    @property
+    def holds_back(self) -> bool:
+        """Whether it returns only some of the collection's sections: filters, ids or
+        documents, or a restriction of the store's."""
+        backend = self.collection.backend
+        return self.where is not None or backend.restricted or backend.fetch_holds_back
+
 
 @dataclass(frozen=True)
 class Fan:

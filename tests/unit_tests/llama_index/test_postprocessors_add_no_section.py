@@ -1,0 +1,105 @@
+"""The abstaining engines answer only from sections their retriever returned, where it
+holds some back: a node postprocessor that adds one (a PrevNextNodePostprocessor's
+neighbour, read from the docstore) would bring it past the retriever's filters."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.llms import MockLLM
+from llama_index.core.postprocessor import LongContextReorder, PrevNextNodePostprocessor
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+from llama_index_thresholded import (
+    AbstainingCondensePlusContextChatEngine,
+    AbstainingContextChatEngine,
+    AbstainingQueryEngine,
+    MultiCollectionRetriever,
+    ThresholdedRetriever,
+)
+from thresholded.errors import UnsafeFilterError
+
+PUBLIC = MetadataFilters(filters=[MetadataFilter(key="kind", value="public")])
+
+
+def public_then_internal(kit):
+    public = kit.section("public", 0.9, kind="public")
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    kit.link_chain([public, internal])
+    return kit.build_index([public, internal], kit.embedding())
+
+
+def retriever_of(kind, index, kit, filters):
+    policy = kit.policy(min_similarity=0.5)
+    if kind == "single":
+        return ThresholdedRetriever(index, policy, filters=filters)
+    return MultiCollectionRetriever([index], policy=policy, filters=filters)
+
+
+def next_section(index):
+    return PrevNextNodePostprocessor(docstore=index.docstore, num_nodes=1, mode="next")
+
+
+def engine(kind, retriever, postprocessors):
+    if kind == "query":
+        return AbstainingQueryEngine.from_args(
+            retriever, llm=MockLLM(), node_postprocessors=postprocessors
+        )
+    chat = (
+        AbstainingContextChatEngine if kind == "chat" else AbstainingCondensePlusContextChatEngine
+    )
+    return chat.from_defaults(retriever, llm=MockLLM(), node_postprocessors=postprocessors)
+
+
+def query(retriever, postprocessors, kit):
+    return engine("query", retriever, postprocessors).query(kit.QUESTION).source_nodes
+
+
+async def aquery(retriever, postprocessors, kit):
+    return (await engine("query", retriever, postprocessors).aquery(kit.QUESTION)).source_nodes
+
+
+def engine_retrieve(retriever, postprocessors, kit):
+    return engine("query", retriever, postprocessors).retrieve(kit.QUESTION)
+
+
+def chat(retriever, postprocessors, kit):
+    return engine("chat", retriever, postprocessors).chat(kit.QUESTION).source_nodes
+
+
+async def achat(retriever, postprocessors, kit):
+    return (await engine("condense", retriever, postprocessors).achat(kit.QUESTION)).source_nodes
+
+
+CALLS = [query, aquery, engine_retrieve, chat, achat]
+
+
+async def answered(call, retriever, postprocessors, kit):
+    nodes = call(retriever, postprocessors, kit)
+    if not isinstance(nodes, list):
+        nodes = await nodes
+    return [n.node.node_id for n in nodes]
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("kind", ["single", "multi"])
+async def test_a_neighbour_added_past_the_filters_is_refused(kit, kind, call):
+    index = public_then_internal(kit)
+    retriever = retriever_of(kind, index, kit, PUBLIC)
+    with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section") as raised:
+        await answered(call, retriever, [next_section(index)], kit)
+    assert "internal" not in str(raised.value)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_postprocessors_that_only_reorder_are_fine(kit, call):
+    index = public_then_internal(kit)
+    retriever = retriever_of("single", index, kit, PUBLIC)
+    assert await answered(call, retriever, [LongContextReorder()], kit) == ["public"]
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_without_filters_a_neighbour_may_be_added(kit, call):
+    index = public_then_internal(kit)
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=0)
+    ids = await answered(call, retriever, [next_section(index)], kit)
+    assert ids == ["public", "internal"]

@@ -594,7 +594,15 @@ def _overrides(
 def _not_a_vector_retriever(retriever: object) -> str:
     name = type(retriever).__name__
     inner = getattr(retriever, "_vector_retriever", None)
-    if isinstance(inner, VectorIndexRetriever):
+    if isinstance(inner, VectorIndexRetriever) and _holds_back(inner):
+        hint = (
+            f"{name} merges in sections from the docstore (parents, sections between kept "
+            "ones) held to none of its vector retriever's filters, doc_ids or node_ids, so "
+            "do not put a ThresholdedRetriever inside it either: wrap its vector retriever "
+            "alone, ThresholdedRetriever.from_retriever(vector_retriever, policy, "
+            "parent_summaries=True), whose parents and neighbours are held to them"
+        )
+    elif isinstance(inner, VectorIndexRetriever):
         hint = (
             f"wrap the vector retriever inside it instead: {name}("
             "ThresholdedRetriever.from_retriever(vector_retriever, policy), ...)"
@@ -606,3 +614,13 @@ def _not_a_vector_retriever(retriever: object) -> str:
         f"can read as cosines; {name} is not one (its scores and merged nodes are its own): "
         f"{hint}"
     )
+
+
+def _holds_back(retriever: VectorIndexRetriever) -> bool:
+    """Whether a vector retriever returns only some sections: filters, ids, store restrictions."""
+    restrictions = restricting_kwargs(retriever._vector_store, retriever._kwargs or {})
+    node_ids = _inherited_node_ids(retriever)
+    every_node = set(retriever._index.index_struct.nodes_dict.values())  # as_retriever()'s
+    some_nodes = node_ids is not None and set(node_ids) != every_node
+    filtered = to_filter(retriever._filters) is not None or bool(restrictions)
+    return filtered or some_nodes or retriever._doc_ids is not None

@@ -14,7 +14,7 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.retrievers import AutoMergingRetriever
 from llama_index.core.schema import QueryBundle, TextNode
-from llama_index.core.vector_stores import SimpleVectorStore
+from llama_index.core.vector_stores import MetadataFilter, MetadataFilters, SimpleVectorStore
 
 import langchain_thresholded as lc
 import llama_index_thresholded as li
@@ -140,6 +140,18 @@ def test_from_an_auto_merging_retriever_says_to_wrap_the_vector_retriever():
     merging = AutoMergingRetriever(index.as_retriever(), index.storage_context)
     with pytest.raises(TypeError, match="wrap the vector retriever inside it"):
         li.ThresholdedRetriever.from_retriever(merging, POLICY)
+
+
+def test_a_filtered_auto_merging_retriever_is_not_said_to_take_a_thresholded_one():
+    """It merges parents in from the docstore, held to no filter: the hint proposed putting a
+    ThresholdedRetriever inside it, and an internal parent of public sections came back."""
+    index = llama_index()
+    public = MetadataFilters(filters=[MetadataFilter(key="kind", value="public")])
+    merging = AutoMergingRetriever(index.as_retriever(filters=public), index.storage_context)
+    with pytest.raises(TypeError, match="held to none of its vector retriever's filters") as e:
+        li.ThresholdedRetriever.from_retriever(merging, POLICY)
+    assert "wrap its vector retriever alone" in str(e.value)
+    assert "AutoMergingRetriever(ThresholdedRetriever" not in str(e.value)
 
 
 # The postprocessor and the compressor judge what they cannot trust ------------------------

@@ -91,7 +91,8 @@ def _without_object(node: BaseNode) -> dict[str, None]:
     it) left out, as it names it by its ``index_id``: the filters judge the ``IndexNode``'s
     own metadata, and its object may be a section outside them, which a recursive
     retriever around this one (``QueryFusionRetriever``) returns in its place."""
-    return {"obj": None} if getattr(node, "obj", None) is not None else {}
+    # read from the fields: pydantic answers a missing attribute slowly, by raising
+    return {"obj": None} if node.__dict__.get("obj") is not None else {}
 
 
 def _by_id_only(relationships: dict[NodeRelationship, RelatedNodeType]) -> dict:

@@ -92,10 +92,8 @@ def none_added(
     added no section to it, or the retriever holds none back. A section a postprocessor adds
     (a ``PrevNextNodePostprocessor``'s neighbour, from the docstore) is held to none of the
     retriever's filters, so where it has some, adding one is an error."""
-    if not isinstance(retriever, EngineRetriever) or not retriever.restricted:
-        return nodes
-    added = _sections(nodes) - _sections(retrieved)
-    if added:
+    added = _sections(nodes) - _sections(retrieved)  # first: seldom any, and cheap
+    if added and isinstance(retriever, EngineRetriever) and retriever.restricted:
         raise UnsafeFilterError(
             f"the node postprocessors added {len(added)} section(s) that "
             f"{type(retriever).__name__} did not return (a PrevNextNodePostprocessor's "

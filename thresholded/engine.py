@@ -704,9 +704,7 @@ def _attachment_walks(
 def _walking(
     stage: Stage[T], kept: list[Candidate[T]], source_key: str
 ) -> Callable[[], Pipeline[list[Candidate[T]]]]:
-    def within(item: T) -> bool:
-        return is_within(stage, item)
-
+    within = functools.partial(is_within, stage)
     return lambda: walk(stage.collection, kept, source_key, fetch=Fetch, within=within)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.instrumentation.event_handlers import NullEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
 from llama_index.core.instrumentation.events.retrieval import (
     RetrievalEndEvent,
@@ -64,7 +65,9 @@ def retrieval_events(
 ) -> Iterator[Callable[[Report[NodeWithScore]], None]]:
     """Wrap one call in its events; the body hands its report to the yielded function."""
     retriever._check_callback_manager()
-    dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query))
+    heard = is_heard(dispatcher)
+    if heard:
+        dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query))
     query_str = query.query_str if isinstance(query, QueryBundle) else query
     reports: list[Report[NodeWithScore]] = []
     manager = retriever.callback_manager
@@ -90,6 +93,8 @@ def retrieval_events(
                 **collections,
             }
         )
+    if not heard:
+        return
     dispatcher.event(
         ThresholdSelectionEvent(
             query_str=report.query,
@@ -104,6 +109,18 @@ def retrieval_events(
         )
     )
     dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query, nodes=report.items))
+
+
+def is_heard(dispatcher: Dispatcher) -> bool:
+    """Whether an event sent through ``dispatcher`` reaches a handler that does something
+    with it (LlamaIndex's root dispatcher holds a ``NullEventHandler``, which does
+    nothing): the events of a call nobody listens to are not built."""
+    current: Dispatcher | None = dispatcher
+    while current is not None:
+        if any(type(h) is not NullEventHandler for h in current.event_handlers):
+            return True
+        current = current.parent if current.propagate else None
+    return False
 
 
 def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:

@@ -192,3 +192,38 @@ def test_events_count_the_sections_outside_the_filters_and_never_name_them(kit, 
     (_, end), *_ = debug.get_event_pairs(CBEventType.RETRIEVE)
     assert end.payload["thresholded_dropped"] == []
     assert end.payload["thresholded_outside_filters"] == 1
+
+
+def test_the_events_of_a_call_nobody_hears_are_not_built(kit, index, monkeypatch):
+    from llama_index_thresholded import events
+    from llama_index_thresholded import retriever as retriever_module
+
+    assert not events.is_heard(retriever_module.dispatcher)
+
+    def unheard(**_: Any) -> None:
+        raise AssertionError("an event nobody hears was built")
+
+    monkeypatch.setattr(events, "ThresholdSelectionEvent", unheard)
+    monkeypatch.setattr(events, "RetrievalStartEvent", unheard)
+    monkeypatch.setattr(events, "RetrievalEndEvent", unheard)
+    retriever = ThresholdedRetriever(index, policy(kit), neighbours=0)
+    assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["a1", "a2"]
+
+
+def test_a_handler_on_the_retrievers_own_dispatcher_hears_each_event_once(kit, index):
+    from llama_index_thresholded import events
+    from llama_index_thresholded import retriever as retriever_module
+
+    handler = Recorder()
+    own = retriever_module.dispatcher
+    own.add_event_handler(handler)
+    try:
+        assert events.is_heard(own)
+        ThresholdedRetriever(index, policy(kit), neighbours=0).retrieve(kit.QUESTION)
+    finally:
+        own.event_handlers.remove(handler)
+    names = [type(e).__name__ for e in handler._events]
+    assert names.count("RetrievalStartEvent") == 1
+    assert names.count("RetrievalEndEvent") == 1
+    assert len(handler.selections) == 1
+    assert handler.selections[0].kept_ids == ["a1", "a2"]

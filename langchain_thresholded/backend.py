@@ -69,6 +69,11 @@ STORE_FILTER_KEYS = frozenset(
 )
 """Store arguments that limit what a search returns: the retriever's own, never a call's,
 never replaced."""
+_NAMESPACE = "namespace"
+"""Where a langchain-milvus store's arguments name the namespace of a Milvus 2.6 collection
+searched (pymilvus sends it with the search): a tenant's rows, as a partition is."""
+_NOT_PER_CALL = STORE_FILTER_KEYS | {_NAMESPACE}
+"""What a call's ``search_kwargs`` may not hold: it would replace the retriever's own."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
 scores of a dense store that are not cosines (re-scored, the floor reads their cosine).
@@ -872,7 +877,7 @@ def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:
     """A call's ``search_kwargs`` hold no store filter: it would replace the retriever's, and
     the neighbours and summaries fetched from the docstore would not be held to it. A key
     given as None is refused too: it replaces the retriever's own with no restriction."""
-    given = sorted(key for key in STORE_FILTER_KEYS if key in search_kwargs)
+    given = sorted(key for key in _NOT_PER_CALL if key in search_kwargs)
     if given:
         raise TypeError(
             f"a call's search_kwargs hold a store filter ({', '.join(given)}), which would "

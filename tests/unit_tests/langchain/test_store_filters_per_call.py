@@ -19,7 +19,7 @@ POLICY = RetrievalPolicy(min_similarity=0.5, top_k=10, max_per_source=None, max_
 
 
 @pytest.mark.parametrize(
-    "key", ["where", "where_document", "ids", "partition_names", "filter_params"]
+    "key", ["where", "where_document", "ids", "partition_names", "filter_params", "namespace"]
 )
 def test_a_store_filter_in_a_calls_search_kwargs_is_refused(corpus, key):
     retriever = ThresholdedRetriever(vectorstore=corpus([("a", 0.75)]).store, policy=POLICY)

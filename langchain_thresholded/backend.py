@@ -129,6 +129,7 @@ class LangChainBackend:
         if docstore is not None:
             _check_held(store)
             _no_expr_params(rows_kwargs)
+            _no_namespace(rows_kwargs)
         _check_filters_read(self._rows, rows_kwargs, held=frozenset({_ONLY_IDS}))
         _check_members(store)
         self._engine_dialect: Dialect | None = None
@@ -859,6 +860,19 @@ def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
     """Milvus expressions that must all hold, as one; None when there are none."""
     parts = [f"({e})" for e in exprs if e]
     return " and ".join(parts) if parts else None
+
+
+def _no_namespace(search_kwargs: Mapping[str, Any]) -> None:
+    """With a docstore, no Milvus ``namespace``: the neighbours and summaries fetched from it
+    are checked by id against the expression and the partitions, never a namespace, so
+    another namespace's sections would be attached."""
+    if search_kwargs.get(_NAMESPACE) is not None:
+        raise ValueError(
+            f"search_kwargs[{_NAMESPACE!r}] restricts the search to a namespace, which the "
+            "neighbours and summaries fetched from the docstore are not held to: give the "
+            "restriction as filters=... (a structured filter or a dict such as "
+            "{'tenant': 'a'}), which holds for both, or leave the docstore out"
+        )
 
 
 def _no_expr_params(search_kwargs: Mapping[str, Any]) -> None:

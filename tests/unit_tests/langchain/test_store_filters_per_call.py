@@ -40,6 +40,19 @@ def test_expression_parameters_with_a_docstore_are_refused(corpus):
         )
 
 
+def test_a_namespace_with_a_docstore_is_refused(corpus):
+    """The sections fetched from the docstore are checked by id against the expression and
+    the partitions: a Milvus namespace would not hold for them."""
+    store = corpus([("a", 0.75)]).store
+    with pytest.raises(ValueError, match=r"search_kwargs\['namespace'\].*docstore"):
+        ThresholdedRetriever(
+            vectorstore=store,
+            policy=POLICY,
+            search_kwargs={"namespace": "tenant_a"},
+            docstore=InMemoryStore(),
+        )
+
+
 def test_a_calls_ids_are_refused_in_every_collection(corpus):
     """Each collection's store gets the call's search_kwargs: they would replace its ids."""
     store = corpus([("a", 0.75), ("b", 0.75)]).store

@@ -285,7 +285,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     def _retrieve(self, input: Any, config: RunnableConfig) -> tuple[list[Document], bool]:
         query = self._query(input, config)
         retriever, config = self._configured(config)
-        with_report = getattr(retriever, "retrieve_with_report", None)
+        with_report = _reporting(retriever, "retrieve_with_report")
         if with_report is None:
             documents = retriever.invoke(query, config)
             return documents, not documents
@@ -295,7 +295,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     async def _aretrieve(self, input: Any, config: RunnableConfig) -> tuple[list[Document], bool]:
         query = await self._aquery(input, config)
         retriever, config = self._configured(config)
-        with_report = getattr(retriever, "aretrieve_with_report", None)
+        with_report = _reporting(retriever, "aretrieve_with_report")
         if with_report is None:
             documents = await retriever.ainvoke(query, config)
             return documents, not documents
@@ -398,3 +398,11 @@ def _text(query: Any) -> str:
         f"the search query must be a str, got {type(query).__name__}: end query_chain "
         "with StrOutputParser(), or give the question as a str"
     )
+
+
+def _reporting(retriever: Any, name: str) -> Any:
+    """The retriever's method ``name`` that returns its report, if it is itself a retriever.
+    A configured alternative may be a ``RunnableBinding`` (``retriever.bind(filters=...)``):
+    its ``__getattr__`` hands out the bound retriever's method with the binding's config but
+    without its arguments, so the bound filters would not apply; it is invoked instead."""
+    return getattr(retriever, name, None) if isinstance(retriever, BaseRetriever) else None

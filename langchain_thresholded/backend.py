@@ -69,6 +69,11 @@ STORE_FILTER_KEYS = frozenset(
 )
 """Store arguments that limit what a search returns: the retriever's own, never a call's,
 never replaced."""
+_NAMESPACE = "namespace"
+"""Where a langchain-milvus store's arguments name the namespace of a Milvus 2.6 collection
+searched (pymilvus sends it with the search): a tenant's rows, as a partition is."""
+_NOT_PER_CALL = STORE_FILTER_KEYS | {_NAMESPACE}
+"""What a call's ``search_kwargs`` may not hold: it would replace the retriever's own."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
 scores of a dense store that are not cosines (re-scored, the floor reads their cosine).
@@ -124,6 +129,7 @@ class LangChainBackend:
         if docstore is not None:
             _check_held(store)
             _no_expr_params(rows_kwargs)
+            _no_namespace(rows_kwargs)
         _check_filters_read(self._rows, rows_kwargs, held=frozenset({_ONLY_IDS}))
         _check_members(store)
         self._engine_dialect: Dialect | None = None
@@ -856,6 +862,19 @@ def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
     return " and ".join(parts) if parts else None
 
 
+def _no_namespace(search_kwargs: Mapping[str, Any]) -> None:
+    """With a docstore, no Milvus ``namespace``: the neighbours and summaries fetched from it
+    are checked by id against the expression and the partitions, never a namespace, so
+    another namespace's sections would be attached."""
+    if search_kwargs.get(_NAMESPACE) is not None:
+        raise ValueError(
+            f"search_kwargs[{_NAMESPACE!r}] restricts the search to a namespace, which the "
+            "neighbours and summaries fetched from the docstore are not held to: give the "
+            "restriction as filters=... (a structured filter or a dict such as "
+            "{'tenant': 'a'}), which holds for both, or leave the docstore out"
+        )
+
+
 def _no_expr_params(search_kwargs: Mapping[str, Any]) -> None:
     """With a docstore, a raw expression's placeholders hold no values given apart: the
     neighbours and summaries fetched from it are checked against the expression alone."""
@@ -872,7 +891,7 @@ def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:
     """A call's ``search_kwargs`` hold no store filter: it would replace the retriever's, and
     the neighbours and summaries fetched from the docstore would not be held to it. A key
     given as None is refused too: it replaces the retriever's own with no restriction."""
-    given = sorted(key for key in STORE_FILTER_KEYS if key in search_kwargs)
+    given = sorted(key for key in _NOT_PER_CALL if key in search_kwargs)
     if given:
         raise TypeError(
             f"a call's search_kwargs hold a store filter ({', '.join(given)}), which would "

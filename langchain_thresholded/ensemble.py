@@ -22,6 +22,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.vectorstores import VectorStore
@@ -29,6 +30,11 @@ from langchain_core.vectorstores import VectorStore
 from thresholded.scores import ScoreKind
 
 Scored = list[tuple[Document, float | None]]
+
+_SILENT: RunnableConfig = {"callbacks": []}
+"""The config an inner retriever runs with: no callbacks. Without a config, LangChain gives it
+the ambient one of an enclosing chain, and its ``on_retriever_end`` (every document it found,
+those outside the filters too) would reach the caller's handlers and ``astream_events``."""
 
 
 def is_ensemble(retriever: object) -> bool:
@@ -81,18 +87,18 @@ class RetrieverSource(VectorStore):
         _no_store_arguments(kwargs)
         not_configurable(self.retriever)  # it, or its members, may have changed since
         if is_ensemble(self.retriever):
-            lists = [r.invoke(query) for r in self.retriever.retrievers]  # type: ignore[attr-defined]
+            lists = [r.invoke(query, _SILENT) for r in self.retriever.retrievers]  # type: ignore[attr-defined]
             return self._fuse(lists)[:k]
-        return self._read_scores(self.retriever.invoke(query))[:k]
+        return self._read_scores(self.retriever.invoke(query, _SILENT))[:k]
 
     async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
         _no_store_arguments(kwargs)
         not_configurable(self.retriever)  # it, or its members, may have changed since
         if is_ensemble(self.retriever):
             inner = self.retriever.retrievers  # type: ignore[attr-defined]
-            lists = await asyncio.gather(*(r.ainvoke(query) for r in inner))
+            lists = await asyncio.gather(*(r.ainvoke(query, _SILENT) for r in inner))
             return self._fuse(list(lists))[:k]
-        return self._read_scores(await self.retriever.ainvoke(query))[:k]
+        return self._read_scores(await self.retriever.ainvoke(query, _SILENT))[:k]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]

@@ -383,6 +383,31 @@ def test_a_configurable_retriever_is_configured_by_each_call(retriever):
     assert calls.count == 1 and REFUNDS in calls.prompts[0]
 
 
+@pytest.mark.parametrize("run", ["invoke", "ainvoke", "stream"])
+def test_a_bound_alternative_keeps_its_filters(retriever, run):
+    """An alternative chosen by the config may be a binding (``bind(filters=...)``): its
+    ``__getattr__`` gives the bound retriever's ``retrieve_with_report`` without the bound
+    filters, so the LLM got sections outside them."""
+    chosen = retriever.configurable_alternatives(
+        ConfigurableField(id="audience"),
+        default_key="staff",
+        public=retriever.bind(filters={"source": "elsewhere"}),
+    )
+    calls = Calls()
+    chain = build("str", chosen, spy_model(calls))
+    public = {"configurable": {"audience": "public"}}
+    if run == "invoke":
+        answer = chain.invoke(QUERY, config=public)
+    elif run == "ainvoke":
+        answer = asyncio.run(chain.ainvoke(QUERY, config=public))
+    else:
+        (answer,) = chain.stream(QUERY, config=public)
+    assert answer == NO_MATCH
+    assert calls.count == 0
+    assert chain.invoke(QUERY) == ANSWER
+    assert calls.count == 1 and REFUNDS in calls.prompts[0]
+
+
 def test_a_configurable_runnable_that_is_not_a_retriever_is_refused():
     configurable = spy_model(Calls()).configurable_fields(
         responses=ConfigurableField(id="responses")

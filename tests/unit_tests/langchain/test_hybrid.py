@@ -264,3 +264,39 @@ def test_cosine_declared_for_an_ensemble_or_an_mmr_search_is_refused(corpus: Any
     mmr = c.store.as_retriever(search_type="mmr")
     with pytest.raises(ValueError, match=r"score_kind='cosine' contradicts .* 'mmr'"):
         ThresholdedRetriever.from_retriever(mmr, policy=POLICY, score_kind="cosine")
+
+
+async def test_inner_retrievers_send_no_events_of_sections_outside_the_filters(
+    corpus: Any,
+) -> None:
+    """Inside a chain, LangChain gives a retriever invoked without a config the chain's own:
+    the inner retrievers' ``on_retriever_end`` (every document they found) would reach the
+    caller's handlers and ``astream_events``, the sections outside the filters included."""
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.runnables import RunnableLambda
+
+    secret = Document(id="secret", page_content="the secret text", metadata={"kind": "x"})
+    public = Document(id="public", page_content="the public text", metadata={"kind": "y"})
+    ensemble = EnsembleRetriever(
+        retrievers=[FixedRetriever(docs=[secret, public]), FixedRetriever(docs=[public])],
+        weights=[0.5, 0.5],
+    )
+    plain = FixedRetriever(docs=[secret, public])
+    for inner, kind in ((ensemble, None), (plain, "bm25")):
+        retriever = ThresholdedRetriever.from_retriever(
+            inner, policy=POLICY, filters={"kind": "y"}, **({"score_kind": kind} if kind else {})
+        )
+        chain = RunnableLambda(lambda q: q) | retriever
+        streamed = [str(e.get("data")) async for e in chain.astream_events(Q, version="v2")]
+        assert streamed and not any("secret" in s for s in streamed)
+
+        class Seen(BaseCallbackHandler):
+            def __init__(self) -> None:
+                self.texts: list[str] = []
+
+            def on_retriever_end(self, documents: Any, **kwargs: Any) -> None:
+                self.texts.extend(d.page_content for d in documents)
+
+        seen = Seen()
+        assert ids(chain.invoke(Q, {"callbacks": [seen]})) == ["public"]
+        assert seen.texts and "the secret text" not in seen.texts

@@ -19,7 +19,7 @@ POLICY = RetrievalPolicy(min_similarity=0.5, top_k=10, max_per_source=None, max_
 
 
 @pytest.mark.parametrize(
-    "key", ["where", "where_document", "ids", "partition_names", "filter_params"]
+    "key", ["where", "where_document", "ids", "partition_names", "filter_params", "namespace"]
 )
 def test_a_store_filter_in_a_calls_search_kwargs_is_refused(corpus, key):
     retriever = ThresholdedRetriever(vectorstore=corpus([("a", 0.75)]).store, policy=POLICY)
@@ -36,6 +36,19 @@ def test_expression_parameters_with_a_docstore_are_refused(corpus):
             vectorstore=store,
             policy=POLICY,
             search_kwargs={"filter_params": {"t": "public"}},
+            docstore=InMemoryStore(),
+        )
+
+
+def test_a_namespace_with_a_docstore_is_refused(corpus):
+    """The sections fetched from the docstore are checked by id against the expression and
+    the partitions: a Milvus namespace would not hold for them."""
+    store = corpus([("a", 0.75)]).store
+    with pytest.raises(ValueError, match=r"search_kwargs\['namespace'\].*docstore"):
+        ThresholdedRetriever(
+            vectorstore=store,
+            policy=POLICY,
+            search_kwargs={"namespace": "tenant_a"},
             docstore=InMemoryStore(),
         )
 

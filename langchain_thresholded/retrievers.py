@@ -30,6 +30,7 @@ from langchain_thresholded.backend import (
     LinkKeys,
     as_dropped,
     describe,
+    no_score_threshold,
     output,
     primary_field,
     rows_store,
@@ -362,6 +363,7 @@ class ThresholdedRetriever(EngineRetriever):
     def _no_k_in_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
         if "k" in value:
             raise ValueError("must not contain 'k': the retriever fetches top_k * over_fetch")
+        no_score_threshold(value)
         return value
 
     # Public API --------------------------------------------------------------------

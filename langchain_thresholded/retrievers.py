@@ -264,7 +264,9 @@ class ThresholdedRetriever(EngineRetriever):
     Per call: ``retriever.invoke(q, k=2, min_similarity=0.5, filters=...)``; also
     ``min_top_similarity`` (the answer gate; 0 turns it off), ``max_per_source``,
     ``max_chars``, ``over_fetch``, ``policy`` (the whole policy, for this call) and
-    ``search_kwargs`` (merged over the field; no filter in them). ``filters`` is a
+    ``search_kwargs`` (merged over the field; no filter in them). None leaves a value as it
+    is: unlike in a policy, ``max_per_source=None`` or ``max_chars=None`` per call does not
+    lift the cap or the budget (pass ``policy`` for that). ``filters`` is a
     structured filter (see :mod:`langchain_thresholded.filters`) and only narrows: it is
     combined (AND) with the retriever's ``filters``, ``expr`` and ``search_kwargs``
     filter. Every document

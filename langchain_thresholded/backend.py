@@ -172,6 +172,7 @@ class LangChainBackend:
         kwargs = {**self._search_kwargs, **extra}
         if "k" in kwargs:
             raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
+        no_score_threshold(kwargs)
         if self._milvus:
             return self._with_milvus_expr(kwargs, where)
         if where is None:
@@ -559,6 +560,19 @@ def _returned_fields(store: Any) -> frozenset[str] | None:
     if getattr(store, "col", None) is None:  # no collection yet: nothing to read back
         return None
     return frozenset(str(f) for f in getattr(store, "fields", None) or ())
+
+
+def no_score_threshold(search_kwargs: Mapping[str, Any]) -> None:
+    """``search_kwargs["score_threshold"]`` is refused: stores read it on their own scale
+    (InMemory and Milvus ignore it; FAISS cuts its raw squared L2 distances with it, which
+    empties an on-topic result), never as the cosine floor it looks like."""
+    if "score_threshold" in search_kwargs:
+        raise ValueError(
+            "search_kwargs must not contain 'score_threshold': stores read it on their own "
+            "scale (some ignore it, FAISS compares it with raw distances), not as a cosine. "
+            "Set the floor with policy=RetrievalPolicy(min_similarity=...), or per call "
+            "min_similarity=..."
+        )
 
 
 def _only_ids(search_kwargs: Mapping[str, Any]) -> frozenset[str] | None:

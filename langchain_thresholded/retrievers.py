@@ -30,6 +30,7 @@ from langchain_thresholded.backend import (
     LinkKeys,
     as_dropped,
     describe,
+    no_score_threshold,
     output,
     primary_field,
     rows_store,
@@ -263,7 +264,9 @@ class ThresholdedRetriever(EngineRetriever):
     Per call: ``retriever.invoke(q, k=2, min_similarity=0.5, filters=...)``; also
     ``min_top_similarity`` (the answer gate; 0 turns it off), ``max_per_source``,
     ``max_chars``, ``over_fetch``, ``policy`` (the whole policy, for this call) and
-    ``search_kwargs`` (merged over the field; no filter in them). ``filters`` is a
+    ``search_kwargs`` (merged over the field; no filter in them). None leaves a value as it
+    is: unlike in a policy, ``max_per_source=None`` or ``max_chars=None`` per call does not
+    lift the cap or the budget (pass ``policy`` for that). ``filters`` is a
     structured filter (see :mod:`langchain_thresholded.filters`) and only narrows: it is
     combined (AND) with the retriever's ``filters``, ``expr`` and ``search_kwargs``
     filter. Every document
@@ -362,6 +365,7 @@ class ThresholdedRetriever(EngineRetriever):
     def _no_k_in_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
         if "k" in value:
             raise ValueError("must not contain 'k': the retriever fetches top_k * over_fetch")
+        no_score_threshold(value)
         return value
 
     # Public API --------------------------------------------------------------------

@@ -105,7 +105,9 @@ class EngineRetriever(BaseRetriever):
         For this call, ``min_similarity`` replaces the floor (every collection's),
         ``min_top_similarity`` the answer gate (0 turns it off), ``top_k`` the number of
         sections, ``max_per_source``, ``max_chars`` and ``over_fetch`` the policy's, and
-        ``policy`` the whole (global) policy. ``filters`` narrow the
+        ``policy`` the whole (global) policy. None leaves a value as it is: unlike in a
+        policy, ``max_per_source=None`` or ``max_chars=None`` here does not lift the cap or
+        the budget (pass ``policy`` for that). ``filters`` narrow the
         retriever's own: both must hold (an empty or None ``filters`` changes nothing).
         The retriever is not changed.
         """

@@ -30,9 +30,17 @@ def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) ->
     if not unknown:
         return
     hints = []
+    policy_fields = _policy_fields() if "policy" in allowed else frozenset()
     for name in unknown:
         close = difflib.get_close_matches(name, allowed, n=1)
-        if close:
+        if name in policy_fields:
+            # a policy field is set in the policy: the nearest accepted name would mislead
+            # (max_chars is not max_retries)
+            field = "top_k" if name == "k" else name
+            hints.append(
+                f"{name!r} (a RetrievalPolicy field: pass policy=RetrievalPolicy({field}=...))"
+            )
+        elif close:
             hints.append(f"{name!r} (did you mean {close[0]!r}?)")
         else:
             hints.append(repr(name))
@@ -41,6 +49,14 @@ def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) ->
         f"{what} got {'an ' if not plural else ''}unexpected keyword argument{plural} "
         f"{', '.join(hints)}; it accepts: {', '.join(allowed) or 'none'}"
     )
+
+
+def _policy_fields() -> frozenset[str]:
+    """The fields of :class:`~thresholded.policy.RetrievalPolicy`, and ``k``, its ``top_k``
+    in LangChain's per-call vocabulary."""
+    from thresholded.policy import RetrievalPolicy  # the policy module imports this one's users
+
+    return frozenset(RetrievalPolicy.model_fields) | {"k"}
 
 
 def check_switches(**switches: Any) -> None:

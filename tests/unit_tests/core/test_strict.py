@@ -68,3 +68,15 @@ def test_check_arguments_for_functions():
     check_arguments("f()", ["a"], ["a", "b"])
     with pytest.raises(TypeError, match=r"f\(\) got an unexpected keyword argument 'c'"):
         check_arguments("f()", ["a", "c"], ["a", "b"])
+
+
+@pytest.mark.parametrize(
+    ("given", "field"),
+    [("min_similarity", "min_similarity"), ("max_chars", "max_chars"), ("k", "top_k")],
+)
+def test_a_policy_field_given_beside_policy_says_to_put_it_in_the_policy(given, field):
+    # max_chars was "did you mean 'max_retries'?", which sets something else entirely
+    with pytest.raises(TypeError) as info:
+        check_arguments("R()", [given], ["policy", "max_retries", "timeout"])
+    assert f"pass policy=RetrievalPolicy({field}=...)" in str(info.value)
+    assert "did you mean" not in str(info.value)

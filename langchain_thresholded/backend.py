@@ -653,13 +653,13 @@ def _unheld_filters(store: VectorStore) -> list[str]:
     if wrapped is None:
         members = _members(store.retriever)
         kwargs = [m.search_kwargs for m in members if isinstance(m, VectorStoreRetriever)]
-        return sorted({key for each in kwargs for key in _filter_keys(each)})
+        return sorted({key for each in kwargs for key in _filter_keys(each, _NOT_PER_CALL)})
     held: tuple[str, ...] = (_ONLY_IDS,)
     if is_milvus(wrapped.vectorstore):
         held += (*_RAW_EXPR_KEYS, _PARTITIONS)
     elif _structured(wrapped.search_kwargs.get("filter")):
         held += ("filter",)
-    return [key for key in _filter_keys(wrapped.search_kwargs) if key not in held]
+    return [key for key in _filter_keys(wrapped.search_kwargs, _NOT_PER_CALL) if key not in held]
 
 
 def source_settings(store: VectorStore) -> list[Any]:
@@ -838,9 +838,12 @@ def _members_where(store: VectorStore) -> Filter | None:
     return wheres[0] if len(wheres) == 1 else Group(Combine.OR, tuple(wheres))
 
 
-def _filter_keys(search_kwargs: Mapping[str, Any]) -> list[str]:
-    """The store filters among a store's arguments."""
-    return sorted(key for key in STORE_FILTER_KEYS if search_kwargs.get(key) is not None)
+def _filter_keys(
+    search_kwargs: Mapping[str, Any], keys: frozenset[str] = STORE_FILTER_KEYS
+) -> list[str]:
+    """The store filters among a store's arguments (with ``_NOT_PER_CALL``, a Milvus
+    namespace too)."""
+    return sorted(key for key in keys if search_kwargs.get(key) is not None)
 
 
 def _structured(raw: Any) -> Filter | None:

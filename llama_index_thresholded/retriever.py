@@ -245,7 +245,8 @@ class ThresholdedRetriever(EngineRetriever):
         neighbours: How many prev/next sections to attach on each side of a kept one
             (0: none).
         parent_summaries: Attach each kept section's parent (its summary).
-        parent_levels: How many parent levels to walk up (with ``parent_summaries``).
+        parent_levels: How many parent levels to walk up, with ``parent_summaries``
+            (0: none).
         profile: A calibration profile (``thresholded calibrate``): the floor and the
             gate come from it, and a profile measured for another collection or
             model is refused.

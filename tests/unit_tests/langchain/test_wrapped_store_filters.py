@@ -163,3 +163,25 @@ def test_a_retriever_bound_with_a_config_is_still_wrapped(corpus):
     not_a_retriever = RunnableLambda(lambda question: []).with_config(run_name="relay")
     with pytest.raises(TypeError, match="wraps a LangChain retriever, got RunnableBinding"):
         ThresholdedRetriever.from_retriever(not_a_retriever, policy=POLICY)
+
+
+def test_an_ensemble_members_namespace_with_a_docstore_is_refused(corpus):
+    """A member's Milvus namespace limits its search, never the sections read by id."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    store = corpus([("a", 0.75), ("b", 0.75)]).store
+    member = store.as_retriever(search_kwargs={"namespace": "tenant_a"})
+    wrapped = classic.EnsembleRetriever(retrievers=[member], weights=[1.0])
+    with pytest.raises(ValueError, match=r"EnsembleRetriever holds store filters \(namespace\)"):
+        ThresholdedRetriever.from_retriever(wrapped, policy=POLICY, docstore=InMemoryStore())
+
+
+def test_a_wrapped_retrievers_namespace_with_a_docstore_is_refused(corpus):
+    store = corpus([("a", 0.75)]).store
+    wrapped = store.as_retriever(search_type="mmr", search_kwargs={"namespace": "tenant_a"})
+    with pytest.raises(ValueError, match=r"holds store filters \(namespace\)"):
+        ThresholdedRetriever(
+            vectorstore=RetrieverSource(wrapped),
+            policy=POLICY,
+            score_kind=ScoreKind.MMR,
+            docstore=InMemoryStore(),
+        )

@@ -66,7 +66,7 @@ from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.snapshot import Copied, same, shape
-from thresholded.strict import StrictArguments
+from thresholded.strict import StrictArguments, check_call_options
 
 REPORT_SINK = "_thresholded_report_sink"
 STORE_OPTIONS = ("filters", "filter", "expr", "search_kwargs")
@@ -768,11 +768,5 @@ def check_options(
 ) -> dict[str, Any]:
     """A call's options; an unknown one is an error that lists what the retriever accepts."""
     options = {k: v for k, v in kwargs.items() if k not in IGNORED_OPTIONS}
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        hint = " (use k: it is LangChain's name for top_k)" if "top_k" in unknown else ""
-        raise TypeError(
-            f"{type(retriever).__name__} got unexpected keyword argument(s) {unknown}{hint}; "
-            f"per call it accepts {sorted(accepted)}"
-        )
+    check_call_options(type(retriever).__name__, options, accepted, top_k="k")
     return options

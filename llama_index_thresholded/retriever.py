@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -40,9 +40,32 @@ from thresholded.report import Report
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.snapshot import Copied
-from thresholded.strict import check_switches
+from thresholded.strict import check_call_options, check_switches
 
 dispatcher = get_dispatcher(__name__)
+
+
+class CallOptions(TypedDict, total=False):
+    """What one call of ``retrieve_with_report`` may set. None, or leaving it out, keeps the
+    retriever's: unlike in a policy, ``max_per_source=None`` or ``max_chars=None`` does not
+    lift the cap or the budget (pass ``policy`` for that)."""
+
+    min_similarity: float | None
+    """The floor, in every collection."""
+    min_top_similarity: float | None
+    """The answer gate (0 turns it off)."""
+    top_k: int | None
+    """How many sections to keep."""
+    max_per_source: int | None
+    """The per-source cap."""
+    max_chars: int | None
+    """The character budget."""
+    over_fetch: int | None
+    """How many candidates to fetch per kept section."""
+    policy: RetrievalPolicy | None
+    """The whole (global) policy, in place of the retriever's."""
+    filters: MetadataFilters | None
+    """Filters that narrow the retriever's own: both must hold (empty or None: none)."""
 
 
 class EngineRetriever(BaseRetriever):
@@ -88,67 +111,22 @@ class EngineRetriever(BaseRetriever):
 
     @dispatcher.span
     def retrieve_with_report(
-        self,
-        str_or_query_bundle: QueryType,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-        min_top_similarity: float | None = None,
-        max_per_source: int | None = None,
-        max_chars: int | None = None,
-        over_fetch: int | None = None,
+        self, str_or_query_bundle: QueryType, **options: Unpack[CallOptions]
     ) -> Report[NodeWithScore]:
         """Retrieve, and report what was kept, attached and dropped, for this call only.
 
-        For this call, ``min_similarity`` replaces the floor (every collection's),
-        ``min_top_similarity`` the answer gate (0 turns it off), ``top_k`` the number of
-        sections, ``max_per_source``, ``max_chars`` and ``over_fetch`` the policy's, and
-        ``policy`` the whole (global) policy. None leaves a value as it is: unlike in a
-        policy, ``max_per_source=None`` or ``max_chars=None`` here does not lift the cap or
-        the budget (pass ``policy`` for that). ``filters`` narrow the
-        retriever's own: both must hold (an empty or None ``filters`` changes nothing).
-        The retriever is not changed.
+        ``options`` (see :class:`CallOptions`) replace the retriever's floor, gate,
+        ``top_k``, cap, budget, over-fetch or whole policy for this call, and ``filters``
+        narrow its own. The retriever is not changed.
         """
-        overrides = _overrides(
-            min_similarity,
-            top_k,
-            filters,
-            policy,
-            min_top_similarity,
-            max_per_source,
-            max_chars,
-            over_fetch,
-        )
-        return self._report(str_or_query_bundle, **overrides)
+        return self._report(str_or_query_bundle, **_checked(self, options))
 
     @dispatcher.span
     async def aretrieve_with_report(
-        self,
-        str_or_query_bundle: QueryType,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-        min_top_similarity: float | None = None,
-        max_per_source: int | None = None,
-        max_chars: int | None = None,
-        over_fetch: int | None = None,
+        self, str_or_query_bundle: QueryType, **options: Unpack[CallOptions]
     ) -> Report[NodeWithScore]:
         """Async ``retrieve_with_report``: the embedding, search and lookups are awaited."""
-        overrides = _overrides(
-            min_similarity,
-            top_k,
-            filters,
-            policy,
-            min_top_similarity,
-            max_per_source,
-            max_chars,
-            over_fetch,
-        )
-        return await self._areport(str_or_query_bundle, **overrides)
+        return await self._areport(str_or_query_bundle, **_checked(self, options))
 
     def _report(self, query: QueryType, **overrides: Any) -> Report[NodeWithScore]:
         call = self._plan(question_of(query), **overrides)  # a bad question raises here
@@ -572,26 +550,12 @@ def _kwargs_both(
     return merged
 
 
-def _overrides(
-    min_similarity: float | None,
-    top_k: int | None,
-    filters: MetadataFilters | None,
-    policy: RetrievalPolicy | None,
-    min_top_similarity: float | None = None,
-    max_per_source: int | None = None,
-    max_chars: int | None = None,
-    over_fetch: int | None = None,
-) -> dict[str, Any]:
-    return {
-        "min_similarity": min_similarity,
-        "filters": filters,
-        "min_top_similarity": min_top_similarity,
-        "policy": policy,
-        "top_k": top_k,
-        "max_per_source": max_per_source,
-        "max_chars": max_chars,
-        "over_fetch": over_fetch,
-    }
+def _checked(retriever: EngineRetriever, options: Mapping[str, Any]) -> dict[str, Any]:
+    """One call's options; an unknown one is an error that lists those accepted."""
+    check_call_options(
+        type(retriever).__name__, options, CallOptions.__annotations__, top_k="top_k"
+    )
+    return dict(options)
 
 
 def _not_a_vector_retriever(retriever: object) -> str:

@@ -17,7 +17,13 @@ from typing import Any, ClassVar
 
 from pydantic import AliasChoices, AliasPath
 
-__all__ = ["StrictArguments", "check_arguments", "check_switches", "named_parameters"]
+__all__ = [
+    "StrictArguments",
+    "check_arguments",
+    "check_call_options",
+    "check_switches",
+    "named_parameters",
+]
 
 
 def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) -> None:
@@ -57,6 +63,24 @@ def _policy_fields() -> frozenset[str]:
     from thresholded.policy import RetrievalPolicy  # the policy module imports this one's users
 
     return frozenset(RetrievalPolicy.model_fields) | {"k"}
+
+
+def check_call_options(
+    what: str, options: Iterable[str], accepted: Iterable[str], *, top_k: str
+) -> None:
+    """Raise ``TypeError`` naming every option of one call that is not ``accepted``; the
+    number of sections has a name in each framework (``top_k``, LangChain's ``k``), and
+    the other one's is answered with this one's."""
+    allowed = set(accepted)
+    unknown = sorted(set(options) - allowed)
+    if not unknown:
+        return
+    other = "top_k" if top_k == "k" else "k"
+    hint = f" (use {top_k}: it is the number of sections here)" if other in unknown else ""
+    raise TypeError(
+        f"{what} got unexpected keyword argument(s) {unknown}{hint}; per call it accepts "
+        f"{sorted(allowed)}"
+    )
 
 
 def check_switches(**switches: Any) -> None:

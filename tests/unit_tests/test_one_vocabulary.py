@@ -521,3 +521,19 @@ def test_the_multilingual_model_takes_the_same_options_in_both_adapters():
         lc_vector = UniversalSentenceEncoderEmbeddings(denoise=denoise).embed_query(question)
         li_model = li.UniversalSentenceEncoderEmbedding(denoise=denoise)
         assert li_model.get_query_embedding(question) == pytest.approx(lc_vector, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("build", "other", "own"),
+    [
+        pytest.param(llama_index, "k", "top_k", id="llama_index"),
+        pytest.param(langchain, "top_k", "k", id="langchain"),
+    ],
+)
+def test_the_other_frameworks_name_for_top_k_is_answered_per_call(build, other, own):
+    retriever = build(policy=POLICY)
+    with pytest.raises(TypeError, match=rf"\['{other}'\] \(use {own}: .*per call it accepts"):
+        report_of(retriever, **{other: 1})
+    with pytest.raises(TypeError, match=r"\['mystery'\]; per call it accepts"):
+        report_of(retriever, mystery=1)
+    assert len(report_of(retriever, **{own: 1}).kept) == 1

@@ -39,7 +39,7 @@ from pydantic import field_validator
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.filters import HeldFilters, to_filter
-from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
+from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output, unlinked_result
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
@@ -269,6 +269,7 @@ class MultiCollectionRetriever(EngineRetriever):
         )
 
     def _finish(self, result: Any) -> MultiCollectionReport[NodeWithScore]:
+        result = unlinked_result(result)
         asked = asked_by(result)
         return MultiCollectionReport.from_result(
             result,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.schema import (
     BaseNode,
@@ -24,7 +24,7 @@ from thresholded import metadata_keys
 from thresholded.copies import updated_copy
 from thresholded.provenance import Asked, register
 from thresholded.scores import ScoreKind
-from thresholded.selection import AttachedRole, Candidate
+from thresholded.selection import AttachedRole, Candidate, Dropped, Selection
 
 if TYPE_CHECKING:
     from thresholded.engine import Result
@@ -83,6 +83,37 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
             "relationships": _by_id_only(node.relationships),
             **_without_object(node),
         },
+    )
+
+
+def unlinked(node: BaseNode) -> BaseNode:
+    """``node`` naming other nodes by id only: a copy without an ``IndexNode``'s object and
+    without the metadata and hashes its relationships copy from other nodes; the node itself
+    when it holds none of them. The node is left as it was."""
+    update: dict[str, Any] = _without_object(node)
+    if any(map(_names_more_than_id, node.relationships.values())):
+        update["relationships"] = _by_id_only(node.relationships)
+    return updated_copy(node, update) if update else node
+
+
+def unlinked_result(result: Result[BaseNode]) -> Result[BaseNode]:
+    """``result`` with every candidate's node :func:`unlinked`: a report carries the
+    candidates (``Report.selection``) and the dropped nodes, and a span handler reads the
+    report, so a node kept, attached or dropped names no other section but by its id."""
+    selection: Selection[BaseNode] = result.selection
+
+    def each(candidate: Candidate[BaseNode]) -> Candidate[BaseNode]:
+        node = unlinked(candidate.item)
+        return candidate if node is candidate.item else replace(candidate, item=node)
+
+    return replace(
+        result,
+        selection=replace(
+            selection,
+            kept=tuple(map(each, selection.kept)),
+            attached=tuple(map(each, selection.attached)),
+            dropped=tuple(Dropped(each(d.candidate), d.reason) for d in selection.dropped),
+        ),
     )
 
 
@@ -164,8 +195,9 @@ def asked_by(result: Result[BaseNode]) -> Asked:
 
 
 def as_dropped(candidate: Candidate[BaseNode]) -> NodeWithScore:
-    """A dropped candidate as it came from the store, with its raw score, for a report."""
-    return NodeWithScore(node=candidate.item, score=candidate.score)
+    """A dropped candidate as it came from the store, with its raw score, for a report; it
+    names other nodes by id only (:func:`unlinked`)."""
+    return NodeWithScore(node=unlinked(candidate.item), score=candidate.score)
 
 
 def describe(node: NodeWithScore) -> str:

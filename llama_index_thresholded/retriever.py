@@ -30,7 +30,7 @@ from llama_index_thresholded.backend import (
 )
 from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.filters import HeldFilters, HeldRestrictions, to_filter
-from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output
+from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output, unlinked_result
 from thresholded.attachments import AttachmentSpec
 from thresholded.engine import Question, adrive, drive, plan, retrieve
 from thresholded.errors import UnsafeFilterError
@@ -429,6 +429,7 @@ class ThresholdedRetriever(EngineRetriever):
         )
 
     def _finish(self, result: Any) -> Report[NodeWithScore]:
+        result = unlinked_result(result)
         asked = asked_by(result)
         return Report.from_result(
             result,

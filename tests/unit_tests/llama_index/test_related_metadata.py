@@ -9,11 +9,14 @@ nodes keep theirs.
 
 from __future__ import annotations
 
-from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+import asyncio
+
+from llama_index.core.schema import IndexNode, NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
-from llama_index_thresholded import ThresholdedRetriever
+from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriever
 
+SECRET = "The layoff plan."
 PUBLIC = MetadataFilters(filters=[MetadataFilter(key="doc_type", value="public")])
 
 
@@ -62,3 +65,47 @@ def test_the_stored_nodes_keep_their_related_metadata(kit) -> None:
     assert public.next_node.metadata["title"] == "Layoffs in Q3"
     stored = index.docstore.get_node("sum")
     assert stored.child_nodes[1].metadata["doc_type"] == "internal"
+
+
+def test_a_report_names_no_section_outside_the_filters_through_its_candidates(kit) -> None:
+    """The report carries the dropped nodes and the candidates themselves (``selection``), and
+    a span handler reads it: a public section below the floor whose NEXT copies an internal
+    section's metadata, and a public ``IndexNode`` whose object is that section, named it."""
+    public = kit.section("pub", 0.9, doc_type="public")
+    below = kit.section("low", 0.3, doc_type="public")
+    internal = kit.section("int", 0.2, doc_type="internal", title="Layoffs in Q3", text=SECRET)
+    below.relationships[NodeRelationship.NEXT] = internal.as_related_node_info()
+    public.relationships[NodeRelationship.NEXT] = internal.as_related_node_info()
+    pointer = IndexNode(
+        id_="ptr",
+        text="A public pointer.",
+        index_id="int",
+        obj=internal,
+        metadata={"doc_type": "public"},
+        embedding=kit.vec(0.35),
+    )
+    index = kit.build_index([public, below, internal, pointer], kit.embedding())
+    policy = kit.policy(min_similarity=0.5)
+    common = {"filters": PUBLIC, "neighbours": 0, "parent_summaries": False}
+    for retriever in (
+        ThresholdedRetriever(index, policy, **common),
+        MultiCollectionRetriever([index], policy, **common),
+    ):
+        for report in (
+            retriever.retrieve_with_report(kit.QUESTION),
+            asyncio.run(retriever.aretrieve_with_report(kit.QUESTION)),
+        ):
+            assert [n.node.node_id for n in report.items] == ["pub"]
+            assert [d.id for d in report.dropped] == ["ptr", "low"]
+            selection = report.selection
+            nodes = [
+                *(d.item.node for d in report.dropped),
+                *(c.item for c in (*selection.kept, *(d.candidate for d in selection.dropped))),
+            ]
+            infos = [info for node in nodes for info in related(node)]
+            assert {i.node_id for i in infos} == {"int"}
+            assert [(i.metadata, i.hash) for i in infos] == [({}, None)] * len(infos)
+            assert [node.obj for node in nodes if isinstance(node, IndexNode)] == [None, None]
+            assert "Layoffs" not in repr(report) and SECRET not in repr(report)
+    assert below.next_node.metadata["title"] == "Layoffs in Q3"
+    assert pointer.obj is internal

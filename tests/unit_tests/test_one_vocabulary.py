@@ -55,7 +55,15 @@ SHARED = {
     "filters",
     "allowed_filter_keys",
 }
-MULTI_SHARED = {"policy", "timeout", "max_retries", "retry_backoff", "allow_model_mismatch"}
+MULTI_SHARED = {
+    "policy",
+    "timeout",
+    "max_retries",
+    "retry_backoff",
+    "allow_model_mismatch",
+    "filters",
+    "allowed_filter_keys",
+}
 
 
 # The corpus, in each framework ----------------------------------------------------------------

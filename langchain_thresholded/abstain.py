@@ -15,6 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
+from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.config import patch_config
 from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.runnables.utils import AddableDict
@@ -87,11 +88,13 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
         chain.invoke({"input": "And for yearly plans?", "chat_history": history})
     """
 
-    retriever: BaseRetriever | DynamicRunnable
+    retriever: BaseRetriever | DynamicRunnable | RunnableBindingBase
     """Finds the context. A ``ThresholdedRetriever`` or ``MultiCollectionRetriever`` says
     through its report whether anything matched; any other retriever, by returning nothing.
     A configurable retriever (``retriever.configurable_fields(...)``) is configured by each
-    call's config, as it would be in an LCEL chain."""
+    call's config, as it would be in an LCEL chain. A bound retriever
+    (``retriever.with_config(...)``, ``bind(...)``, ``with_retry()``) is invoked as it is,
+    its bound arguments applied, and has matched nothing when it returns nothing."""
     answer_chain: Runnable[Any, Any]
     """Answers from the context, e.g. ``prompt | llm``. It gets the input (a dict, or
     ``{question_key: question}``) with the context under ``context_key``."""
@@ -120,13 +123,27 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
 
     _answer_type: AnswerType = PrivateAttr(default="str")
 
-    @field_validator("retriever")
+    @field_validator("retriever", mode="before")
     @classmethod
-    def _a_configurable_retriever(cls, value: Any) -> Any:
+    def _a_retriever(cls, value: Any) -> Any:
         if isinstance(value, DynamicRunnable) and not isinstance(value.default, BaseRetriever):
             raise ValueError(
                 f"a configurable {type(value.default).__name__} is not a retriever: give a "
                 "retriever, or one made configurable with configurable_fields(...)"
+            )
+        inner = value
+        while isinstance(inner, RunnableBindingBase):  # with_config(...), bind(...), ...
+            inner = inner.bound
+        if isinstance(inner, DynamicRunnable):
+            inner = inner.default
+        if not isinstance(inner, BaseRetriever):
+            raise ValueError(
+                "retriever must be a retriever (a BaseRetriever, possibly bound with "
+                "with_config(...), bind(...) or with_retry(), or made configurable), got "
+                f"{type(value).__name__}"
+                + (f" over {type(inner).__name__}" if inner is not value else "")
+                + ": give the retriever itself; the chain formats the documents with "
+                "format_docs="
             )
         return value
 
@@ -144,7 +161,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     @classmethod
     def from_combine_docs_chain(
         cls,
-        retriever: BaseRetriever | DynamicRunnable,
+        retriever: BaseRetriever | DynamicRunnable | RunnableBindingBase,
         combine_docs_chain: Runnable[Any, Any],
         **fields: Any,
     ) -> AbstainingChain:

@@ -37,6 +37,7 @@ from langchain_thresholded.backend import (
     output,
 )
 from langchain_thresholded.embeddings import model_of
+from langchain_thresholded.filters import to_filter
 from langchain_thresholded.retrievers import (
     CALL_OPTIONS,
     EngineRetriever,
@@ -54,6 +55,7 @@ from thresholded.fanout import (
     check_one_model,
     check_unique_names,
 )
+from thresholded.filters import all_of
 from thresholded.policy import RetrievalPolicy, unmeasured
 from thresholded.provenance import Asked
 from thresholded.report import MultiCollectionReport
@@ -140,6 +142,9 @@ class MultiCollectionRetriever(EngineRetriever):
     (a ready ``ThresholdedRetriever`` keeps its own, its timeout and its docstore:
     neighbours and parent summaries are attached from a retriever's).
 
+    ``filters`` (and ``call_filters``, the configurable ones) hold in every collection,
+    combined (AND) with each collection's own.
+
     Per call: ``k``, ``max_per_source``, ``max_chars``, ``over_fetch`` and ``policy`` (of
     the merged result), ``min_similarity`` (every collection's floor),
     ``min_top_similarity`` (every gate, the global one included), ``filters`` (a
@@ -168,11 +173,17 @@ class MultiCollectionRetriever(EngineRetriever):
     instead of returning the others' results with a partial report."""
     max_workers: int | None = Field(default=None, ge=1, strict=True)
     """The size of the thread pool; default: two per collection, at most 64."""
+    filters: Any = None
+    """Filters that hold in every collection, for every document returned, attachments
+    included, combined (AND) with each collection's own, ``call_filters`` and a call's
+    ``filters``: a structured filter (see :mod:`langchain_thresholded.filters`) or its dict
+    form, as LlamaIndex's ``MultiCollectionRetriever(filters=...)``. Not configurable: expose
+    ``call_filters``."""
     allowed_filter_keys: list[str] | None = None
-    """The only metadata keys a call's filters may name, in every collection (each
-    collection's own ``allowed_filter_keys`` also hold)."""
+    """The only metadata keys ``filters``, ``call_filters`` and a call's filters may name, in
+    every collection (each collection's own ``allowed_filter_keys`` also hold)."""
     call_filters: Any = None
-    """Filters combined (AND) with every call's: the field to expose with
+    """Filters combined (AND) with ``filters`` and every call's: the field to expose with
     ``configurable_fields``."""
 
     _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
@@ -196,8 +207,13 @@ class MultiCollectionRetriever(EngineRetriever):
             _Member(spec, spec.retriever or self._member(spec))
             for spec in map(_spec, self.collections)
         )
-        self._searched(members)
+        where, _ = filters_of_call({}, self._filters())
+        plan(Question(""), self._searched(members), self.policy, filters=where)  # refused now
         return members
+
+    def _filters(self) -> Any:
+        """``filters`` and ``call_filters``, ANDed: every call's filters narrow them."""
+        return all_of(to_filter(self.filters), to_filter(self.call_filters))
 
     def _searched(self, members: tuple[_Member, ...]) -> tuple[Collection[Document], ...]:
         """Every collection as its retriever searches it now (its filters, timeout and
@@ -278,7 +294,7 @@ class MultiCollectionRetriever(EngineRetriever):
     # One call ------------------------------------------------------------------------
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         options = check_options(self, kwargs, CALL_OPTIONS)
-        where, store_options = filters_of_call(options, self.call_filters)
+        where, store_options = filters_of_call(options, self._filters())
         return plan(
             Question(query),
             self._searched(self._state()),

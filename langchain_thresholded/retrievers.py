@@ -322,7 +322,8 @@ class ThresholdedRetriever(EngineRetriever):
     parent_summaries: bool = Field(default=True, strict=True)
     """Attach the document named by ``parent_id_key`` (a section's summary)."""
     parent_levels: int = Field(default=1, ge=0, strict=True)
-    """How many levels of parent summaries to attach, when ``parent_summaries`` (0: none)."""
+    """How many levels of parent summaries to attach, when ``parent_summaries`` (0: none;
+    more than 1 with ``parent_summaries=False`` is refused)."""
     prev_id_key: str = "prev_id"
     """Metadata key of the previous document's id (a neighbour)."""
     next_id_key: str = "next_id"
@@ -542,6 +543,11 @@ class ThresholdedRetriever(EngineRetriever):
         where = all_of(to_filter(self.filters), to_filter(self.call_filters))
         backend.check_filter(where)
         model = model_of(self._store_embeddings())
+        attachments = AttachmentSpec.of(
+            neighbours=self.neighbours,
+            parent_summaries=self.parent_summaries,
+            parent_levels=self.parent_levels,
+        )
         attach = self.docstore is not None
         keys = self.allowed_filter_keys
         return Collection(
@@ -550,10 +556,7 @@ class ThresholdedRetriever(EngineRetriever):
             model=model,
             allow_model_mismatch=self.allow_model_mismatch,
             retry=RetryPolicy(max_retries=self.max_retries, backoff=self.retry_backoff),
-            attachments=AttachmentSpec(
-                neighbours=self.neighbours if attach else 0,
-                parent_levels=self.parent_levels if attach and self.parent_summaries else 0,
-            ),
+            attachments=attachments if attach else AttachmentSpec(),
             timeout=self.timeout,
             embeds=self.score_kind is ScoreKind.COSINE,
             where=where,

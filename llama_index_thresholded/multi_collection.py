@@ -174,8 +174,10 @@ class MultiCollectionRetriever(EngineRetriever):
                 allowed_filter_keys=allowed_filter_keys,
                 pushdown=pushdown,
                 retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
-                attachments=AttachmentSpec(
-                    neighbours=neighbours, parent_levels=parent_levels if parent_summaries else 0
+                attachments=AttachmentSpec.of(
+                    neighbours=neighbours,
+                    parent_summaries=parent_summaries,
+                    parent_levels=parent_levels,
                 ),
                 name=spec.name or _default_name(spec.store),
                 timeout=spec.timeout if spec.timeout is not None else timeout,

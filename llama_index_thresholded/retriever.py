@@ -224,7 +224,7 @@ class ThresholdedRetriever(EngineRetriever):
             (0: none).
         parent_summaries: Attach each kept section's parent (its summary).
         parent_levels: How many parent levels to walk up, with ``parent_summaries``
-            (0: none).
+            (0: none; more than 1 with ``parent_summaries=False`` is refused).
         profile: A calibration profile (``thresholded calibrate``): the floor and the
             gate come from it, and a profile measured for another collection or
             model is refused.
@@ -309,8 +309,10 @@ class ThresholdedRetriever(EngineRetriever):
             allowed_filter_keys=allowed_filter_keys,
             pushdown=pushdown,
             retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
-            attachments=AttachmentSpec(
-                neighbours=neighbours, parent_levels=parent_levels if parent_summaries else 0
+            attachments=AttachmentSpec.of(
+                neighbours=neighbours,
+                parent_summaries=parent_summaries,
+                parent_levels=parent_levels,
             ),
             timeout=timeout,
         )

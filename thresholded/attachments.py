@@ -43,6 +43,20 @@ class AttachmentSpec:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int, 0 or more, got {value!r}")
 
+    @classmethod
+    def of(cls, *, neighbours: int, parent_summaries: bool, parent_levels: int) -> AttachmentSpec:
+        """The spec of a retriever's ``neighbours``, ``parent_summaries`` and ``parent_levels``.
+        More than one parent level with ``parent_summaries=False`` is refused: no summary
+        would be attached, whatever the levels."""
+        levels = cls(parent_levels=parent_levels).parent_levels  # a bad value is refused too
+        if not parent_summaries and levels > 1:
+            raise ValueError(
+                f"parent_levels={levels} walks up the parent summaries, which "
+                "parent_summaries=False turns off, so none would be attached: set "
+                "parent_summaries=True to attach them, or leave parent_levels out"
+            )
+        return cls(neighbours=neighbours, parent_levels=levels if parent_summaries else 0)
+
     @property
     def enabled(self) -> bool:
         return self.neighbours > 0 or self.parent_levels > 0

@@ -276,11 +276,12 @@ def setups(draw: st.DrawFn, filters: st.SearchStrategy[Condition] = conditions) 
         max_chars=draw(st.one_of(st.none(), st.integers(10, 1200))),
         max_attachment_chars=draw(st.one_of(st.none(), st.integers(10, 800))),
     )
+    parent_summaries = draw(st.booleans())
     return Setup(
         policy=policy,
         neighbours=draw(st.integers(0, 2)),
-        parent_summaries=draw(st.booleans()),
-        parent_levels=draw(st.integers(1, 2)),
+        parent_summaries=parent_summaries,
+        parent_levels=draw(st.integers(1, 2)) if parent_summaries else 1,  # 2 alone is refused
         filters=draw(st.one_of(st.none(), filters)),
         call_filters=draw(st.one_of(st.none(), filters)),
         call_min_similarity=draw(st.one_of(st.none(), st.just(0.0), sixteenths)),

@@ -55,7 +55,15 @@ SHARED = {
     "filters",
     "allowed_filter_keys",
 }
-MULTI_SHARED = {"policy", "timeout", "max_retries", "retry_backoff", "allow_model_mismatch"}
+MULTI_SHARED = {
+    "policy",
+    "timeout",
+    "max_retries",
+    "retry_backoff",
+    "allow_model_mismatch",
+    "filters",
+    "allowed_filter_keys",
+}
 
 
 # The corpus, in each framework ----------------------------------------------------------------
@@ -213,9 +221,26 @@ def test_parent_levels_is_how_many_levels_of_summaries_are_attached(build, level
 
 
 @pytest.mark.parametrize("build", ADAPTERS)
-def test_parent_summaries_off_attaches_no_parent_whatever_parent_levels(build):
-    retriever = build(policy=POLICY, neighbours=1, parent_summaries=False, parent_levels=2)
+@pytest.mark.parametrize("levels", [None, 0, 1])
+def test_parent_summaries_off_attaches_no_parent(build, levels):
+    given = {} if levels is None else {"parent_levels": levels}
+    retriever = build(policy=POLICY, neighbours=1, parent_summaries=False, **given)
     assert attached(report_of(retriever)) == ["s3"]
+
+
+@pytest.mark.parametrize("build", ADAPTERS)
+@pytest.mark.parametrize("levels", [2, -1])
+def test_parent_levels_beside_parent_summaries_off_is_refused(build, levels):
+    """Both took parent_levels=2 with parent_summaries=False and attached no summary, and took
+    parent_levels=-1 unchecked: a setting accepted that did nothing."""
+    with pytest.raises(ValueError, match="parent_levels"):
+        build(policy=POLICY, neighbours=1, parent_summaries=False, parent_levels=levels)
+
+
+def test_the_llama_index_multi_collection_retriever_refuses_it_too():
+    index = llama_index(policy=POLICY)._index
+    with pytest.raises(ValueError, match="parent_summaries=False turns off"):
+        li.MultiCollectionRetriever([index], POLICY, parent_summaries=False, parent_levels=2)
 
 
 @pytest.mark.parametrize("build", ADAPTERS)

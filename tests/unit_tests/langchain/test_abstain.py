@@ -408,6 +408,30 @@ def test_a_bound_alternative_keeps_its_filters(retriever, run):
     assert calls.count == 1 and REFUNDS in calls.prompts[0]
 
 
+@pytest.mark.parametrize(
+    ("bound", "answers"),
+    [
+        (lambda r: r.with_config(run_name="kb_search"), True),
+        (lambda r: r.with_retry(stop_after_attempt=2), True),
+        (lambda r: r.bind(filters={"source": "elsewhere"}), False),  # its filters apply
+    ],
+    ids=["with_config", "with_retry", "bind"],
+)
+def test_a_bound_retriever_is_taken_and_invoked_with_its_arguments(retriever, bound, answers):
+    """A retriever bound as LCEL chains bind one was refused with pydantic's "Input should
+    be a valid dictionary or instance of BaseRetriever"."""
+    calls = Calls()
+    chain = build("str", bound(retriever), spy_model(calls))
+    assert chain.invoke(OTHER_QUERY) == NO_MATCH
+    assert asyncio.run(chain.ainvoke(QUERY)) == (ANSWER if answers else NO_MATCH)
+    assert calls.count == (1 if answers else 0)
+
+
+def test_a_runnable_that_is_not_a_retriever_is_refused_with_the_fix(retriever):
+    with pytest.raises(ValueError, match=r"retriever must be a retriever.*RunnableSequence"):
+        build("str", retriever | format_documents, spy_model(Calls()))
+
+
 def test_a_configurable_runnable_that_is_not_a_retriever_is_refused():
     configurable = spy_model(Calls()).configurable_fields(
         responses=ConfigurableField(id="responses")

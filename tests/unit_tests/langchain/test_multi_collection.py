@@ -407,6 +407,38 @@ def test_a_collection_s_call_filters_hold_for_its_results_and_attachments(corpus
         assert (report.dropped, report.drop_counts()) == ((), {"outside_filters": 1})
 
 
+def test_filters_hold_in_every_collection_as_llama_index_s_do(corpus):
+    """LlamaIndex's MultiCollectionRetriever took filters=; LangChain's refused the name. They
+    hold for results and attachments, with call_filters and a call's filters (AND)."""
+    public, secret = {"doc_type": "public"}, {"doc_type": "secret"}
+    c = corpus([("p1", 0.875, {**public, "next_id": "x1"}), ("p2", 0.75, dict(public))])
+    docstore = InMemoryStore()
+    docstore.mset([("x1", Document(id="x1", page_content="x1", metadata=secret))])
+    member = ThresholdedRetriever(
+        vectorstore=c.store, policy=floor(0.5), docstore=docstore, parent_summaries=False
+    )
+    retriever = MultiCollectionRetriever(
+        collections=[member], policy=RetrievalPolicy(top_k=5), filters=public
+    )
+    report = retriever.retrieve_with_report(QUERY)
+    assert [d.id for d in report.items] == ["p1", "p2"]
+    assert report.drop_counts() == {"outside_filters": 1}  # x1, p1's neighbour
+    narrowed = MultiCollectionRetriever(
+        collections=[member], policy=RetrievalPolicy(top_k=5), filters=public, call_filters=secret
+    )
+    assert asyncio.run(narrowed.ainvoke(QUERY)) == []
+    assert retriever.invoke(QUERY, filters=secret) == []  # narrows: never replaces
+
+
+@pytest.mark.parametrize("field", ["filters", "call_filters"])
+def test_bad_filters_are_refused_when_built(two, field):
+    """call_filters were checked at the first call only: every call failed."""
+    a, _ = two
+    for bad, error in (("doc_type == 'public'", TypeError), ({COLLECTION_KEY: "a"}, ValueError)):
+        with pytest.raises(error, match="filter"):
+            MultiCollectionRetriever(collections=[a.store], policy=floor(0.5), **{field: bad})
+
+
 def test_a_chroma_store_is_a_collection_as_it_is_a_retriever_s_store(two):
     """Chroma searches by vector under another name: the backend knows it, and says so."""
     pytest.importorskip("langchain_chroma")

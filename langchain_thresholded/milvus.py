@@ -182,6 +182,12 @@ def existing_milvus_store(
     metric must give cosines (``IP``, ``COSINE``, or ``L2`` on unit vectors).
     ``kwargs`` go to ``langchain_milvus.Milvus``.
     """
+    if "metric" in kwargs:
+        raise TypeError(
+            f"existing_milvus_store() got metric={kwargs['metric']!r}, which it reads from the "
+            "collection's index: leave it out (milvus_from_documents(..., metric=...) builds a "
+            "new collection)"
+        )
     return _open(
         uri,
         collection_name,

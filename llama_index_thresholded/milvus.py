@@ -322,7 +322,7 @@ def existing_milvus_store(
     """
     from pymilvus import MilvusClient
 
-    for name in ("dim", "similarity_metric"):
+    for name in ("dim", "similarity_metric", "metric"):
         if name in kwargs:
             raise TypeError(
                 f"existing_milvus_store() got {name}={kwargs[name]!r}, which it reads from the "

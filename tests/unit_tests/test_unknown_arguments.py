@@ -284,9 +284,13 @@ def test_the_milvus_helpers_name_their_own_words_for_what_they_set(tmp_path):
     with pytest.raises(TypeError, match=r"similarity_metric.*metric='COSINE'"):
         li.milvus_store(milvus_uri, "c", dim=4, similarity_metric="COSINE")
     li.milvus_store(milvus_uri, "c", dim=4)
-    for given in ({"similarity_metric": "IP"}, {"dim": 4}):
+    for given in ({"similarity_metric": "IP"}, {"dim": 4}, {"metric": "IP"}):
         with pytest.raises(TypeError, match=rf"{next(iter(given))}=.*reads from the collection"):
             li.existing_milvus_store(milvus_uri, "c", **given)
+    with pytest.raises(TypeError, match=r"metric='IP'.*reads from the collection's index"):
+        lc.existing_milvus_store(
+            milvus_uri, "c", embeddings=DeterministicFakeEmbedding(size=4), metric="IP"
+        )
 
 
 @pytest.mark.parametrize("adapter", ["llama_index", "langchain"])

@@ -141,6 +141,11 @@ class LangChainBackend:
         """Whether the store searches by a given vector (else it embeds the question again)."""
 
     @property
+    def embeddings(self) -> Embeddings | None:
+        """The model that embeds the question for this store (None: it exposes none)."""
+        return self._embeddings
+
+    @property
     def dimension(self) -> int | None:
         """The dimension of the store's vectors, where it can be read: a question of another
         dimension is a ``DimensionMismatchError`` naming both, not the store's own error (a

@@ -56,6 +56,7 @@ from thresholded.fanout import (
     check_unique_names,
 )
 from thresholded.filters import all_of
+from thresholded.models import Embedder, check_one_embedder
 from thresholded.policy import RetrievalPolicy, unmeasured
 from thresholded.provenance import Asked
 from thresholded.report import MultiCollectionReport
@@ -133,8 +134,10 @@ class MultiCollectionRetriever(EngineRetriever):
     attachment budget); each collection's floor is its own retriever's (a store's: its
     spec's profile or policy, else the global policy's). Every collection must
     use one embedding model (the question is embedded once): policies calibrated
-    for different models, or embeddings whose ``model_id`` differ, are refused with
-    ``ModelMismatchError``. Dense search only: the merge compares cosines.
+    for different models, embeddings whose ``model_id`` differ, or different embeddings
+    objects of which one names no model (a collection whose retriever allows a model
+    mismatch apart), are refused with ``ModelMismatchError``. Dense search only: the
+    merge compares cosines.
 
     ``timeout`` (seconds) is the deadline of each collection that sets none (a spec's
     ``timeout``, else its retriever's own); ``max_retries``, ``retry_backoff`` and
@@ -221,7 +224,33 @@ class MultiCollectionRetriever(EngineRetriever):
         collections = tuple(self._collection(m, i) for i, m in enumerate(members))
         check_one_model(collections, self.policy, embeddings_model=model_of(self.embeddings))
         check_unique_names([c.name for c in collections])
+        self._check_one_embedder(collections)
         return collections
+
+    def _check_one_embedder(self, collections: tuple[Collection[Document], ...]) -> None:
+        """The question is embedded once, with ``embeddings`` (else the first collection's),
+        and searches every collection: each must be shown to be embedded by that model (a
+        collection that allows a model mismatch is taken at its word)."""
+        first = cast(LangChainBackend, collections[0].backend).embeddings
+        given = self.embeddings is not None
+        question = Embedder(
+            "embeddings=" if given else f"the embeddings of collection {collections[0].name!r}",
+            self.embeddings if given else first,
+            model_of(self.embeddings if given else first),
+        )
+        own = []
+        for collection in collections:
+            if not collection.allow_model_mismatch:
+                embeddings = cast(LangChainBackend, collection.backend).embeddings
+                what = f"collection {collection.name!r}"
+                own.append(Embedder(what, embeddings, model_of(embeddings)))
+        check_one_embedder(
+            question,
+            own,
+            fix="Give every collection's retriever the same embeddings object (and "
+            "MultiCollectionRetriever(embeddings=...) that one), or embeddings that name their "
+            "model (model_name=...).",
+        )
 
     def _collection(self, member: _Member, position: int) -> Collection[Document]:
         spec, sub = member

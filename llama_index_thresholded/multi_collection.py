@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -37,7 +38,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from pydantic import field_validator
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
-from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.embeddings import model_id_of, named_model
 from llama_index_thresholded.filters import HeldFilters, to_filter
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output, unlinked_result
 from llama_index_thresholded.retriever import EngineRetriever
@@ -52,6 +53,7 @@ from thresholded.fanout import (
     check_one_model,
     check_unique_names,
 )
+from thresholded.models import Embedder, check_one_embedder
 from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
 from thresholded.report import MultiCollectionReport
 from thresholded.retry import RetryPolicy
@@ -102,7 +104,8 @@ class MultiCollectionRetriever(EngineRetriever):
     ``top_k`` and attachment budget apply to the merged result; its floor is the
     default of collections that bring none. Every collection must be embedded with
     the same model (the question is embedded once): collections calibrated for
-    different models, or holding vectors of different dimensions, are refused with
+    different models, holding vectors of different dimensions, or built with different
+    models of which one names none (``model_name``: ``"unknown"``), are refused with
     ``ModelMismatchError``. Dense search only: the merge compares cosines.
 
     ``timeout`` (seconds) is each collection's default; ``fail_fast`` raises
@@ -316,7 +319,8 @@ def _as_index(store: Any, embed_model: BaseEmbedding) -> VectorStoreIndex:
 
 def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
     """The one embedding model of the given indexes; bare stores need ``embed_model=``."""
-    models = [index_embed_model(s.store) for s in specs if isinstance(s.store, VectorStoreIndex)]
+    indexes = [s for s in specs if isinstance(s.store, VectorStoreIndex)]
+    models = [index_embed_model(s.store) for s in indexes]
     if not models:
         raise ValueError(
             "pass embed_model=...: the collections are bare vector stores, and the question "
@@ -328,6 +332,17 @@ def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
             f"the indexes were built with different embedding models ({', '.join(sorted(ids))}): "
             "the question is embedded once, with one model, so every collection must use it"
         )
+    built_with = [
+        Embedder(f"collection {s.name or _default_name(s.store)!r}", m, named_model(m))
+        for s, m in zip(indexes, models, strict=True)
+    ]
+    question = replace(built_with[0], what=f"the model of {built_with[0].what}")
+    check_one_embedder(
+        question,
+        built_with[1:],
+        fix="Pass embed_model=... (the one model every index was built with), or build the "
+        "indexes with a model that names itself (model_name=...).",
+    )
     return models[0]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,6 +221,63 @@ def check_model_in_use(
         check_named_model(expected, what=what, where=where)
     else:
         check_same_model(expected, actual, what=what)
+
+
+@dataclass(frozen=True)
+class Embedder:
+    """An embedding object as a multi-collection search sees it: ``what`` names it in
+    messages, ``model`` is the model it names (None: it names none)."""
+
+    what: str
+    embeddings: object
+    model: ModelId | str | None
+
+
+def check_one_embedder(question: Embedder, collections: Sequence[Embedder], *, fix: str) -> None:
+    """Refuse a collection whose sections may be another model's than the question's.
+
+    The question is embedded once, by ``question``, and that vector searches every
+    collection, each embedded by its own object. One embedded by the very same object,
+    or by one that names the same model, is searched. Any other cannot be shown to hold
+    the question's model's vectors: two unnamed models of one dimension give "cosines"
+    that mean nothing, which the floor would keep or drop at random. ``fix`` says how to
+    give every collection one model.
+    """
+    for collection in collections:
+        if _same_object(collection.embeddings, question.embeddings) or _same_name(
+            question.model, collection.model
+        ):
+            continue
+        raise ModelMismatchError(
+            f"{collection.what} was embedded with {_shown(collection)}, but the question is "
+            f"embedded once, with {question.what} ({_shown(question)}), and that vector "
+            "searches every collection: nothing shows the two are one model, and one model's "
+            "question against another's sections gives cosines that mean nothing. "
+            f"{fix}"
+        )
+
+
+def _same_name(one: ModelId | str | None, other: ModelId | str | None) -> bool:
+    """Both name a model, and the same one."""
+    if one is None or other is None:
+        return False
+    return as_model_id(one).same_model(as_model_id(other))
+
+
+def _same_object(one: object, other: object) -> bool:
+    """The same embedding object, or an equal one (a pydantic model's fields: e.g. two
+    ``DeterministicFakeEmbedding(size=8)``); a comparison that fails is no proof."""
+    if one is other:
+        return True
+    try:
+        return bool(one == other)
+    except Exception:
+        return False
+
+
+def _shown(embedder: Embedder) -> str:
+    kind = type(embedder.embeddings).__name__
+    return f"{kind}, naming no model" if embedder.model is None else f"{kind} ({embedder.model})"
 
 
 def check_question_model(

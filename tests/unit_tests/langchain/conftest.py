@@ -53,6 +53,17 @@ class ExactEmbeddings(Embeddings):
         self.query_calls: list[str] = []
         self.document_calls: list[list[str]] = []
 
+    def __eq__(self, other: object) -> bool:
+        """One model: every text both know embeds to the same vector (each corpus's fake
+        knows its own documents, and the questions alike)."""
+        if not isinstance(other, ExactEmbeddings):
+            return NotImplemented
+        shared = self.vectors.keys() & other.vectors.keys()
+        return all(self.vectors[t] == other.vectors[t] for t in shared)
+
+    def __hash__(self) -> int:
+        return hash(ExactEmbeddings)
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         self.document_calls.append(list(texts))
         return [list(self.vectors[t]) for t in texts]

@@ -10,6 +10,7 @@ import logging
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.runnables import ConfigurableField
@@ -359,6 +360,29 @@ def test_collections_calibrated_for_different_models_are_refused(two):
     ]
     with pytest.raises(ModelMismatchError, match="other/model@6"):
         MultiCollectionRetriever(collections=subs)
+
+
+def test_collections_embedded_by_two_unnamed_models_are_refused(corpus):
+    """The question is embedded once, by the first collection's model. Collection b was
+    embedded by another model of the same dimension that names none: under it, b's section
+    has cosine 1 with the question; A's question vector gives it 0, and the floor would drop
+    it without a word."""
+    a, b = corpus([("a1", 0.75)]), corpus([("b1", 0.0)])
+    b1 = np.asarray(b.embeddings.vectors["b1"])
+    b.embeddings.vectors[QUERY] = list(b1)  # model B puts the question where it puts b1
+    question_a = np.asarray(a.embeddings.embed_query(QUERY))
+    assert float(question_a @ b1) == 0.0  # the "cosine" b1 would be cut with
+    assert float(np.asarray(b.embeddings.embed_query(QUERY)) @ b1) == 1.0  # its true cosine
+    for collections in (
+        [a.store, b.store],
+        [ThresholdedRetriever(vectorstore=s, policy=floor(0.5)) for s in (a.store, b.store)],
+    ):
+        with pytest.raises(ModelMismatchError, match=r"Store\[1\]'.*naming no model"):
+            MultiCollectionRetriever(collections=collections, policy=floor(0.5))
+    one_model = MultiCollectionRetriever(
+        collections=[a.store, b.store], policy=floor(0.5), embeddings=a.embeddings
+    )
+    assert one_model.collection_names  # every collection searched with the embeddings given
 
 
 def test_names_must_differ(two):

@@ -12,6 +12,7 @@ import logging
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
@@ -495,6 +496,28 @@ def test_indexes_built_with_different_embedding_models_are_refused(kit):
     b = kit.build_index([kit.section("b1", 0.9)], kit.embedding(model_name="test/other"))
     with pytest.raises(ModelMismatchError, match="different embedding models"):
         MultiCollectionRetriever([a, b], kit.policy(min_similarity=0.5))
+
+
+def test_indexes_built_with_two_unnamed_models_are_refused(kit):
+    """The question is embedded once, by the first index's model. Index b was built by
+    another model of the same dimension that names none: under it, b1 has cosine 1 with
+    the question; a's question vector gives it 0, and the floor would drop it without a
+    word."""
+    model_a = kit.HandEmbedding(vectors={kit.QUESTION: kit.E0}, model_name="unknown")
+    model_b = kit.HandEmbedding(vectors={kit.QUESTION: kit.E7}, model_name="unknown")
+    a = kit.build_index([kit.section("a1", 0.75)], model_a)
+    b = kit.build_index([kit.section("b1", embedding=kit.E7)], model_b)
+    b1 = np.asarray(kit.E7)
+    assert float(np.asarray(model_a.get_query_embedding(kit.QUESTION)) @ b1) == 0.0
+    assert float(np.asarray(model_b.get_query_embedding(kit.QUESTION)) @ b1) == 1.0
+    specs = [CollectionSpec(a, name="a"), CollectionSpec(b, name="b")]
+    with pytest.raises(ModelMismatchError, match=r"collection 'b'.*naming no model.*embed_model="):
+        MultiCollectionRetriever(specs, kit.policy(min_similarity=0.5))
+    shared = kit.build_index([kit.section("b1", embedding=kit.E7)], model_a)
+    one_model = [CollectionSpec(a, name="a"), CollectionSpec(shared, name="b")]
+    assert MultiCollectionRetriever(one_model, kit.policy(min_similarity=0.5)).collection_names
+    given = MultiCollectionRetriever(specs, kit.policy(min_similarity=0.5), embed_model=model_a)
+    assert given.collection_names == ("a", "b")  # the model given embeds every collection
 
 
 def test_a_bare_store_needs_the_embedding_model(kit, tmp_path):

@@ -85,9 +85,14 @@ def nodes_for(
 def index_nodes(store: Any, nodes: list[TextNode], dim: int) -> VectorStoreIndex:
     """Index nodes that carry their embeddings (the mock model is never asked)."""
     storage = StorageContext.from_defaults(vector_store=store)
-    return VectorStoreIndex(
-        nodes, storage_context=storage, embed_model=MockEmbedding(embed_dim=dim)
-    )
+    return VectorStoreIndex(nodes, storage_context=storage, embed_model=mock_model(dim))
+
+
+@functools.cache
+def mock_model(dim: int) -> MockEmbedding:
+    """One mock model per dimension: indexes built with it are of one model, as a
+    multi-collection retriever requires of the collections it searches with one vector."""
+    return MockEmbedding(embed_dim=dim)
 
 
 def bundles(vectors: np.ndarray) -> list[QueryBundle]:

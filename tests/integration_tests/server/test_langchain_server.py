@@ -50,6 +50,11 @@ class HandEmbeddings(Embeddings):
         return self.vectors[text]
 
 
+EMBEDDINGS = HandEmbeddings()
+"""The one model of every store here: a multi-collection retriever searches them all with one
+question vector, which it accepts only from one embeddings object (or one named model)."""
+
+
 def build(
     uri: str, collection: str, db_name: str = "", sections: str | None = None, **kwargs: Any
 ) -> Any:
@@ -63,7 +68,7 @@ def build(
     ]
     return milvus_from_documents(
         documents,
-        HandEmbeddings(),
+        EMBEDDINGS,
         uri=uri,
         collection_name=collection,
         db_name=db_name or None,
@@ -215,7 +220,7 @@ def test_reopened_by_database_and_name_each_store_reads_its_own_database(milvus_
 
     opened = {
         db: existing_milvus_store(
-            milvus_server_uri, "kb", embeddings=HandEmbeddings(), db_name=db, timeout=30.0
+            milvus_server_uri, "kb", embeddings=EMBEDDINGS, db_name=db, timeout=30.0
         )
         for db in ("lc_open_laws", "lc_open_faqs")
     }
@@ -229,7 +234,7 @@ def test_reopened_by_database_and_name_each_store_reads_its_own_database(milvus_
 
     with pytest.raises(CollectionNotFoundError, match=r"'only_faqs'.*'lc_open_laws'.*\['kb'\]"):
         existing_milvus_store(
-            milvus_server_uri, "only_faqs", embeddings=HandEmbeddings(), db_name="lc_open_laws"
+            milvus_server_uri, "only_faqs", embeddings=EMBEDDINGS, db_name="lc_open_laws"
         )
 
 

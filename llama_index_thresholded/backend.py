@@ -37,8 +37,8 @@ from llama_index_thresholded.pushdown import PUSHED_METRICS, is_milvus_store, ra
 from llama_index_thresholded.scoring import (
     chroma_distances,
     collection_dimension,
+    declared_mode_kind,
     is_chroma_store,
-    score_kind_for,
     store_metric,
     store_uri,
 )
@@ -56,7 +56,7 @@ from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.pushdown import PushdownSwitch
 from thresholded.rescore import Vector
 from thresholded.retry import RetryPolicy
-from thresholded.scores import Metric, ScoreKind, declared_kind
+from thresholded.scores import Metric, ScoreKind
 from thresholded.strict import list_of_strings
 
 logger = logging.getLogger(__name__)
@@ -447,9 +447,7 @@ def index_collection(
         )
     embed_model = embed_model or index_embed_model(index)
     mode = VectorStoreQueryMode(vector_store_query_mode)
-    kind = declared_kind(
-        score_kind, score_kind_for(mode, store), source=f"vector_store_query_mode={mode.value!r}"
-    )
+    kind = declared_mode_kind(score_kind, mode, store)
     dense_metric = store_metric(store, metric) if kind is ScoreKind.COSINE else None
     args = {
         "alpha": None,

@@ -65,7 +65,8 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
       ``embed_model``, the cosine between the question and its text, computed here (the
       question embedded once, the texts in one batch); without, its score, read as
       ``score_kind`` only when ``score_kind`` is given (a raw score of unknown kind is an
-      error: a Chroma or L2 distance read as a cosine would be silently wrong); a node
+      error: a Chroma or L2 distance read as a cosine would be silently wrong; so is a
+      declared cosine outside [-1, 1], such as a cross-encoder's logit); a node
       with no score is dropped as ``unscored``. When no node has a trusted mark or a
       score, the error says to pass ``embed_model``.
 

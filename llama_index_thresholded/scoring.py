@@ -9,7 +9,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore, Vector
 
 from thresholded.classes import is_named
 from thresholded.errors import UnsupportedMetricError
-from thresholded.scores import Metric, ScoreKind
+from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.store_metrics import chroma_metric, contradiction_error, faiss_metric
 
 _NON_DENSE_KINDS = {
@@ -17,6 +17,18 @@ _NON_DENSE_KINDS = {
     VectorStoreQueryMode.TEXT_SEARCH: ScoreKind.BM25,
     VectorStoreQueryMode.MMR: ScoreKind.MMR,
 }
+
+_NEVER_COSINE_MODES = frozenset(
+    {
+        VectorStoreQueryMode.SEMANTIC_HYBRID,
+        VectorStoreQueryMode.SVM,
+        VectorStoreQueryMode.LOGISTIC_REGRESSION,
+        VectorStoreQueryMode.LINEAR_REGRESSION,
+    }
+)
+"""Modes whose scores no ``ScoreKind`` names and which are never cosines: a hybrid search
+reranked by the store, and the decision values of a classifier or regression fitted to
+each question (``SimpleVectorStore`` scores a section at cosine 0.9 about 0.09)."""
 
 
 def store_metric(vector_store: object, metric: Metric | str | None = None) -> Metric:
@@ -118,6 +130,28 @@ def score_kind_for(mode: VectorStoreQueryMode | str, vector_store: object) -> Sc
         ranker = str(getattr(vector_store, "hybrid_ranker", "RRFRanker"))
         return ScoreKind.WEIGHTED if ranker.lower().startswith("weighted") else ScoreKind.RRF
     return _NON_DENSE_KINDS.get(mode, ScoreKind.UNKNOWN)
+
+
+def declared_mode_kind(
+    declared: ScoreKind | str | None, mode: VectorStoreQueryMode | str, vector_store: object
+) -> ScoreKind:
+    """The kind of a query mode's scores, as :func:`thresholded.scores.declared_kind` reads a
+    declaration; ``score_kind='cosine'`` is refused for every mode whose scores are never
+    cosines, those of no named kind included."""
+    mode = VectorStoreQueryMode(mode)
+    source = f"vector_store_query_mode={mode.value!r}"
+    if (
+        mode in _NEVER_COSINE_MODES
+        and declared is not None
+        and ScoreKind.parse(declared) is ScoreKind.COSINE
+    ):
+        raise ValueError(
+            f"score_kind='cosine' contradicts the scores of {source}, which are never cosines "
+            "(a store's semantic reranking, or a classifier's or regression's decision value): "
+            "leave score_kind out (to cut them by their dense cosine, set "
+            "hybrid_policy='rescore' in the policy)"
+        )
+    return declared_kind(declared, score_kind_for(mode, vector_store), source=source)
 
 
 def collection_dimension(vector_store: BasePydanticVectorStore) -> int | None:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from thresholded.errors import NonCosineScoreError
+from thresholded.errors import NonCosineScoreError, ScoreRangeError
 from thresholded.gate import best_similarity, gate_is_on, gate_passes
 from thresholded.policy import RetrievalPolicy
-from thresholded.scores import ScoreKind, is_valid_score
+from thresholded.scores import COSINE_RANGE_TOLERANCE, ScoreKind, is_valid_score
 
 logger = logging.getLogger(__name__)
 
@@ -200,11 +200,15 @@ def select(
     ``best``, the best cosine of the whole search, when these candidates are only a
     part of it (a merge of collections); else their own best. Sections are returned
     in score order; attachments follow, in the order of their sections.
+
+    A cosine outside [-1, 1] is a ``ScoreRangeError``: it is not a cosine, and neither
+    the floor, the gate nor the best similarity may read it as one.
     """
     primaries: list[Candidate[T]] = []
     attachments: list[Candidate[T]] = []
     for cand in candidates:
         (attachments if cand.is_attachment else primaries).append(cand)
+    _check_cosine_range(primaries)
     dropped: list[Dropped[T]] = []
 
     primaries = _drop_duplicates(primaries, dropped, seen=set())
@@ -264,6 +268,22 @@ def attach(
         dropped,
     )
     return replace(selection, attached=tuple(added), dropped=tuple(dropped))
+
+
+def _check_cosine_range(items: Sequence[Candidate[Any]]) -> None:
+    """Refuse a finite cosine outside [-1, 1] (beyond float rounding): a reranker's score,
+    a text-search score or a distance taken for a cosine would be compared as one."""
+    limit = 1.0 + COSINE_RANGE_TOLERANCE
+    for cand in items:
+        cosine = cand.floor_score
+        if cosine is not None and math.isfinite(cosine) and abs(cosine) > limit:
+            raise ScoreRangeError(
+                f"result {cand.id!r} has the cosine {cosine!r}, outside [-1, 1]: it is not a "
+                "cosine similarity (a reranker's or a text-search score, or a distance, read "
+                "or declared as a cosine), so no floor or gate can be compared with it. "
+                "Declare the score's real kind, or compute the cosine with the embedding "
+                "model the store was built with"
+            )
 
 
 def _drop_duplicates(

@@ -17,6 +17,7 @@ import pytest
 
 from thresholded import AttachedRole, DropReason, NonCosineScoreError, RetrievalPolicy, ScoreKind
 from thresholded.core import Candidate, Selection, attach, select
+from thresholded.errors import ScoreRangeError
 from thresholded.scores import check_unit_norm
 
 DIM = 32
@@ -217,6 +218,28 @@ def test_invalid_scores_go_beyond_top_k_first_with_zero_floor() -> None:
     sel = select(cands, only(top_k=2), 0.0)
     assert ids(sel.kept) == ["b", "a"]
     assert reasons(sel) == {"none": DropReason.BEYOND_TOP_K}
+
+
+@pytest.mark.parametrize("floor", [0.0, 0.5])
+@pytest.mark.parametrize("logit", [7.3, -4.0, 1.5])
+def test_a_cosine_outside_minus_one_one_is_an_error_not_a_comparison(
+    floor: float, logit: float
+) -> None:
+    query = basis(0)
+    real = scores_of(query, section_vectors([0.8, 0.6]))
+    np.testing.assert_allclose(real, [0.8, 0.6])
+    cands = [cand("a", real[0]), cand("b", real[1]), cand("reranked", logit)]
+    with pytest.raises(ScoreRangeError, match=r"'reranked' has the cosine .* outside \[-1, 1\]"):
+        select(cands, only(min_top_similarity=0.7), floor)
+    # the same number as a score of another kind is not a cosine, and passes the floor
+    other = select([*cands[:2], cand("reranked", logit, kind=ScoreKind.UNKNOWN)], only(), floor)
+    assert "reranked" in ids(other.kept)
+    assert other.best_similarity == pytest.approx(0.8)
+
+
+def test_float_rounding_just_above_one_is_still_a_cosine() -> None:
+    sel = select([cand("a", 1.0 + 1e-4)], only(), 0.5)
+    assert ids(sel.kept) == ["a"]
 
 
 # Non-cosine scores -----------------------------------------------------------------------

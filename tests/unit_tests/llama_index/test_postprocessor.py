@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import math
 
+import numpy as np
 import pytest
 from llama_index.core.postprocessor import PrevNextNodePostprocessor, SimilarityPostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from llama_index_thresholded import SimilarityThresholdPostprocessor, ThresholdedRetriever
-from thresholded.errors import UncalibratedModelError
+from thresholded.errors import ScoreRangeError, UncalibratedModelError
 from thresholded.policy import RetrievalPolicy
 from thresholded.provenance import register
 from thresholded.selection import DropReason
@@ -185,6 +186,25 @@ def test_after_prev_next_it_judges_the_neighbours_it_cannot_vouch_for(kit):
     declared = SimilarityThresholdPostprocessor(min_similarity=0.5, score_kind="cosine")
     assert ids(declared.postprocess_nodes(widened)) == ["s1"]
     assert set(reasons(declared.select(widened)).values()) == {DropReason.UNSCORED}
+
+
+def test_declared_cosines_after_a_cross_encoder_are_refused_when_out_of_range():
+    # a cross-encoder's logits on nodes of another retriever, declared as cosines by mistake
+    query = np.array([1.0, 0.0, 0.0])
+    vectors = np.array([[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]])
+    cosine = [float(c) for c in vectors @ query]
+    foreign = [
+        NodeWithScore(node=TextNode(id_="x", text="X"), score=cosine[0]),
+        NodeWithScore(node=TextNode(id_="y", text="Y"), score=7.3),
+    ]
+    processor = SimilarityThresholdPostprocessor(
+        policy=RetrievalPolicy(min_similarity=0.5, min_top_similarity=0.7), score_kind="cosine"
+    )
+    with pytest.raises(ScoreRangeError, match=r"'y' has the cosine 7\.3"):
+        processor.postprocess_nodes(foreign, query_str="q")
+    # genuine cosines are still compared: x's 0.6 clears the floor, but not the gate
+    assert processor.select(foreign[:1], "q").emptied_by == "gate"
+    assert cosine[1] == 0.0
 
 
 def test_min_similarity_none_resolves_from_the_embedding_model():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -498,3 +499,28 @@ def test_cosine_declared_for_a_mode_of_other_scores_is_refused(
             score_kind="cosine",
             metric="IP",
         )
+
+
+LEARNER_MODES = ["svm", "logistic_regression", "linear_regression", "semantic_hybrid"]
+
+
+@pytest.mark.parametrize("mode", LEARNER_MODES)
+def test_cosine_declared_for_a_learner_or_semantic_hybrid_mode_is_refused(
+    kit: Any, mode: str
+) -> None:
+    """A classifier's decision value (0.09 for a section at cosine 0.9) is no cosine: read
+    as one, the floor dropped the answering section."""
+    index, _, _ = setup(kit, {"a": 0.9, "b": 0.2}, [("a", 0.09), ("b", -0.1)])
+    with pytest.raises(ValueError, match=f"score_kind='cosine' contradicts .*'{mode}'"):
+        ThresholdedRetriever(
+            index,
+            RetrievalPolicy(min_similarity=0.5),
+            vector_store_query_mode=mode,
+            score_kind="cosine",
+            metric="IP",
+        )
+    # undeclared, they are re-scored to their dense cosine and cut by it
+    kept = retriever(index, mode, min_similarity=0.5, hybrid_policy="rescore").retrieve(QUESTION)
+    assert ids(kept) == ["a"]
+    expected = float(np.dot(kit.vec(0.9, 1), kit.E0))
+    assert kept[0].node.metadata[metadata_keys.SIMILARITY] == pytest.approx(expected)

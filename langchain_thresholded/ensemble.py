@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.documents import Document
@@ -25,7 +27,9 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.configurable import DynamicRunnable
+from langchain_core.tracers.context import _configure_hooks, tracing_v2_callback_var
 from langchain_core.vectorstores import VectorStore
+from langsmith.run_helpers import tracing_context
 
 from thresholded.scores import ScoreKind
 
@@ -35,6 +39,23 @@ _SILENT: RunnableConfig = {"callbacks": []}
 """The config an inner retriever runs with: no callbacks. Without a config, LangChain gives it
 the ambient one of an enclosing chain, and its ``on_retriever_end`` (every document it found,
 those outside the filters too) would reach the caller's handlers and ``astream_events``."""
+
+
+@contextmanager
+def _untraced() -> Iterator[None]:
+    """No tracer for the inner retrievers' runs: LangChain adds one to every run, whatever its
+    config, when tracing is on (``LANGSMITH_TRACING``, ``tracing_v2_enabled()``) or runs are
+    collected (``collect_runs()``), and would record every document they found, those outside
+    the filters too. Tasks and threads started inside copy this context."""
+    variables: list[ContextVar[Any]] = [var for var, *_ in _configure_hooks]
+    variables.append(tracing_v2_callback_var)
+    tokens = [(var, var.set(None)) for var in variables]
+    try:
+        with tracing_context(enabled=False):
+            yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)
 
 
 def is_ensemble(retriever: object) -> bool:
@@ -86,19 +107,21 @@ class RetrieverSource(VectorStore):
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
         _no_store_arguments(kwargs)
         not_configurable(self.retriever)  # it, or its members, may have changed since
-        if is_ensemble(self.retriever):
-            lists = [r.invoke(query, _SILENT) for r in self.retriever.retrievers]  # type: ignore[attr-defined]
-            return self._fuse(lists)[:k]
-        return self._read_scores(self.retriever.invoke(query, _SILENT))[:k]
+        with _untraced():
+            if is_ensemble(self.retriever):
+                inner = self.retriever.retrievers  # type: ignore[attr-defined]
+                return self._fuse([r.invoke(query, _SILENT) for r in inner])[:k]
+            return self._read_scores(self.retriever.invoke(query, _SILENT))[:k]
 
     async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
         _no_store_arguments(kwargs)
         not_configurable(self.retriever)  # it, or its members, may have changed since
-        if is_ensemble(self.retriever):
-            inner = self.retriever.retrievers  # type: ignore[attr-defined]
-            lists = await asyncio.gather(*(r.ainvoke(query, _SILENT) for r in inner))
-            return self._fuse(list(lists))[:k]
-        return self._read_scores(await self.retriever.ainvoke(query, _SILENT))[:k]
+        with _untraced():
+            if is_ensemble(self.retriever):
+                inner = self.retriever.retrievers  # type: ignore[attr-defined]
+                lists = await asyncio.gather(*(r.ainvoke(query, _SILENT) for r in inner))
+                return self._fuse(list(lists))[:k]
+            return self._read_scores(await self.retriever.ainvoke(query, _SILENT))[:k]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]

@@ -300,3 +300,37 @@ async def test_inner_retrievers_send_no_events_of_sections_outside_the_filters(
         seen = Seen()
         assert ids(chain.invoke(Q, {"callbacks": [seen]})) == ["public"]
         assert seen.texts and "the secret text" not in seen.texts
+
+
+async def test_inner_retrievers_are_not_traced() -> None:
+    """With tracing on (``LANGSMITH_TRACING``, ``tracing_v2_enabled()``) or runs collected
+    (``collect_runs()``), LangChain adds a tracer to every run whatever its config: the inner
+    retrievers' runs, every document they found, would be recorded and sent."""
+    from langchain_core.tracers.context import collect_runs, tracing_v2_enabled
+    from langchain_core.tracers.langchain import wait_for_all_tracers
+    from langsmith import Client
+
+    sent: list[str] = []
+
+    class Recording(Client):
+        def create_run(self, *args: Any, **kwargs: Any) -> None:
+            sent.append(repr((args, kwargs)))
+
+        def update_run(self, *args: Any, **kwargs: Any) -> None:
+            sent.append(repr((args, kwargs)))
+
+    client = Recording(api_key="k", api_url="http://127.0.0.1:9", auto_batch_tracing=False)
+    secret = Document(id="secret", page_content="the secret text", metadata={"kind": "x"})
+    public = Document(id="public", page_content="the public text", metadata={"kind": "y"})
+    ensemble = EnsembleRetriever(
+        retrievers=[FixedRetriever(docs=[secret, public]), FixedRetriever(docs=[public])],
+        weights=[0.5, 0.5],
+    )
+    retriever = ThresholdedRetriever.from_retriever(ensemble, policy=POLICY, filters={"kind": "y"})
+    with collect_runs() as collected, tracing_v2_enabled(client=client):
+        assert ids(retriever.invoke(Q)) == ["public"]
+        assert ids(await retriever.ainvoke(Q)) == ["public"]
+    wait_for_all_tracers()
+    runs = [repr(run.outputs) for run in collected.traced_runs]
+    assert runs and sent
+    assert not any("secret" in text for text in runs + sent)

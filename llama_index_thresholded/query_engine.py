@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.response.schema import (
     RESPONSE_TYPE,
     AsyncStreamingResponse,
@@ -145,6 +146,19 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         engine = super().from_args(*args, **kwargs)
         engine.no_match_message = no_match_message  # type: ignore[attr-defined]
         return engine  # type: ignore[return-value]
+
+    def with_retriever(self, retriever: BaseRetriever) -> AbstainingQueryEngine:
+        """This engine over ``retriever``: its synthesizer, node postprocessors, callback
+        manager and ``no_match_message``. LlamaIndex's builds a plain
+        ``RetrieverQueryEngine``, which answers "Empty Response" and lets a postprocessor
+        add sections past the retriever's filters."""
+        return type(self)(
+            retriever=retriever,
+            response_synthesizer=self._response_synthesizer,
+            callback_manager=self.callback_manager,
+            node_postprocessors=self._node_postprocessors,
+            no_match_message=self.no_match_message,
+        )
 
     def _no_match(
         self, *, asynchronous: bool = False, abstained_by: str | None = None

@@ -103,3 +103,19 @@ async def test_without_filters_a_neighbour_may_be_added(kit, call):
     retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=0)
     ids = await answered(call, retriever, [next_section(index)], kit)
     assert ids == ["public", "internal"]
+
+
+def test_an_engine_over_another_retriever_still_refuses_an_added_section(kit):
+    """``with_retriever`` (LlamaIndex's) built a plain ``RetrieverQueryEngine``: over the new
+    retriever it let the ``PrevNextNodePostprocessor`` add the internal neighbour, and
+    answered "Empty Response" where the engine was to answer its own message."""
+    index = public_then_internal(kit)
+    original = engine("query", retriever_of("single", index, kit, None), [next_section(index)])
+    original.no_match_message = "Ask a human."
+    swapped = original.with_retriever(retriever_of("single", index, kit, PUBLIC))
+    assert isinstance(swapped, AbstainingQueryEngine)
+    with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section"):
+        swapped.query(kit.QUESTION)
+    abstaining = original.with_retriever(retriever_of("single", index, kit, PUBLIC))
+    abstaining._node_postprocessors = []
+    assert abstaining.query(kit.ORTHOGONAL).response == "Ask a human."

@@ -190,7 +190,11 @@ def asked_by(result: Result[BaseNode]) -> Asked:
     found = asked(bundle)
     assert found is not None
     return replace(
-        found, vector=result.vector, given=question.vector is not None, model=result.model
+        found,
+        vector=result.vector,
+        given=question.vector is not None,
+        model=result.model,
+        held_back=result.held_back,
     )
 
 

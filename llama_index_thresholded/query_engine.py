@@ -33,6 +33,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.errors import UnsafeFilterError
+from thresholded.provenance import asked_of
 from thresholded.strict import check_arguments, named_parameters
 
 DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
@@ -92,9 +93,11 @@ def none_added(
     """``nodes``, what the node postprocessors made of what ``retriever`` returned, when they
     added no section to it, or the retriever holds none back. A section a postprocessor adds
     (a ``PrevNextNodePostprocessor``'s neighbour, from the docstore) is held to none of the
-    retriever's filters, so where it has some, adding one is an error."""
+    retriever's filters, so where it has some, adding one is an error. So it is where the
+    nodes come from a retrieval of ours that held some back, passed on by another retriever
+    (a ``QueryFusionRetriever`` around ours)."""
     added = _sections(nodes) - _sections(retrieved)  # first: seldom any, and cheap
-    if added and isinstance(retriever, EngineRetriever) and retriever.restricted:
+    if added and _holds_back(retriever, retrieved):
         raise UnsafeFilterError(
             f"the node postprocessors added {len(added)} section(s) that "
             f"{type(retriever).__name__} did not return (a PrevNextNodePostprocessor's "
@@ -104,6 +107,19 @@ def none_added(
             "postprocessors that only reorder, rescore or drop nodes"
         )
     return nodes
+
+
+def _holds_back(retriever: Any, retrieved: list[NodeWithScore]) -> bool:
+    """Whether ``retriever`` is one of ours that holds sections back, or returned nodes that
+    a retrieval of ours produced under filters, ids or store restrictions."""
+    if isinstance(retriever, EngineRetriever) and retriever.restricted:
+        return True
+    return any(_held_back(n.node) for n in retrieved)
+
+
+def _held_back(node: Any) -> bool:
+    asked = asked_of(node)
+    return asked is not None and asked.held_back
 
 
 def _sections(nodes: list[NodeWithScore]) -> set[tuple[str | None, str]]:

@@ -387,7 +387,9 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
         selection = attach(selection, inside, call.policy)
     selection = counted(selection, outside)
     model = _model_of(call.stages)
-    result = Result(call.question, selection, statuses(outcomes, selection, errors), vector, model)
+    status = statuses(outcomes, selection, errors)
+    held_back = any(stage.holds_back for stage in call.stages)
+    result = Result(call.question, selection, status, vector, model, held_back)
     log_result(result)
     return result
 
@@ -721,6 +723,9 @@ class Result(Generic[T]):
     the embedded one (None: no search needed one)."""
     model: ModelId | None = None
     """The embedding model whose cosines the scores are (None: no collection names one)."""
+    held_back: bool = False
+    """Some collection returned only some of its sections: filters, ids or a store's
+    restrictions (see ``Stage.holds_back``)."""
 
     @property
     def emptied_by(self) -> str | None:

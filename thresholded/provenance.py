@@ -50,6 +50,10 @@ class Asked:
     model: ModelId | None = None
     """The embedding model whose cosines the marks are (None: not named). It is not part of
     the question: a filter checks it against its own floor's model."""
+    held_back: bool = False
+    """The retrieval held sections back: filters (its own or the call's), ids or a store's
+    restrictions. Not part of the question: a section added to its answer is held to none
+    of them, so an engine refuses one (``llama_index_thresholded.query_engine``)."""
     _verdicts: dict[int, tuple[Asked, bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

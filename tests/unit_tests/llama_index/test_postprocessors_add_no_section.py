@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from llama_index.core.llms import MockLLM
 from llama_index.core.postprocessor import LongContextReorder, PrevNextNodePostprocessor
+from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import (
@@ -119,3 +120,43 @@ def test_an_engine_over_another_retriever_still_refuses_an_added_section(kit):
     abstaining = original.with_retriever(retriever_of("single", index, kit, PUBLIC))
     abstaining._node_postprocessors = []
     assert abstaining.query(kit.ORTHOGONAL).response == "Ask a human."
+
+
+def fused(retriever):
+    """A retriever that passes on what ours returned, such as a QueryFusionRetriever."""
+    return QueryFusionRetriever(
+        [retriever], llm=MockLLM(), num_queries=1, mode="reciprocal_rerank", use_async=False
+    )
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("kind", ["single", "multi"])
+async def test_a_neighbour_added_behind_a_fusion_retriever_is_refused(kit, kind, call):
+    """The engine's retriever is LlamaIndex's, around ours: the check looked at the engine's
+    retriever only, found none of ours, and the PrevNextNodePostprocessor's internal
+    neighbour went to the LLM and came back in source_nodes."""
+    index = public_then_internal(kit)
+    retriever = fused(retriever_of(kind, index, kit, PUBLIC))
+    with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section"):
+        await answered(call, retriever, [next_section(index)], kit)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_behind_a_fusion_retriever_without_filters_a_neighbour_may_be_added(kit, call):
+    index = public_then_internal(kit)
+    retriever = fused(ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=0))
+    assert await answered(call, retriever, [next_section(index)], kit) == ["public", "internal"]
+
+
+async def test_a_call_s_own_filters_count_as_held_back(kit):
+    """A report's nodes of a call narrowed by its own filters, from a retriever that has
+    none, are held back too: an engine over a retriever that passes them on refuses a
+    section its postprocessors add."""
+    from llama_index_thresholded.query_engine import none_added
+
+    index = public_then_internal(kit)
+    plain = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=0)
+    retrieved = plain.retrieve_with_report(kit.QUESTION, filters=PUBLIC).items
+    added = next_section(index).postprocess_nodes(retrieved)
+    with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section"):
+        none_added(fused(plain), retrieved, added)

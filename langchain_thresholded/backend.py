@@ -8,7 +8,6 @@ candidates and back. The pipeline itself is the engine's.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from thresholded.filters import (
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_collection import checked_partitions, ids_matching, vector_dims
-from thresholded.milvus_expr import check_expression
+from thresholded.milvus_expr import check_expression, membership
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -459,7 +458,7 @@ def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
         return {}
     rows = store.client.query(
         store.collection_name,
-        filter=f"{pk} in {json.dumps(keys)}",
+        filter=membership(pk, keys),  # Milvus literals: JSON's "\u00e9" is not read as "é"
         output_fields=[pk, field],
         timeout=getattr(store, "timeout", None),
     )

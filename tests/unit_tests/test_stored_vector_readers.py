@@ -89,3 +89,39 @@ def test_llama_index_chroma():
         assert_read_back(backend.fetch_vectors(["a", "b", "missing"]))
     finally:
         client.delete_collection("readers-llama")
+
+
+class Given:
+    """Embeddings whose document vectors are given, in order."""
+
+    model_name = "given@3"
+
+    def __init__(self, vectors: list[list[float]]) -> None:
+        self._vectors = vectors
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._vectors[: len(texts)]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, 0.0, 0.0]
+
+
+def test_langchain_milvus_reads_ids_beyond_ascii(tmp_path):
+    """langchain-milvus: the ids went into the query as JSON, which writes "é" as "\\u00e9", a
+    text Milvus does not decode: a section whose id is not ASCII had no stored vector, and
+    every search that found it under IP failed with NotUnitVectorError."""
+    from langchain_core.documents import Document
+
+    from langchain_thresholded import milvus_from_documents
+
+    ids = {"a": "remboursement-é", "b": "snow☃"}
+    store = milvus_from_documents(
+        [Document(page_content=i) for i in ids],
+        Given(list(VECTORS.values())),
+        uri=str(tmp_path / "readers.db"),
+        collection_name="readers",
+        ids=list(ids.values()),
+    )
+    found = langchain_backend(store).fetch_vectors([*ids.values(), "missing"])
+    by_letter = {letter: found[i] for letter, i in ids.items() if i in found}
+    assert_read_back(by_letter)

@@ -28,12 +28,15 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.tracers.context import _configure_hooks, tracing_v2_callback_var
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langsmith.run_helpers import tracing_context
 
 from thresholded.scores import ScoreKind
 
 Scored = list[tuple[Document, float | None]]
+
+MMR_FETCH_K = 20
+"""The candidates a LangChain store's MMR search chooses among unless told (``fetch_k``)."""
 
 _SILENT: RunnableConfig = {"callbacks": []}
 """The config an inner retriever runs with: no callbacks. Without a config, LangChain gives it
@@ -80,6 +83,10 @@ class RetrieverSource(VectorStore):
         embeddings: The dense model, to re-score the results (``hybrid_policy="rescore"``).
         score_key: For a retriever other than an ensemble: the metadata key of each
             document's score; default: no score (the retriever's order stays).
+        resize: For a store's retriever (``store.as_retriever(...)``): ask it for the ``k``
+            documents each search asks for (an MMR search's ``fetch_k`` at least as many),
+            as ``from_retriever`` does, so that a search widened because its documents lie
+            outside the filters reaches farther. Default: the retriever's own ``k``.
     """
 
     def __init__(
@@ -88,11 +95,13 @@ class RetrieverSource(VectorStore):
         *,
         embeddings: Embeddings | None = None,
         score_key: str | None = None,
+        resize: bool = False,
     ) -> None:
         not_configurable(retriever)
         self.retriever = retriever
         self._embeddings = embeddings
         self.score_key = score_key
+        self.resize = resize
 
     @property
     def embeddings(self) -> Embeddings | None:
@@ -111,7 +120,7 @@ class RetrieverSource(VectorStore):
             if is_ensemble(self.retriever):
                 inner = self.retriever.retrievers  # type: ignore[attr-defined]
                 return self._fuse([r.invoke(query, _SILENT) for r in inner])[:k]
-            return self._read_scores(self.retriever.invoke(query, _SILENT))[:k]
+            return self._read_scores(self._sized(k).invoke(query, _SILENT))[:k]
 
     async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
         _no_store_arguments(kwargs)
@@ -121,13 +130,26 @@ class RetrieverSource(VectorStore):
                 inner = self.retriever.retrievers  # type: ignore[attr-defined]
                 lists = await asyncio.gather(*(r.ainvoke(query, _SILENT) for r in inner))
                 return self._fuse(list(lists))[:k]
-            return self._read_scores(await self.retriever.ainvoke(query, _SILENT))[:k]
+            return self._read_scores(await self._sized(k).ainvoke(query, _SILENT))[:k]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in await self.asimilarity_search_with_score(query, k, **kwargs)]
+
+    def _sized(self, k: int) -> BaseRetriever:
+        """The retriever, asked for ``k`` documents where it is a store's and ``resize`` is
+        set: its own ``k`` would cap a search the engine widens (an MMR search runs without
+        the filters, which hold afterwards), and the sections within them farther out would
+        never be reached."""
+        inner = self.retriever
+        if not self.resize or not isinstance(inner, VectorStoreRetriever):
+            return inner
+        kwargs = {**inner.search_kwargs, "k": k}
+        if inner.search_type == "mmr":
+            kwargs["fetch_k"] = max(int(kwargs.get("fetch_k") or MMR_FETCH_K), k)
+        return inner.model_copy(update={"search_kwargs": kwargs})
 
     # Fusion ---------------------------------------------------------------------------
     def _fuse(self, doc_lists: Sequence[Sequence[Document]]) -> Scored:

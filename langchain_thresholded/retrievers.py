@@ -467,7 +467,7 @@ class ThresholdedRetriever(EngineRetriever):
             inner_kwargs = {**retriever.search_kwargs, "k": policy.top_k * policy.over_fetch}
             inner = retriever.model_copy(update={"search_kwargs": inner_kwargs})
             store_embeddings = embeddings or retriever.vectorstore.embeddings
-            source = RetrieverSource(inner, embeddings=store_embeddings)
+            source = RetrieverSource(inner, embeddings=store_embeddings, resize=True)
             fields["score_kind"] = declared_kind(
                 fields.get("score_kind"), ScoreKind.MMR, source="an MMR search"
             )

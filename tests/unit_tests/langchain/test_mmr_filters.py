@@ -1,0 +1,61 @@
+"""An MMR search wrapped by ``from_retriever`` finds the sections within the filters.
+
+The MMR search runs without the filters (a store's MMR takes its own), and the engine holds
+its documents to them afterwards. When too few of them lie within the filters, the engine
+widens the search, as it does for every store that cannot apply them exactly: the wrapped
+retriever is asked for as many documents as the search asks for.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from langchain_thresholded import ThresholdedRetriever
+from thresholded import RetrievalPolicy
+
+QUERY = "the question"
+FAQ = {"doc_type": "faq"}
+POLICY = RetrievalPolicy(
+    min_similarity=0.5,
+    top_k=3,
+    over_fetch=2,
+    max_per_source=None,
+    max_chars=None,
+    hybrid_policy="rescore",
+)
+
+
+@pytest.fixture
+def wrapped(corpus):
+    """24 internal sections nearer the question than the 3 FAQ sections: the nearest 20 rows
+    (the MMR's default candidates) hold no FAQ section."""
+    internal = [
+        (f"internal-{i}", 15 / 16 if i % 2 else 14 / 16, {"doc_type": "internal"})
+        for i in range(24)
+    ]
+    faq = [(f"faq-{i}", 12 / 16, FAQ) for i in range(3)]
+    return corpus([*internal, *faq]).store.as_retriever(search_type="mmr")
+
+
+def test_the_retriever_s_filters_find_the_sections_an_mmr_search_reaches_last(wrapped):
+    """The MMR search ran once, at its own k and fetch_k: its 6 documents all internal, the
+    answer was empty (emptied by "filters") though three FAQ sections cleared the floor."""
+    retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY, filters=FAQ)
+    report = retriever.retrieve_with_report(QUERY)
+    assert sorted(d.id for d in report.kept) == ["faq-0", "faq-1", "faq-2"]
+    assert all(d.metadata["doc_type"] == "faq" for d in report.items)
+
+
+async def test_a_call_s_filters_find_them_too(wrapped):
+    retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+    found = retriever.invoke(QUERY, filters=FAQ)
+    assert sorted(d.id for d in found) == ["faq-0", "faq-1", "faq-2"]
+    found = await retriever.ainvoke(QUERY, filters=FAQ)
+    assert sorted(d.id for d in found) == ["faq-0", "faq-1", "faq-2"]
+
+
+def test_a_call_s_k_beyond_the_first_is_searched(wrapped):
+    """The wrapped retriever's k was set once, from the policy: a call asking for more
+    sections got no more than that many candidates."""
+    retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+    assert len(retriever.invoke(QUERY, k=12)) == 12

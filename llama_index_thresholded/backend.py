@@ -9,6 +9,7 @@ pipeline itself is the engine's.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -176,11 +177,12 @@ class LlamaIndexBackend:
 
     # Embedding -----------------------------------------------------------------------------
     def embed_query(self, question: Question) -> Vector:
-        return self._embed_model.get_agg_embedding_from_queries(_bundle(question).embedding_strs)
+        strs = _bundle(question).embedding_strs
+        return _aggregated(self._embed_model.get_agg_embedding_from_queries(strs), strs)
 
     async def aembed_query(self, question: Question) -> Vector:
         strs = _bundle(question).embedding_strs
-        return await self._embed_model.aget_agg_embedding_from_queries(strs)
+        return _aggregated(await self._embed_model.aget_agg_embedding_from_queries(strs), strs)
 
     def embed_texts(self, items: Sequence[BaseNode]) -> list[Vector]:
         return self._embed_model.get_text_embedding_batch(_texts(items))
@@ -700,6 +702,21 @@ def index_embed_model(index: VectorStoreIndex) -> BaseEmbedding:
 
 
 # Helpers -----------------------------------------------------------------------------------
+def _aggregated(vector: Vector, strs: Sequence[str]) -> Vector:
+    """A question embedded from several texts (a bundle's ``custom_embedding_strs``, such as
+    HyDE's hypothetical answer beside the question) at unit length. LlamaIndex aggregates
+    their vectors by their mean, shorter than the unit vectors it averages: an inner product
+    with it is a cosine only once it is unit length again, as a store that ranks by cosine
+    reads it. The vector of one text is the model's own, left as it is (a model that does
+    not normalise is refused under IP and L2)."""
+    if len(strs) < 2:
+        return vector
+    norm = math.hypot(*vector)
+    if norm == 0.0 or not math.isfinite(norm):
+        return vector
+    return [x / norm for x in vector]
+
+
 def _bundle(question: Question) -> QueryBundle:
     item = question.item
     return item if isinstance(item, QueryBundle) else QueryBundle(question.text)

@@ -58,7 +58,7 @@ from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
 from thresholded.report import MultiCollectionReport
 from thresholded.retry import RetryPolicy
 from thresholded.scores import ScoreKind
-from thresholded.strict import check_switches
+from thresholded.strict import check_switches, strict_constructor
 
 __all__ = [
     "COLLECTION_KEY",
@@ -126,6 +126,7 @@ class MultiCollectionRetriever(EngineRetriever):
     another model. ``callback_manager`` and ``verbose`` are LlamaIndex's.
     """
 
+    @strict_constructor
     def __init__(
         self,
         collections: Sequence[CollectionSpec | Any],

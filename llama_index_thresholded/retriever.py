@@ -40,7 +40,7 @@ from thresholded.report import Report
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.snapshot import Copied
-from thresholded.strict import check_call_options, check_switches
+from thresholded.strict import check_call_options, check_switches, strict_constructor
 
 dispatcher = get_dispatcher(__name__)
 
@@ -185,6 +185,7 @@ class ThresholdedRetriever(EngineRetriever):
     as "nothing matched").
     """
 
+    @strict_constructor
     def __init__(
         self,
         index: VectorStoreIndex,

@@ -27,7 +27,8 @@ class RetrievalPolicy(BaseModel):
     below ``min_top_similarity`` (the answer gate), nothing is kept; candidates
     whose cosine is below ``min_similarity`` are dropped, each source
     keeps at most ``max_per_source`` sections, sections that would overflow
-    ``max_chars`` are skipped, and the first ``top_k`` are kept. Neighbours and
+    ``max_chars`` are skipped (one longer than the whole budget is never kept: a
+    WARNING names it once), and the first ``top_k`` are kept. Neighbours and
     parent summaries are attached afterwards, for kept sections only; they do
     not count against ``top_k`` or ``max_chars`` but against their own
     ``max_attachment_chars``.

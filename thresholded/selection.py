@@ -390,10 +390,41 @@ def _apply_budget(
     for cand in items:
         if used + cand.chars > budget:
             dropped.append(Dropped(cand, reason))
+            if cand.chars > budget:
+                _say_too_long(cand, _BUDGET_NAMES[reason], budget)
             continue
         used += cand.chars
         survivors.append(cand)
     return survivors
+
+
+_BUDGET_NAMES = {
+    DropReason.BUDGET: "max_chars",
+    DropReason.ATTACHMENT_BUDGET: "max_attachment_chars",
+}
+_TOLD_TOO_LONG: set[tuple[str, str, str]] = set()
+_MOST_TOLD = 1000
+"""Sections named at most, so that the memory of those named stays bounded."""
+
+
+def _say_too_long(cand: Candidate[Any], name: str, budget: int) -> None:
+    """Once per section: it is longer than the whole budget, so no question can ever keep
+    it. Its question then gets weaker sections, or none ("I don't know"), without a word."""
+    told = (cand.collection, cand.id, name)
+    if told in _TOLD_TOO_LONG or len(_TOLD_TOO_LONG) >= _MOST_TOLD:
+        return
+    _TOLD_TOO_LONG.add(told)
+    logger.warning(
+        "section %r has %s characters, more than the whole budget (%s=%s), so it is never "
+        "kept: raise %s, set %s=None (no budget), or index smaller sections. Said once per "
+        "section",
+        cand.id,
+        f"{cand.chars:,}",
+        name,
+        f"{budget:,}",
+        name,
+        name,
+    )
 
 
 def _select_attachments(

@@ -11,9 +11,10 @@ has to take ``**kwargs``.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import AliasChoices, AliasPath
 
@@ -23,7 +24,14 @@ __all__ = [
     "check_call_options",
     "check_switches",
     "named_parameters",
+    "strict_constructor",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_POLICY_FIELD_ALIASES = {"k": "top_k", "similarity_top_k": "top_k"}
+"""Other names for policy fields: LangChain's per-call ``k`` and LlamaIndex's retriever
+setting ``similarity_top_k`` are the policy's ``top_k``."""
 
 
 def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) -> None:
@@ -42,7 +50,7 @@ def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) ->
         if name in policy_fields:
             # a policy field is set in the policy: the nearest accepted name would mislead
             # (max_chars is not max_retries)
-            field = "top_k" if name == "k" else name
+            field = _POLICY_FIELD_ALIASES.get(name, name)
             hints.append(
                 f"{name!r} (a RetrievalPolicy field: pass policy=RetrievalPolicy({field}=...))"
             )
@@ -58,11 +66,11 @@ def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) ->
 
 
 def _policy_fields() -> frozenset[str]:
-    """The fields of :class:`~thresholded.policy.RetrievalPolicy`, and ``k``, its ``top_k``
-    in LangChain's per-call vocabulary."""
+    """The fields of :class:`~thresholded.policy.RetrievalPolicy`, and the other names of
+    its ``top_k`` (:data:`_POLICY_FIELD_ALIASES`)."""
     from thresholded.policy import RetrievalPolicy  # the policy module imports this one's users
 
-    return frozenset(RetrievalPolicy.model_fields) | {"k"}
+    return frozenset(RetrievalPolicy.model_fields) | frozenset(_POLICY_FIELD_ALIASES)
 
 
 def check_call_options(
@@ -81,6 +89,21 @@ def check_call_options(
         f"{what} got unexpected keyword argument(s) {unknown}{hint}; per call it accepts "
         f"{sorted(allowed)}"
     )
+
+
+def strict_constructor(init: F) -> F:
+    """An ``__init__`` with named parameters whose unknown keyword is refused as
+    :func:`check_arguments` refuses it (the name meant, or the policy for a policy field, and
+    what is accepted), not with Python's bare "unexpected keyword argument". Its signature
+    stays the constructor's."""
+    accepted = named_parameters(init)
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        check_arguments(f"{type(self).__name__}()", kwargs, accepted)
+        return init(self, *args, **kwargs)
+
+    return checked  # type: ignore[return-value]
 
 
 def check_switches(**switches: Any) -> None:

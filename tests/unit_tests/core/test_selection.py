@@ -405,6 +405,59 @@ def test_a_single_section_larger_than_the_budget_is_dropped() -> None:
     assert reasons(sel) == {"a": DropReason.BUDGET}
 
 
+@pytest.fixture
+def none_told_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No section has been named yet in this process (other tests name theirs)."""
+    from thresholded import selection
+
+    monkeypatch.setattr(selection, "_TOLD_TOO_LONG", set())
+
+
+@pytest.mark.usefixtures("none_told_yet")
+def test_a_section_larger_than_the_budget_is_named_once_with_the_fix(caplog) -> None:
+    """No question can keep a section longer than the whole budget: it was dropped in
+    silence. LlamaIndex's default chunks (1,024 tokens) run past the default 4,000
+    characters, so the best section gave way to weaker ones, or the engine said "I don't
+    know" (abstained_by "policy") for a question the collection answers."""
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    policy = only(max_chars=4000)
+    for _ in range(2):
+        sel = select(
+            [cand("too-long", 0.9, chars=5000), cand("short", 0.5, chars=3000)], policy, 0.4
+        )
+        assert ids(sel.kept) == ["short"]
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]  # said once
+    message = record.getMessage()
+    for part in ("'too-long'", "5,000 characters", "max_chars=4,000", "max_chars=None"):
+        assert part in message
+
+
+@pytest.mark.usefixtures("none_told_yet")
+def test_a_section_that_fits_the_budget_alone_is_not_named(caplog) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    sel = select(
+        [cand("first", 0.9, chars=3000), cand("second", 0.8, chars=2000)],
+        only(max_chars=4000),
+        0.4,
+    )
+    assert reasons(sel) == {"second": DropReason.BUDGET}
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.usefixtures("none_told_yet")
+def test_an_attachment_larger_than_its_budget_is_named(caplog) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    sel = select(
+        [cand("s", 0.9, chars=10), att("summary-of-s", "s", chars=900)],
+        only(max_attachment_chars=500),
+        0.4,
+    )
+    assert reasons(sel) == {"summary-of-s": DropReason.ATTACHMENT_BUDGET}
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "'summary-of-s'" in record.getMessage()
+    assert "max_attachment_chars=500" in record.getMessage()
+
+
 def test_no_budget() -> None:
     cands = [cand(f"s{i}", 0.9, chars=10_000) for i in range(3)]
     assert len(select(cands, only(max_chars=None), 0.5).kept) == 3

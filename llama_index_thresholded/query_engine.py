@@ -31,6 +31,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_thresholded.multi_collection import collection_of
+from llama_index_thresholded.nodes import unlinked
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.errors import UnsafeFilterError
 from thresholded.provenance import asked_of
@@ -95,9 +96,14 @@ def none_added(
     (a ``PrevNextNodePostprocessor``'s neighbour, from the docstore) is held to none of the
     retriever's filters, so where it has some, adding one is an error. So it is where the
     nodes come from a retrieval of ours that held some back, passed on by another retriever
-    (a ``QueryFusionRetriever`` around ours)."""
-    added = _sections(nodes) - _sections(retrieved)  # first: seldom any, and cheap
-    if added and _holds_back(retriever, retrieved):
+    (a ``QueryFusionRetriever`` around ours). A node the retriever did not return as it is
+    (a copy, or the docstore's own in place of it) names other sections by id only there."""
+    returned = {id(n.node) for n in retrieved}
+    others = [n for n in nodes if id(n.node) not in returned]  # first: seldom any, and cheap
+    if not others or not _holds_back(retriever, retrieved):
+        return nodes
+    added = _sections(others) - _sections(retrieved)
+    if added:
         raise UnsafeFilterError(
             f"the node postprocessors added {len(added)} section(s) that "
             f"{type(retriever).__name__} did not return (a PrevNextNodePostprocessor's "
@@ -106,7 +112,15 @@ def none_added(
             "neighbours= and parent_summaries=, which are held to them, and give the engine "
             "postprocessors that only reorder, rescore or drop nodes"
         )
-    return nodes
+    return [_unlinked(n) if id(n.node) not in returned else n for n in nodes]
+
+
+def _unlinked(node: NodeWithScore) -> NodeWithScore:
+    """``node`` naming other sections by id only (:func:`~.nodes.unlinked`): the docstore's
+    copy of a section carries its parent's and neighbours' metadata, which may be of
+    sections outside the filters."""
+    bare = unlinked(node.node)
+    return node if bare is node.node else NodeWithScore(node=bare, score=node.score)
 
 
 def _holds_back(retriever: Any, retrieved: list[NodeWithScore]) -> bool:

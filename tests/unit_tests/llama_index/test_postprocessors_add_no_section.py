@@ -8,6 +8,7 @@ import pytest
 from llama_index.core.llms import MockLLM
 from llama_index.core.postprocessor import LongContextReorder, PrevNextNodePostprocessor
 from llama_index.core.retrievers import QueryFusionRetriever
+from llama_index.core.schema import NodeRelationship
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import (
@@ -160,3 +161,49 @@ async def test_a_call_s_own_filters_count_as_held_back(kit):
     added = next_section(index).postprocess_nodes(retrieved)
     with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section"):
         none_added(fused(plain), retrieved, added)
+
+
+def previous_section(index):
+    return PrevNextNodePostprocessor(docstore=index.docstore, num_nodes=1, mode="previous")
+
+
+def public_pair_under_an_internal_parent(kit):
+    """Two public sections, a then b, whose parent is an internal summary: LlamaIndex copies
+    a linked node's metadata into the relationship that names it."""
+    parent = kit.section("plan", axis=3, embedding=kit.vec(0.0, 3), kind="internal")
+    parent.metadata["title"] = "Merger plan"
+    a = kit.section("a", 0.9, kind="public")
+    b = kit.section("b", 0.8, axis=2, kind="public")
+    kit.link_chain([a, b])
+    a.relationships[NodeRelationship.PARENT] = parent.as_related_node_info()
+    return kit.build_index([a, b], kit.embedding(), docstore_nodes=[parent])
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_section_swapped_for_its_stored_copy_names_no_other_by_more_than_id(kit, call):
+    """A PrevNextNodePostprocessor puts b's previous section, a, back as the docstore holds
+    it, in place of the copy the retriever returned: no section is added, but the stored
+    copy's relationships carry the internal parent's metadata, which reached source_nodes."""
+    index = public_pair_under_an_internal_parent(kit)
+    retriever = retriever_of("single", index, kit, PUBLIC)
+    nodes = call(retriever, [previous_section(index)], kit)
+    if not isinstance(nodes, list):
+        nodes = await nodes
+    assert sorted(n.node.node_id for n in nodes) == ["a", "b"]
+    assert {n.node.node_id: n.node.text for n in nodes} == {"a": "Section a.", "b": "Section b."}
+    for node in nodes:
+        for info in node.node.relationships.values():
+            for related in info if isinstance(info, list) else [info]:
+                assert related.metadata == {}, (node.node.node_id, related.metadata)
+                assert related.hash is None
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_stored_copy_of_a_multi_collection_section_is_refused(kit, call):
+    """A multi-collection retriever's section is its collection and its id: the docstore's
+    copy names no collection, so it is not one the retriever returned."""
+    index = public_pair_under_an_internal_parent(kit)
+    retriever = retriever_of("multi", index, kit, PUBLIC)
+    with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section") as raised:
+        await answered(call, retriever, [previous_section(index)], kit)
+    assert "Merger plan" not in str(raised.value)

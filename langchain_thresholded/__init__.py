@@ -14,7 +14,7 @@ are also here).
 from typing import Any
 
 from langchain_thresholded.abstain import (
-    DEFAULT_NO_MATCH_ANSWER,
+    DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
     AbstainingChain,
 )
@@ -40,7 +40,7 @@ from thresholded.selection import DropReason
 _MILVUS_NAMES = ("existing_milvus_store", "milvus_from_documents")
 
 __all__ = [
-    "DEFAULT_NO_MATCH_ANSWER",
+    "DEFAULT_NO_MATCH_MESSAGE",
     "EVENT_NAME",
     "NOTHING_MATCHED",
     "AbstainingChain",

@@ -23,7 +23,7 @@ from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from thresholded.strict import StrictArguments
 
-DEFAULT_NO_MATCH_ANSWER = "No relevant information found."
+DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
 NOTHING_MATCHED = "nothing_matched"
 """Set to True on a no-match answer: a key of the dict output, or in a message's
 ``response_metadata``. The dict output carries it on every answer."""
@@ -43,7 +43,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     so the retrieval happens once. When the retriever reports that nothing matched
     (``report.nothing_matched`` of a ``ThresholdedRetriever`` or
     ``MultiCollectionRetriever``; an empty result for any other retriever),
-    ``answer_chain`` is not called and the output is ``no_match_answer``, in the type
+    ``answer_chain`` is not called and the output is ``no_match_message``, in the type
     ``answer_chain`` returns: a ``str``, or an ``AIMessage`` whose
     ``response_metadata["nothing_matched"]`` is True. Streamed, it is one chunk of the
     type the chain streams (``str`` or ``AIMessageChunk``).
@@ -59,7 +59,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             retriever=retriever,  # a ThresholdedRetriever
             answer_chain=prompt | llm,  # gets {"question": ..., "context": format_docs(docs)}
             format_docs=format_docs,  # default: the texts, separated by blank lines
-            no_match_answer="I don't know. Our support team is at help@example.com.",
+            no_match_message="I don't know. Our support team is at help@example.com.",
         )
         chain.invoke("How do I get my money back?")  # the LLM's AIMessage
         chain.invoke("What's the weather in Mumbai today?")  # AIMessage("I don't know. ...",
@@ -98,7 +98,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     answer_chain: Runnable[Any, Any]
     """Answers from the context, e.g. ``prompt | llm``. It gets the input (a dict, or
     ``{question_key: question}``) with the context under ``context_key``."""
-    no_match_answer: str = DEFAULT_NO_MATCH_ANSWER
+    no_match_message: str = DEFAULT_NO_MATCH_MESSAGE
     """The answer when nothing matched, such as how to reach a human."""
     query_chain: Runnable[Any, str] | None = None
     """Turns the input into the search query, e.g. a question-rewriting chain for a
@@ -342,8 +342,8 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
         return chunk if self.answer_key is None else AddableDict({self.answer_key: chunk})
 
     def _no_match(self, input: Any, *, chunk: bool) -> Any:
-        """``no_match_answer`` in the output's type; as a stream chunk when ``chunk``."""
-        answer: Any = self.no_match_answer
+        """``no_match_message`` in the output's type; as a stream chunk when ``chunk``."""
+        answer: Any = self.no_match_message
         if self._answer_type == "message":
             flag = {NOTHING_MATCHED: True}
             answer = (

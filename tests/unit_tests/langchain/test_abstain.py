@@ -29,7 +29,7 @@ from langchain_core.runnables import (
 )
 
 from langchain_thresholded import (
-    DEFAULT_NO_MATCH_ANSWER,
+    DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
     AbstainingChain,
     MultiCollectionRetriever,
@@ -90,16 +90,16 @@ def build(kind: str, retriever: BaseRetriever, llm: FakeListChatModel) -> Abstai
     """The three shapes of answering chain: a message, a str, a retrieval chain's dict."""
     if kind == "message":
         return AbstainingChain(
-            retriever=retriever, answer_chain=PROMPT | llm, no_match_answer=NO_MATCH
+            retriever=retriever, answer_chain=PROMPT | llm, no_match_message=NO_MATCH
         )
     if kind == "str":
         return AbstainingChain(
             retriever=retriever,
             answer_chain=PROMPT | llm | StrOutputParser(),
-            no_match_answer=NO_MATCH,
+            no_match_message=NO_MATCH,
         )
     return AbstainingChain.from_combine_docs_chain(
-        retriever, create_stuff_documents_chain(llm, QA_PROMPT), no_match_answer=NO_MATCH
+        retriever, create_stuff_documents_chain(llm, QA_PROMPT), no_match_message=NO_MATCH
     )
 
 
@@ -201,7 +201,7 @@ async def chunks_of(chain: AbstainingChain, question: Any, run: str) -> list[Any
 
 @pytest.mark.parametrize("run", ["stream", "astream"])
 @pytest.mark.parametrize("kind", KINDS)
-async def test_the_no_match_answer_streams_as_one_chunk(kind, run, retriever):
+async def test_the_no_match_message_streams_as_one_chunk(kind, run, retriever):
     calls = Calls()
     chain = build(kind, retriever, spy_model(calls))
     [chunk] = await chunks_of(chain, ask(kind, OTHER_QUERY), run)
@@ -272,7 +272,7 @@ def test_in_an_lcel_pipeline(retriever):
 def test_the_default_answer_and_format(retriever):
     calls = Calls()
     chain = AbstainingChain(retriever=retriever, answer_chain=PROMPT | spy_model(calls))
-    assert chain.invoke(OTHER_QUERY).content == DEFAULT_NO_MATCH_ANSWER
+    assert chain.invoke(OTHER_QUERY).content == DEFAULT_NO_MATCH_MESSAGE
     chain.invoke(QUERY)
     assert f"Context:\n{REFUNDS}\n\nQuestion: {QUERY}" in calls.prompts[0]
 
@@ -303,7 +303,7 @@ async def test_a_rewriting_llm_is_counted_apart_from_the_answering_one(run, retr
             retriever,
             create_stuff_documents_chain(spy_model(answers), QA_PROMPT),
             query_chain=rewriting(spy_model(rewrites, rewritten)),
-            no_match_answer=NO_MATCH,
+            no_match_message=NO_MATCH,
         )
         question = {"input": "And by card?", "chat_history": HISTORY}
         if run == "invoke":
@@ -329,7 +329,7 @@ def test_without_history_nothing_is_rewritten(retriever):
         query_chain=rewriting(spy_model(rewrites)),
     )
     assert chain.invoke({"input": OTHER_QUERY, "chat_history": []})["answer"] == (
-        DEFAULT_NO_MATCH_ANSWER
+        DEFAULT_NO_MATCH_MESSAGE
     )
     assert rewrites.count == 0 and answers.count == 0
 
@@ -446,7 +446,7 @@ def test_an_answer_chain_of_unknown_output_type_must_say(retriever):
     with pytest.raises(ValueError, match="answer_type"):
         AbstainingChain(retriever=retriever, answer_chain=untyped)
     chain = AbstainingChain(retriever=retriever, answer_chain=untyped, answer_type="str")
-    assert chain.invoke(OTHER_QUERY) == DEFAULT_NO_MATCH_ANSWER
+    assert chain.invoke(OTHER_QUERY) == DEFAULT_NO_MATCH_MESSAGE
 
 
 def test_a_dict_input_without_the_question_key_is_named(retriever):

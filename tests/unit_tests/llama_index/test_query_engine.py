@@ -138,7 +138,7 @@ async def test_async_streaming_engines_stream_the_message(kit, retriever):
 @pytest.mark.parametrize("message", [None, 123, ["I don't know"]])
 def test_a_message_that_is_not_a_string_is_refused(kit, retriever, message):
     """``no_match_message=None`` answered ``Response(response=None)``; LangChain's
-    ``AbstainingChain`` refuses a ``no_match_answer`` that is not a string."""
+    ``AbstainingChain`` refuses a ``no_match_message`` that is not a string."""
     llm = CountingLLM()
     synthesizer = get_response_synthesizer(llm=llm)
     refused = re.escape(f"no_match_message must be a str, got {message!r}")

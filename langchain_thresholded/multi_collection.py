@@ -132,7 +132,8 @@ class MultiCollectionRetriever(EngineRetriever):
     ``collections``: ``ThresholdedRetriever``s, ``VectorStore``s or ``CollectionSpec``s.
     ``policy`` is the global policy of the merged result (cap, budget, ``top_k``,
     attachment budget); each collection's floor is its own retriever's (a store's: its
-    spec's profile or policy, else the global policy's). Every collection must
+    spec's profile or policy, else the global policy's, a call's ``policy`` included).
+    Every collection must
     use one embedding model (the question is embedded once): policies calibrated
     for different models, embeddings whose ``model_id`` differ, or different embeddings
     objects of which one names no model (a collection whose retriever allows a model
@@ -270,7 +271,7 @@ class MultiCollectionRetriever(EngineRetriever):
         return replace(
             collection,
             allowed_filter_keys=keys,
-            policy=sub.as_policy(),
+            policy=sub.as_policy() if _brings_a_policy(spec) else None,
             name=spec.name or _default_name(store, position),
             timeout=_first(spec.timeout, collection.timeout, self.timeout),
             retrieve_k=spec.retrieve_k,
@@ -379,6 +380,12 @@ def _spec(collection: Any) -> CollectionSpec:
     if isinstance(collection, ThresholdedRetriever):
         return CollectionSpec(retriever=collection)
     return CollectionSpec(store=collection)
+
+
+def _brings_a_policy(spec: CollectionSpec) -> bool:
+    """Whether a collection has a floor of its own: a ready retriever's, or its spec's policy
+    or profile. One that has none takes the call's global policy (a call's ``policy=``)."""
+    return spec.retriever is not None or spec.policy is not None or spec.profile is not None
 
 
 def _narrowest(own: frozenset[str] | None, given: list[str] | None) -> frozenset[str] | None:

@@ -160,6 +160,32 @@ def test_every_variant_takes_the_same_per_call_policy(fixture, variant):
     assert outcome(framework, report_of(retriever, mode)).kept == KEPT
 
 
+def build_without_own_floor(fixture: Any, framework: str, shape: str) -> Any:
+    """A retriever of the variant whose collection brings no policy of its own (multi: a
+    bare index or store), so that the global policy, a call's included, sets its floor."""
+    if shape == "single":
+        return build(fixture, framework, shape)
+    if framework == "llama_index":
+        spec = li.CollectionSpec(fixture.llama_index, name="kb")
+        return li.MultiCollectionRetriever([spec], POLICY, neighbours=0, parent_summaries=False)
+    spec = lc.CollectionSpec(store=fixture.langchain_store, name="kb")
+    return lc.MultiCollectionRetriever(collections=[spec], policy=POLICY)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_a_calls_policy_sets_the_floor_of_a_collection_without_its_own(fixture, variant):
+    """A call's ``policy`` replaces the global one, whose floor is that of every collection
+    that brings none: the same sections clear it in every variant."""
+    framework, shape, mode = variant
+    retriever = build_without_own_floor(fixture, framework, shape)
+    strict = POLICY.model_copy(update={"min_similarity": 0.8})
+    result = outcome(framework, report_of(retriever, mode, policy=strict))
+    assert result.kept == ["g1", "g2"]
+    assert result.dropped["f2"] == "below_threshold"
+    assert result.report.min_similarity == 0.8
+    assert outcome(framework, report_of(retriever, mode)).kept == KEPT
+
+
 # Filters -------------------------------------------------------------------------------------
 def in_form(framework: str, condition: str, key: str, value: str) -> Any:
     """``key == value`` (condition "==") or ``key != value`` ("!="), in the framework's form."""

@@ -206,12 +206,16 @@ async def afan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -
 def call_each(
     calls: dict[str, tuple[Callable[[], R], float | None]], pool: Executor
 ) -> dict[str, R | BaseException]:
-    """Run named calls in the pool, each within its timeout; a failure is returned, not raised."""
+    """Run named calls in the pool, each within its timeout from the start (as in
+    ``acall_each``, not from when the previous one was done); a failure is returned, not
+    raised."""
+    start = time.perf_counter()
     futures = {name: (pool.submit(fn), timeout) for name, (fn, timeout) in calls.items()}
     results: dict[str, R | BaseException] = {}
     for name, (future, timeout) in futures.items():
+        left = None if timeout is None else max(0.0, start + timeout - time.perf_counter())
         try:
-            results[name] = future.result(timeout=timeout)
+            results[name] = future.result(timeout=left)
         except Exception as exc:
             future.cancel()
             results[name] = exc

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -232,6 +233,36 @@ async def test_acall_each_applies_timeouts():
     results = await acall_each({"slow": (slow, 0.05), "quick": (quick, None)})
     assert isinstance(results["slow"], TimeoutError)
     assert results["quick"] == 2
+
+
+def _sleeping(seconds, value):
+    def call():
+        time.sleep(seconds)
+        return value
+
+    return call
+
+
+def _asleeping(seconds, value):
+    async def call():
+        await asyncio.sleep(seconds)
+        return value
+
+    return call
+
+
+def test_call_each_counts_every_timeout_from_the_start(pool):
+    """Each call has its own deadline from the start, as in ``acall_each``: waiting for one
+    call first does not give the next one more time."""
+    results = call_each({"a": (_sleeping(0.5, "a"), 1.0), "b": (_sleeping(1.3, "b"), 1.0)}, pool)
+    assert results["a"] == "a"
+    assert isinstance(results["b"], TimeoutError)
+
+
+async def test_acall_each_counts_every_timeout_from_the_start():
+    results = await acall_each({"a": (_asleeping(0.5, "a"), 1.0), "b": (_asleeping(1.3, "b"), 1.0)})
+    assert results["a"] == "a"
+    assert isinstance(results["b"], TimeoutError)
 
 
 def test_helpers():

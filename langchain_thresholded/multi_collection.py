@@ -19,7 +19,6 @@ collection fails, the call raises. Only the given stores are ever searched.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple, cast
 
@@ -52,6 +51,7 @@ from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
     CollectionStatus,
+    WorkerPool,
     check_one_model,
     check_unique_names,
 )
@@ -190,7 +190,7 @@ class MultiCollectionRetriever(EngineRetriever):
     """Filters combined (AND) with ``filters`` and every call's: the field to expose with
     ``configurable_fields``."""
 
-    _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
+    _pool: WorkerPool | None = PrivateAttr(default=None)
 
     @field_validator("collections", mode="before")
     @classmethod
@@ -316,7 +316,8 @@ class MultiCollectionRetriever(EngineRetriever):
         return tuple(c.name for c in self._searched(self._state()))
 
     def close(self) -> None:
-        """Shut the thread pool down (searches still running finish in the background)."""
+        """Shut the thread pool down (searches still running finish in the background); a
+        later call starts it again."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -346,10 +347,10 @@ class MultiCollectionRetriever(EngineRetriever):
             describe=describe,
         )
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _executor(self) -> WorkerPool:
         if self._pool is None:
             workers = self.max_workers or min(64, 2 * len(self.collections))
-            self._pool = ThreadPoolExecutor(workers, thread_name_prefix="multi-collection")
+            self._pool = WorkerPool(workers)
         return self._pool
 
 

@@ -26,7 +26,6 @@ question or a filter names a collection.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -50,6 +49,7 @@ from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
     CollectionStatus,
+    WorkerPool,
     check_one_model,
     check_unique_names,
 )
@@ -197,7 +197,7 @@ class MultiCollectionRetriever(EngineRetriever):
         self._model = model_id_of(embed_model)
         self._plan(Question(""))  # refuse bad floors and filters now
         workers = max_workers or min(64, 2 * len(self._collections))
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="multi-collection")
+        self._pool = WorkerPool(workers)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     # Configuration ----------------------------------------------------------------------
@@ -241,7 +241,8 @@ class MultiCollectionRetriever(EngineRetriever):
         }
 
     def close(self) -> None:
-        """Shut the thread pool down (searches still running finish in the background)."""
+        """Shut the thread pool down (searches still running finish in the background); a
+        later call starts it again."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> MultiCollectionRetriever:

@@ -16,9 +16,10 @@ answer, unless ``fail_fast``.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar
 
@@ -142,6 +143,32 @@ def atimed(asearch: Callable[[], Awaitable[Found[T]]]) -> Callable[[], Awaitable
         return replace(found, latency_ms=1000 * (time.perf_counter() - start))
 
     return run
+
+
+class WorkerPool(Executor):
+    """A multi-collection retriever's thread pool: its threads are started at its first task,
+    and again at the first task after ``shutdown``, so a retriever that was closed
+    (``close()``, the end of its ``with`` block) searches again when it is called."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "multi-collection") -> None:
+        self._max_workers = max_workers
+        self._prefix = thread_name_prefix
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix=self._prefix)
+            return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Shut the threads down; tasks still running finish in the background unless
+        ``wait``."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 # Running the searches --------------------------------------------------------------------

@@ -332,6 +332,18 @@ def test_a_member_that_times_out_leaves_the_others(fixture, variant):
     assert result.report.status("kb").status == "ok"
 
 
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[1] == "multi"], ids=variant_id)
+def test_a_closed_multi_collection_retriever_searches_again(fixture, variant):
+    """``close()`` (or the end of a ``with`` block) shuts the thread pool down; the next call
+    searches with a new one, in both adapters, rather than fail in one of them."""
+    framework, shape, mode = variant
+    retriever = build(fixture, framework, shape)
+    retriever.close()
+    result = outcome(framework, report_of(retriever, mode))
+    assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
+    retriever.close()
+
+
 # Events, exactly once -------------------------------------------------------------------------
 class Selections(BaseEventHandler):
     _events: list[Any] = PrivateAttr(default_factory=list)

@@ -120,6 +120,11 @@ class Backend(Protocol[T]):
 
     def embed_query(self, question: Question) -> Vector: ...
     async def aembed_query(self, question: Question) -> Vector: ...
+    def searched_vector(self, vector: Vector) -> Vector:
+        """The question's vector as this store searches with it, whoever embedded it (a
+        store that normalises every query gets it normalised); the vector itself when the
+        store takes it as it is."""
+
     def embed_texts(self, items: Sequence[T]) -> list[Vector]:
         """The items' texts embedded as the index embedded them, in one batch."""
 
@@ -374,9 +379,10 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
     """One retrieval, in order: every adapter, sync or async, runs exactly this."""
     check_question(call.question)
     vector = yield from _question_vector(call)
-    for stage in call.stages:
-        check_vector(vector, stage)
-    outcomes = yield SearchEach(call.fan, [(s, _searching(s, call, vector)) for s in call.stages])
+    searched = [(stage, searched_vector(stage, vector)) for stage in call.stages]
+    for stage, stage_vector in searched:
+        check_vector(stage_vector, stage)
+    outcomes = yield SearchEach(call.fan, [(s, _searching(s, call, v)) for s, v in searched])
     selection = merge(outcomes, call.policy)
     walks = _attachment_walks(call, selection)
     found = (yield AttachEach(call.fan, walks)) if walks else {}
@@ -409,6 +415,14 @@ def _question_vector(call: Call[T]) -> Pipeline[Vector | None]:
     if not needing:
         return None
     return (yield Embed(call.embedder or needing[0].collection.backend, call.question))
+
+
+def searched_vector(stage: Stage[Any], vector: Vector | None) -> Vector | None:
+    """The question's vector as the stage's store searches with it: embedded once for every
+    collection, by whichever model, it is checked and searched as each store takes it."""
+    if vector is None or not stage.needs_vector:
+        return vector
+    return stage.collection.backend.searched_vector(vector)
 
 
 def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:

@@ -933,19 +933,7 @@ def _inline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outc
     timeout = stage.collection.timeout
     if timeout is None:
         return _ok_inline(stage, drive(make()))
-    future: Future[Found[Any]] = Future()
-
-    def search() -> None:
-        if future.set_running_or_notify_cancel():
-            try:
-                future.set_result(drive(make()))
-            except BaseException as exc:  # handed to the caller, raised there
-                future.set_exception(exc)
-
-    context = contextvars.copy_context()  # callbacks and spans see the caller's context
-    threading.Thread(
-        target=context.run, args=(search,), name="thresholded-search", daemon=True
-    ).start()
+    future = _in_thread(make)
     done, _ = wait([future], timeout=timeout)
     if not done:
         future.cancel()
@@ -954,10 +942,15 @@ def _inline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outc
 
 
 async def _ainline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outcome[Any]:
-    """Async ``_inline``: the search is awaited, within the collection's deadline."""
+    """Async ``_inline``: the search is awaited, within the collection's deadline. A store
+    without a usable async client (``Backend.threaded``: its async calls may block the event
+    loop, where no deadline can stop them) is searched in a thread of its own, as in a sync
+    call and in an async fan-out, so that the deadline holds."""
     timeout = stage.collection.timeout
     if timeout is None:
         return _ok_inline(stage, await adrive(make()))
+    if stage.collection.backend.threaded:
+        return await _ain_thread(stage, make, timeout)
     deadline = asyncio.timeout(timeout)
     try:
         async with deadline:
@@ -967,6 +960,41 @@ async def _ainline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) 
             raise
         return _timed_out_inline(stage, timeout)
     return _ok_inline(stage, found)
+
+
+async def _ain_thread(
+    stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]], timeout: float
+) -> Outcome[Any]:
+    """The search driven with blocking calls in a thread of its own, awaited until the
+    deadline: the collection has timed out when it passes."""
+    future = asyncio.wrap_future(_in_thread(make))
+    try:
+        done, _ = await asyncio.wait({future}, timeout=timeout)
+    finally:
+        if not future.done():
+            future.cancel()
+    if not done:
+        return _timed_out_inline(stage, timeout)
+    return _ok_inline(stage, future.result())  # the store's own error is raised as it is
+
+
+def _in_thread(make: Callable[[], Pipeline[Found[Any]]]) -> Future[Found[Any]]:
+    """``make()``'s pipeline driven with blocking calls in a daemon thread, which sees the
+    caller's context (callbacks and spans); a caller that stops waiting leaves it to end."""
+    future: Future[Found[Any]] = Future()
+
+    def search() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(drive(make()))
+            except BaseException as exc:  # handed to the caller, raised there
+                future.set_exception(exc)
+
+    context = contextvars.copy_context()
+    threading.Thread(
+        target=context.run, args=(search,), name="thresholded-search", daemon=True
+    ).start()
+    return future
 
 
 def _ok_inline(stage: Stage[Any], found: Found[Any]) -> Outcome[Any]:

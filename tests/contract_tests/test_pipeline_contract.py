@@ -332,6 +332,52 @@ def test_a_member_that_times_out_leaves_the_others(fixture, variant):
     assert result.report.status("kb").status == "ok"
 
 
+class BlockingSimpleStore(SimpleVectorStore):
+    """Its async query blocks the event loop, as LlamaIndex's default ``aquery`` does."""
+
+    def query(self, query: Any, **kwargs: Any) -> Any:
+        time.sleep(1.5)
+        return super().query(query, **kwargs)
+
+    async def aquery(self, query: Any, **kwargs: Any) -> Any:
+        return self.query(query, **kwargs)
+
+
+class BlockingMemoryStore(InMemoryVectorStore):
+    """Its async search blocks the event loop."""
+
+    def similarity_search_with_score_by_vector(self, embedding: Any, k: int = 4, **kwargs: Any):
+        time.sleep(1.5)
+        return super().similarity_search_with_score_by_vector(embedding, k, **kwargs)
+
+    async def asimilarity_search_with_score_by_vector(self, embedding: Any, k: int = 4, **kw: Any):
+        return self.similarity_search_with_score_by_vector(embedding, k, **kw)
+
+
+def blocking_retriever(framework: str, timeout: float) -> Any:
+    if framework == "llama_index":
+        storage = StorageContext.from_defaults(vector_store=BlockingSimpleStore())
+        index = VectorStoreIndex([], storage_context=storage, embed_model=FixedEmbedding())
+        return li.ThresholdedRetriever(index, POLICY, metric="COSINE", timeout=timeout)
+    store = BlockingMemoryStore(FixedEmbeddings())
+    return lc.ThresholdedRetriever(vectorstore=store, policy=POLICY, timeout=timeout)
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[1] == "single"], ids=variant_id)
+def test_a_search_that_blocks_past_the_timeout_times_out_sync_and_async(variant):
+    """A store whose async search blocks the event loop (LlamaIndex's default ``aquery``
+    runs the sync query) is held to the retriever's timeout as in a sync call: the call
+    raises at the deadline, rather than return the late answer."""
+    framework, _shape, mode = variant
+    retriever = blocking_retriever(framework, timeout=0.3)
+    start = time.perf_counter()
+    with pytest.raises(CollectionSearchError, match="timeout") as raised:
+        report_of(retriever, mode)
+    assert time.perf_counter() - start < 1.2
+    (status,) = raised.value.statuses
+    assert status.status == "timeout"
+
+
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v[1] == "multi"], ids=variant_id)
 def test_a_closed_multi_collection_retriever_searches_again(fixture, variant):
     """``close()`` (or the end of a ``with`` block) shuts the thread pool down; the next call

@@ -176,7 +176,9 @@ class MultiCollectionRetriever(EngineRetriever):
     """Raise ``CollectionSearchError`` on the first collection that fails or times out,
     instead of returning the others' results with a partial report."""
     max_workers: int | None = Field(default=None, ge=1, strict=True)
-    """The size of the thread pool; default: two per collection, at most 64."""
+    """The size of the thread pool, which concurrent calls share (a search's wait there for a
+    thread does not count against its collection's timeout; it is bounded by it); default:
+    two per collection, at most 64."""
     filters: Any = None
     """Filters that hold in every collection, for every document returned, attachments
     included, combined (AND) with each collection's own, ``call_filters`` and a call's

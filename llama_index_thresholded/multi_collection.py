@@ -117,7 +117,10 @@ class MultiCollectionRetriever(EngineRetriever):
     neighbours and summaries included (changing them in place afterwards makes every call
     an error: build a new retriever); a call's ``filters`` narrow them (AND), and
     ``allowed_filter_keys`` limits the keys either may name. ``max_workers`` sizes the
-    thread pool (default: two per collection, at most 64); ``close()`` shuts it down.
+    thread pool (default: two per collection, at most 64), which concurrent calls share: a
+    search's wait there for a thread does not count against its collection's timeout (it is
+    bounded by it).
+    ``close()`` shuts it down.
 
     ``embed_model`` embeds the question (default: the indexes' one model; needed when
     the collections are bare stores); ``neighbours``, ``parent_summaries`` and

@@ -40,6 +40,7 @@ from thresholded.fanout import (
     Outcome,
     acall_each,
     afan_out,
+    arun_in,
     call_each,
     fan_out,
     merge,
@@ -1033,14 +1034,15 @@ class AttachEach(Request):
         if self.fan.inline:
             return {c.name: await adrive(make()) for c, make in self.walks}
         return await acall_each(
-            {c.name: (lambda c=c, m=make: self._aone(c, m), c.timeout) for c, make in self.walks}
+            {c.name: (lambda c=c, m=make: self._aone(c, m), None) for c, make in self.walks}
         )
 
     async def _aone(
         self, collection: Collection[Any], make: Callable[[], Pipeline[list[Candidate[Any]]]]
     ) -> list[Candidate[Any]]:
+        """One collection's walk within its timeout: awaited where its store has an async
+        client; else in the pool, its deadline running from when it starts there."""
         if not collection.backend.threaded:
-            return await adrive(make())
+            return await asyncio.wait_for(adrive(make()), collection.timeout)
         assert self.fan.pool is not None
-        loop = asyncio.get_running_loop()
-        return await asyncio.wrap_future(self.fan.pool.submit(lambda: drive(make())), loop=loop)
+        return await arun_in(self.fan.pool, lambda: drive(make()), collection.timeout)

@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,9 @@ from contract_data import (
     QUESTION,
     FixedEmbedding,
     FixedEmbeddings,
+    langchain_docstore,
+    langchain_documents,
+    llama_index,
 )
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.vectorstores import InMemoryVectorStore
@@ -376,6 +380,77 @@ def test_a_search_that_blocks_past_the_timeout_times_out_sync_and_async(variant)
     assert time.perf_counter() - start < 1.2
     (status,) = raised.value.statuses
     assert status.status == "timeout"
+
+
+class SteadySimpleStore(SimpleVectorStore):
+    """Answers every search after 0.4 s."""
+
+    def query(self, query: Any, **kwargs: Any) -> Any:
+        time.sleep(0.4)
+        return super().query(query, **kwargs)
+
+    async def aquery(self, query: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.4)
+        return super().query(query, **kwargs)
+
+
+class SteadyMemoryStore(InMemoryVectorStore):
+    def similarity_search_with_score_by_vector(self, embedding: Any, k: int = 4, **kwargs: Any):
+        time.sleep(0.4)
+        return super().similarity_search_with_score_by_vector(embedding, k, **kwargs)
+
+
+def steady_retriever(framework: str, shape: str, timeout: float) -> Any:
+    """A retriever of the variant over the contract's sections, in a store that answers every
+    search after 0.4 s."""
+    if framework == "llama_index":
+        index = llama_index(SteadySimpleStore())
+        common = {"neighbours": 1, "parent_levels": 1, "pushdown": False, "timeout": timeout}
+        if shape == "single":
+            return li.ThresholdedRetriever(index, POLICY, metric="COSINE", **common)
+        spec = li.CollectionSpec(index, name="kb", metric="COSINE")
+        return li.MultiCollectionRetriever([spec], POLICY, **common)
+    documents = langchain_documents()
+    store = SteadyMemoryStore(FixedEmbeddings())
+    store.add_documents(documents, ids=[d.id for d in documents])
+    single = lc.ThresholdedRetriever(
+        vectorstore=store,
+        policy=POLICY,
+        docstore=langchain_docstore(documents),
+        neighbours=1,
+        parent_summaries=True,
+        timeout=timeout,
+    )
+    if shape == "single":
+        return single
+    spec = lc.CollectionSpec(retriever=single, name="kb")
+    return lc.MultiCollectionRetriever(collections=[spec], policy=POLICY)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_concurrent_calls_sharing_a_retriever_are_each_held_to_their_own_timeout(variant):
+    """Four calls at once, each search answering in 0.4 s, within a timeout of 0.6 s: every
+    call keeps what one call keeps, as a single retriever does. A multi-collection
+    retriever's searches wait for a thread of its pool (two per collection): that wait (0.4 s
+    for the last two) is not the collection's, and does not count against its timeout."""
+    framework, shape, mode = variant
+    retriever = steady_retriever(framework, shape, timeout=0.6)
+    calls = 4
+    if mode == "sync":
+        with ThreadPoolExecutor(calls) as callers:
+            reports = list(callers.map(lambda _: report_of(retriever, "sync"), range(calls)))
+    else:
+
+        async def together() -> list[Any]:
+            return await asyncio.gather(
+                *(retriever.aretrieve_with_report(QUESTION) for _ in range(calls))
+            )
+
+        reports = asyncio.run(together())
+    for report in reports:
+        result = outcome(framework, report)
+        assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
+        assert not getattr(report, "partial", False)
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v[1] == "multi"], ids=variant_id)

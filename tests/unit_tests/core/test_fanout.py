@@ -265,6 +265,47 @@ async def test_acall_each_counts_every_timeout_from_the_start():
     assert isinstance(results["b"], TimeoutError)
 
 
+def _sleeper(name, seconds, timeout):
+    def search():
+        time.sleep(seconds)
+        return found(0.5, cand(name, 0.9))
+
+    return Job(name, 0.5, timeout, search)
+
+
+def test_a_wait_for_a_thread_does_not_count_against_the_timeout():
+    """One thread, two searches of 0.4 s each within 0.6 s: the second waits 0.4 s for the
+    thread, then answers in its own 0.4 s."""
+    with ThreadPoolExecutor(max_workers=1) as one_thread:
+        jobs = [_sleeper("a", 0.4, 0.6), _sleeper("b", 0.4, 0.6)]
+        outcomes = fan_out(jobs, one_thread, fail_fast=False)
+        assert [o.status for o in outcomes] == ["ok", "ok"]
+        outcomes = asyncio.run(afan_out(jobs, one_thread, fail_fast=False))
+        assert [o.status for o in outcomes] == ["ok", "ok"]
+
+
+def test_a_wait_for_a_thread_is_bounded_by_the_timeout():
+    """A thread held by a search that hangs: the search queued behind it times out within
+    its timeout, rather than wait for the thread."""
+    release = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as one_thread:
+        try:
+            hung = job("hung", found(0.5), timeout=0.3, wait=release)
+            queued = _sleeper("queued", 0.0, 0.3)
+            start = time.perf_counter()
+            outcomes = fan_out([hung, queued], one_thread, fail_fast=False)
+            assert [o.status for o in outcomes] == ["timeout", "timeout"]
+            outcomes = asyncio.run(afan_out([hung, queued], one_thread, fail_fast=False))
+            assert [o.status for o in outcomes] == ["timeout", "timeout"]
+            results = call_each(
+                {"hung": (release.wait, 0.3), "queued": (lambda: 1, 0.3)}, one_thread
+            )
+            assert isinstance(results["queued"], TimeoutError)
+            assert time.perf_counter() - start < 3.0
+        finally:
+            release.set()
+
+
 def test_helpers():
     assert describe_error(ValueError("")) == "ValueError"
     assert describe_error(ValueError("a\nb")) == "ValueError: a"

@@ -238,6 +238,9 @@ class LangChainBackend:
     async def aembed_query(self, question: Question) -> Vector:
         return self._as_searched(await self._require_embeddings().aembed_query(question.text))
 
+    def searched_vector(self, vector: Vector) -> Vector:
+        return self._as_searched(vector)
+
     def _as_searched(self, vector: Vector) -> Vector:
         """The question as the store searches it: a FAISS store built with ``normalize_L2``
         normalises its vectors and every query, so its scores are cosines of unit vectors."""

@@ -19,7 +19,6 @@ collection fails, the call raises. Only the given stores are ever searched.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple, cast
 
@@ -52,6 +51,7 @@ from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
     CollectionStatus,
+    WorkerPool,
     check_one_model,
     check_unique_names,
 )
@@ -132,7 +132,8 @@ class MultiCollectionRetriever(EngineRetriever):
     ``collections``: ``ThresholdedRetriever``s, ``VectorStore``s or ``CollectionSpec``s.
     ``policy`` is the global policy of the merged result (cap, budget, ``top_k``,
     attachment budget); each collection's floor is its own retriever's (a store's: its
-    spec's profile or policy, else the global policy's). Every collection must
+    spec's profile or policy, else the global policy's, a call's ``policy`` included).
+    Every collection must
     use one embedding model (the question is embedded once): policies calibrated
     for different models, embeddings whose ``model_id`` differ, or different embeddings
     objects of which one names no model (a collection whose retriever allows a model
@@ -175,7 +176,9 @@ class MultiCollectionRetriever(EngineRetriever):
     """Raise ``CollectionSearchError`` on the first collection that fails or times out,
     instead of returning the others' results with a partial report."""
     max_workers: int | None = Field(default=None, ge=1, strict=True)
-    """The size of the thread pool; default: two per collection, at most 64."""
+    """The size of the thread pool, which concurrent calls share (a search's wait there for a
+    thread does not count against its collection's timeout; it is bounded by it); default:
+    two per collection, at most 64."""
     filters: Any = None
     """Filters that hold in every collection, for every document returned, attachments
     included, combined (AND) with each collection's own, ``call_filters`` and a call's
@@ -189,7 +192,7 @@ class MultiCollectionRetriever(EngineRetriever):
     """Filters combined (AND) with ``filters`` and every call's: the field to expose with
     ``configurable_fields``."""
 
-    _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
+    _pool: WorkerPool | None = PrivateAttr(default=None)
 
     @field_validator("collections", mode="before")
     @classmethod
@@ -270,7 +273,7 @@ class MultiCollectionRetriever(EngineRetriever):
         return replace(
             collection,
             allowed_filter_keys=keys,
-            policy=sub.as_policy(),
+            policy=sub.as_policy() if _brings_a_policy(spec) else None,
             name=spec.name or _default_name(store, position),
             timeout=_first(spec.timeout, collection.timeout, self.timeout),
             retrieve_k=spec.retrieve_k,
@@ -315,7 +318,8 @@ class MultiCollectionRetriever(EngineRetriever):
         return tuple(c.name for c in self._searched(self._state()))
 
     def close(self) -> None:
-        """Shut the thread pool down (searches still running finish in the background)."""
+        """Shut the thread pool down (searches still running finish in the background); a
+        later call starts it again."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -345,10 +349,10 @@ class MultiCollectionRetriever(EngineRetriever):
             describe=describe,
         )
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _executor(self) -> WorkerPool:
         if self._pool is None:
             workers = self.max_workers or min(64, 2 * len(self.collections))
-            self._pool = ThreadPoolExecutor(workers, thread_name_prefix="multi-collection")
+            self._pool = WorkerPool(workers)
         return self._pool
 
 
@@ -379,6 +383,12 @@ def _spec(collection: Any) -> CollectionSpec:
     if isinstance(collection, ThresholdedRetriever):
         return CollectionSpec(retriever=collection)
     return CollectionSpec(store=collection)
+
+
+def _brings_a_policy(spec: CollectionSpec) -> bool:
+    """Whether a collection has a floor of its own: a ready retriever's, or its spec's policy
+    or profile. One that has none takes the call's global policy (a call's ``policy=``)."""
+    return spec.retriever is not None or spec.policy is not None or spec.profile is not None
 
 
 def _narrowest(own: frozenset[str] | None, given: list[str] | None) -> frozenset[str] | None:

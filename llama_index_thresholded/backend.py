@@ -184,6 +184,9 @@ class LlamaIndexBackend:
         strs = _bundle(question).embedding_strs
         return _aggregated(await self._embed_model.aget_agg_embedding_from_queries(strs), strs)
 
+    def searched_vector(self, vector: Vector) -> Vector:
+        return vector  # LlamaIndex's stores search with the vector they are given
+
     def embed_texts(self, items: Sequence[BaseNode]) -> list[Vector]:
         return self._embed_model.get_text_embedding_batch(_texts(items))
 

@@ -26,7 +26,6 @@ question or a filter names a collection.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -50,6 +49,7 @@ from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
     CollectionStatus,
+    WorkerPool,
     check_one_model,
     check_unique_names,
 )
@@ -117,7 +117,10 @@ class MultiCollectionRetriever(EngineRetriever):
     neighbours and summaries included (changing them in place afterwards makes every call
     an error: build a new retriever); a call's ``filters`` narrow them (AND), and
     ``allowed_filter_keys`` limits the keys either may name. ``max_workers`` sizes the
-    thread pool (default: two per collection, at most 64); ``close()`` shuts it down.
+    thread pool (default: two per collection, at most 64), which concurrent calls share: a
+    search's wait there for a thread does not count against its collection's timeout (it is
+    bounded by it).
+    ``close()`` shuts it down.
 
     ``embed_model`` embeds the question (default: the indexes' one model; needed when
     the collections are bare stores); ``neighbours``, ``parent_summaries`` and
@@ -198,7 +201,7 @@ class MultiCollectionRetriever(EngineRetriever):
         self._model = model_id_of(embed_model)
         self._plan(Question(""))  # refuse bad floors and filters now
         workers = max_workers or min(64, 2 * len(self._collections))
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="multi-collection")
+        self._pool = WorkerPool(workers)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     # Configuration ----------------------------------------------------------------------
@@ -242,7 +245,8 @@ class MultiCollectionRetriever(EngineRetriever):
         }
 
     def close(self) -> None:
-        """Shut the thread pool down (searches still running finish in the background)."""
+        """Shut the thread pool down (searches still running finish in the background); a
+        later call starts it again."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> MultiCollectionRetriever:

@@ -40,6 +40,7 @@ from thresholded.fanout import (
     Outcome,
     acall_each,
     afan_out,
+    arun_in,
     call_each,
     fan_out,
     merge,
@@ -120,6 +121,11 @@ class Backend(Protocol[T]):
 
     def embed_query(self, question: Question) -> Vector: ...
     async def aembed_query(self, question: Question) -> Vector: ...
+    def searched_vector(self, vector: Vector) -> Vector:
+        """The question's vector as this store searches with it, whoever embedded it (a
+        store that normalises every query gets it normalised); the vector itself when the
+        store takes it as it is."""
+
     def embed_texts(self, items: Sequence[T]) -> list[Vector]:
         """The items' texts embedded as the index embedded them, in one batch."""
 
@@ -374,9 +380,10 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
     """One retrieval, in order: every adapter, sync or async, runs exactly this."""
     check_question(call.question)
     vector = yield from _question_vector(call)
-    for stage in call.stages:
-        check_vector(vector, stage)
-    outcomes = yield SearchEach(call.fan, [(s, _searching(s, call, vector)) for s in call.stages])
+    searched = [(stage, searched_vector(stage, vector)) for stage in call.stages]
+    for stage, stage_vector in searched:
+        check_vector(stage_vector, stage)
+    outcomes = yield SearchEach(call.fan, [(s, _searching(s, call, v)) for s, v in searched])
     selection = merge(outcomes, call.policy)
     walks = _attachment_walks(call, selection)
     found = (yield AttachEach(call.fan, walks)) if walks else {}
@@ -411,6 +418,14 @@ def _question_vector(call: Call[T]) -> Pipeline[Vector | None]:
     if not needing:
         return None
     return (yield Embed(call.embedder or needing[0].collection.backend, call.question))
+
+
+def searched_vector(stage: Stage[Any], vector: Vector | None) -> Vector | None:
+    """The question's vector as the stage's store searches with it: embedded once for every
+    collection, by whichever model, it is checked and searched as each store takes it."""
+    if vector is None or not stage.needs_vector:
+        return vector
+    return stage.collection.backend.searched_vector(vector)
 
 
 def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:
@@ -924,19 +939,7 @@ def _inline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outc
     timeout = stage.collection.timeout
     if timeout is None:
         return _ok_inline(stage, drive(make()))
-    future: Future[Found[Any]] = Future()
-
-    def search() -> None:
-        if future.set_running_or_notify_cancel():
-            try:
-                future.set_result(drive(make()))
-            except BaseException as exc:  # handed to the caller, raised there
-                future.set_exception(exc)
-
-    context = contextvars.copy_context()  # callbacks and spans see the caller's context
-    threading.Thread(
-        target=context.run, args=(search,), name="thresholded-search", daemon=True
-    ).start()
+    future = _in_thread(make)
     done, _ = wait([future], timeout=timeout)
     if not done:
         future.cancel()
@@ -945,10 +948,15 @@ def _inline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outc
 
 
 async def _ainline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outcome[Any]:
-    """Async ``_inline``: the search is awaited, within the collection's deadline."""
+    """Async ``_inline``: the search is awaited, within the collection's deadline. A store
+    without a usable async client (``Backend.threaded``: its async calls may block the event
+    loop, where no deadline can stop them) is searched in a thread of its own, as in a sync
+    call and in an async fan-out, so that the deadline holds."""
     timeout = stage.collection.timeout
     if timeout is None:
         return _ok_inline(stage, await adrive(make()))
+    if stage.collection.backend.threaded:
+        return await _ain_thread(stage, make, timeout)
     deadline = asyncio.timeout(timeout)
     try:
         async with deadline:
@@ -958,6 +966,41 @@ async def _ainline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) 
             raise
         return _timed_out_inline(stage, timeout)
     return _ok_inline(stage, found)
+
+
+async def _ain_thread(
+    stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]], timeout: float
+) -> Outcome[Any]:
+    """The search driven with blocking calls in a thread of its own, awaited until the
+    deadline: the collection has timed out when it passes."""
+    future = asyncio.wrap_future(_in_thread(make))
+    try:
+        done, _ = await asyncio.wait({future}, timeout=timeout)
+    finally:
+        if not future.done():
+            future.cancel()
+    if not done:
+        return _timed_out_inline(stage, timeout)
+    return _ok_inline(stage, future.result())  # the store's own error is raised as it is
+
+
+def _in_thread(make: Callable[[], Pipeline[Found[Any]]]) -> Future[Found[Any]]:
+    """``make()``'s pipeline driven with blocking calls in a daemon thread, which sees the
+    caller's context (callbacks and spans); a caller that stops waiting leaves it to end."""
+    future: Future[Found[Any]] = Future()
+
+    def search() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(drive(make()))
+            except BaseException as exc:  # handed to the caller, raised there
+                future.set_exception(exc)
+
+    context = contextvars.copy_context()
+    threading.Thread(
+        target=context.run, args=(search,), name="thresholded-search", daemon=True
+    ).start()
+    return future
 
 
 def _ok_inline(stage: Stage[Any], found: Found[Any]) -> Outcome[Any]:
@@ -996,14 +1039,15 @@ class AttachEach(Request):
         if self.fan.inline:
             return {c.name: await adrive(make()) for c, make in self.walks}
         return await acall_each(
-            {c.name: (lambda c=c, m=make: self._aone(c, m), c.timeout) for c, make in self.walks}
+            {c.name: (lambda c=c, m=make: self._aone(c, m), None) for c, make in self.walks}
         )
 
     async def _aone(
         self, collection: Collection[Any], make: Callable[[], Pipeline[list[Candidate[Any]]]]
     ) -> list[Candidate[Any]]:
+        """One collection's walk within its timeout: awaited where its store has an async
+        client; else in the pool, its deadline running from when it starts there."""
         if not collection.backend.threaded:
-            return await adrive(make())
+            return await asyncio.wait_for(adrive(make()), collection.timeout)
         assert self.fan.pool is not None
-        loop = asyncio.get_running_loop()
-        return await asyncio.wrap_future(self.fan.pool.submit(lambda: drive(make())), loop=loop)
+        return await arun_in(self.fan.pool, lambda: drive(make()), collection.timeout)

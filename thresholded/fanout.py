@@ -16,9 +16,10 @@ answer, unless ``fail_fast``.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar
 
@@ -144,45 +145,144 @@ def atimed(asearch: Callable[[], Awaitable[Found[T]]]) -> Callable[[], Awaitable
     return run
 
 
+class WorkerPool(Executor):
+    """A multi-collection retriever's thread pool: its threads are started at its first task,
+    and again at the first task after ``shutdown``, so a retriever that was closed
+    (``close()``, the end of its ``with`` block) searches again when it is called."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "multi-collection") -> None:
+        self._max_workers = max_workers
+        self._prefix = thread_name_prefix
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix=self._prefix)
+            return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Shut the threads down; tasks still running finish in the background unless
+        ``wait``."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
 # Running the searches --------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Task(Generic[R]):
+    """A call run in the pool. The pool is shared by the retriever's concurrent calls, so a
+    call may wait in its queue before it starts: that wait is not the collection's (a single
+    retriever's search starts at once), and its deadline runs from its start. The wait is
+    bounded by the same timeout: a pool whose threads all hang on a frozen store times the
+    calls behind them out, rather than keep them waiting."""
+
+    future: Future[R]
+    started: Future[float]
+    queued: float
+
+    def deadline(self, timeout: float | None) -> float | None:
+        """When it times out, queued or running; None: no timeout."""
+        if timeout is None:
+            return None
+        if self.started.done() and not self.started.cancelled():
+            return self.started.result() + timeout
+        return self.queued + timeout
+
+    def result(self, timeout: float | None) -> R:
+        """Its result, within its deadlines; ``TimeoutError`` when one passes."""
+        queued_until = self.deadline(timeout)
+        if queued_until is not None and not self.started.done():
+            left = max(0.0, queued_until - time.perf_counter())
+            wait([self.future, self.started], timeout=left, return_when=FIRST_COMPLETED)
+        deadline = self.deadline(timeout)
+        if deadline is None or self.future.done():
+            return self.future.result()
+        return self.future.result(timeout=max(0.0, deadline - time.perf_counter()))
+
+    def cancel(self) -> None:
+        """Never run it, if it has not started."""
+        self.future.cancel()
+
+
+def _submit(pool: Executor, fn: Callable[[], R]) -> _Task[R]:
+    started: Future[float] = Future()
+
+    def run() -> R:
+        if started.set_running_or_notify_cancel():
+            started.set_result(time.perf_counter())
+        return fn()
+
+    return _Task(pool.submit(run), started, time.perf_counter())
+
+
+async def arun_in(pool: Executor, fn: Callable[[], R], timeout: float | None) -> R:
+    """``fn()`` run in the pool, awaited within ``timeout`` from when it starts running there,
+    after a wait for a thread that is bounded by the same timeout (see ``_Task``);
+    ``TimeoutError`` when either passes."""
+    loop = asyncio.get_running_loop()
+    task = _submit(pool, fn)
+    result = asyncio.wrap_future(task.future, loop=loop)
+    started = asyncio.wrap_future(task.started, loop=loop)
+    try:
+        done, _ = await asyncio.wait(
+            {result, started}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    except BaseException:
+        result.cancel()  # cancelled while it waited in the queue: it never runs
+        raise
+    finally:
+        started.cancel()  # nothing left to hear from it, whenever the loop closes
+    if not done:  # no thread was free: timed out as a sync call's wait times out
+        result.cancel()
+        raise TimeoutError
+    return await asyncio.wait_for(result, timeout)
+
+
 def fan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -> list[Outcome[T]]:
-    """Run every job in ``pool``; wait for each until its own deadline; outcomes in job order."""
+    """Run every job in ``pool``; wait for each until its own deadline, which runs from when
+    it starts in the pool (see ``_Task``); outcomes in job order."""
     start = time.perf_counter()
-    pending: dict[Future[Found[T]], Job[T]] = {pool.submit(timed(j.search)): j for j in jobs}
-    deadlines = {j.name: start + j.timeout for j in jobs if j.timeout is not None}
+    by_name = {j.name: j for j in jobs}
+    pending: dict[str, _Task[Found[T]]] = {j.name: _submit(pool, timed(j.search)) for j in jobs}
     outcomes: dict[str, Outcome[T]] = {}
     while pending:
         now = time.perf_counter()
-        for future, job in list(pending.items()):
-            if job.name in deadlines and now >= deadlines[job.name]:
-                future.cancel()
-                del pending[future]
-                outcomes[job.name] = timed_out(job)
-                _raise_if_fail_fast(outcomes[job.name], fail_fast, pending)
+        for name, task in list(pending.items()):
+            job = by_name[name]
+            deadline = task.deadline(job.timeout)
+            if task.future.done():
+                outcomes[name] = _outcome(job, task.future, start)
+            elif deadline is not None and now >= deadline:
+                task.cancel()
+                outcomes[name] = timed_out(job)
+            else:
+                continue
+            del pending[name]
+            _raise_if_fail_fast(outcomes[name], fail_fast, [t.future for t in pending.values()])
         if not pending:
             break
-        due = [deadlines[j.name] for j in pending.values() if j.name in deadlines]
+        due = [d for n, t in pending.items() if (d := t.deadline(by_name[n].timeout)) is not None]
+        waiting = [t.future for t in pending.values()]
+        waiting += [t.started for t in pending.values() if not t.started.done()]
         timeout = max(0.0, min(due) - now) if due else None
-        done, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
-        for future in done:
-            job = pending.pop(future)
-            outcomes[job.name] = _outcome(job, future, start)
-            _raise_if_fail_fast(outcomes[job.name], fail_fast, pending)
+        wait(waiting, timeout=timeout, return_when=FIRST_COMPLETED)
     return [outcomes[j.name] for j in jobs]
 
 
 async def afan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -> list[Outcome[T]]:
     """Async ``fan_out``: awaits ``asearch`` where given, else ``search`` in the pool."""
-    loop = asyncio.get_running_loop()
     start = time.perf_counter()
 
     async def one(job: Job[T]) -> Outcome[T]:
-        if job.asearch is not None:
-            awaitable: Any = atimed(job.asearch)()
-        else:
-            awaitable = asyncio.wrap_future(pool.submit(timed(job.search)), loop=loop)
         try:
-            found = await asyncio.wait_for(awaitable, job.timeout)
+            if job.asearch is not None:
+                found = await asyncio.wait_for(atimed(job.asearch)(), job.timeout)
+            else:
+                found = await arun_in(pool, timed(job.search), job.timeout)
         except TimeoutError:
             return timed_out(job)
         except Exception as exc:
@@ -206,14 +306,15 @@ async def afan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -
 def call_each(
     calls: dict[str, tuple[Callable[[], R], float | None]], pool: Executor
 ) -> dict[str, R | BaseException]:
-    """Run named calls in the pool, each within its timeout; a failure is returned, not raised."""
-    futures = {name: (pool.submit(fn), timeout) for name, (fn, timeout) in calls.items()}
+    """Run named calls in the pool, each within its timeout from when it starts there (see
+    ``_Task``); a failure is returned, not raised."""
+    tasks = {name: (_submit(pool, fn), timeout) for name, (fn, timeout) in calls.items()}
     results: dict[str, R | BaseException] = {}
-    for name, (future, timeout) in futures.items():
+    for name, (task, timeout) in tasks.items():
         try:
-            results[name] = future.result(timeout=timeout)
+            results[name] = task.result(timeout)
         except Exception as exc:
-            future.cancel()
+            task.cancel()
             results[name] = exc
     return results
 

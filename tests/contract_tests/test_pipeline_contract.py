@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,9 @@ from contract_data import (
     QUESTION,
     FixedEmbedding,
     FixedEmbeddings,
+    langchain_docstore,
+    langchain_documents,
+    llama_index,
 )
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.vectorstores import InMemoryVectorStore
@@ -157,6 +161,32 @@ def test_every_variant_takes_the_same_per_call_policy(fixture, variant):
     assert one_each.kept == ["g1", "f1", "n0"]
     whole = POLICY.model_copy(update=ONE_PER_SOURCE)
     assert outcome(framework, report_of(retriever, mode, policy=whole)).kept == one_each.kept
+    assert outcome(framework, report_of(retriever, mode)).kept == KEPT
+
+
+def build_without_own_floor(fixture: Any, framework: str, shape: str) -> Any:
+    """A retriever of the variant whose collection brings no policy of its own (multi: a
+    bare index or store), so that the global policy, a call's included, sets its floor."""
+    if shape == "single":
+        return build(fixture, framework, shape)
+    if framework == "llama_index":
+        spec = li.CollectionSpec(fixture.llama_index, name="kb")
+        return li.MultiCollectionRetriever([spec], POLICY, neighbours=0, parent_summaries=False)
+    spec = lc.CollectionSpec(store=fixture.langchain_store, name="kb")
+    return lc.MultiCollectionRetriever(collections=[spec], policy=POLICY)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_a_calls_policy_sets_the_floor_of_a_collection_without_its_own(fixture, variant):
+    """A call's ``policy`` replaces the global one, whose floor is that of every collection
+    that brings none: the same sections clear it in every variant."""
+    framework, shape, mode = variant
+    retriever = build_without_own_floor(fixture, framework, shape)
+    strict = POLICY.model_copy(update={"min_similarity": 0.8})
+    result = outcome(framework, report_of(retriever, mode, policy=strict))
+    assert result.kept == ["g1", "g2"]
+    assert result.dropped["f2"] == "below_threshold"
+    assert result.report.min_similarity == 0.8
     assert outcome(framework, report_of(retriever, mode)).kept == KEPT
 
 
@@ -304,6 +334,135 @@ def test_a_member_that_times_out_leaves_the_others(fixture, variant):
     assert result.report.partial
     assert result.report.status("extra").status == "timeout"
     assert result.report.status("kb").status == "ok"
+
+
+class BlockingSimpleStore(SimpleVectorStore):
+    """Its async query blocks the event loop, as LlamaIndex's default ``aquery`` does."""
+
+    def query(self, query: Any, **kwargs: Any) -> Any:
+        time.sleep(1.5)
+        return super().query(query, **kwargs)
+
+    async def aquery(self, query: Any, **kwargs: Any) -> Any:
+        return self.query(query, **kwargs)
+
+
+class BlockingMemoryStore(InMemoryVectorStore):
+    """Its async search blocks the event loop."""
+
+    def similarity_search_with_score_by_vector(self, embedding: Any, k: int = 4, **kwargs: Any):
+        time.sleep(1.5)
+        return super().similarity_search_with_score_by_vector(embedding, k, **kwargs)
+
+    async def asimilarity_search_with_score_by_vector(self, embedding: Any, k: int = 4, **kw: Any):
+        return self.similarity_search_with_score_by_vector(embedding, k, **kw)
+
+
+def blocking_retriever(framework: str, timeout: float) -> Any:
+    if framework == "llama_index":
+        storage = StorageContext.from_defaults(vector_store=BlockingSimpleStore())
+        index = VectorStoreIndex([], storage_context=storage, embed_model=FixedEmbedding())
+        return li.ThresholdedRetriever(index, POLICY, metric="COSINE", timeout=timeout)
+    store = BlockingMemoryStore(FixedEmbeddings())
+    return lc.ThresholdedRetriever(vectorstore=store, policy=POLICY, timeout=timeout)
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[1] == "single"], ids=variant_id)
+def test_a_search_that_blocks_past_the_timeout_times_out_sync_and_async(variant):
+    """A store whose async search blocks the event loop (LlamaIndex's default ``aquery``
+    runs the sync query) is held to the retriever's timeout as in a sync call: the call
+    raises at the deadline, rather than return the late answer."""
+    framework, _shape, mode = variant
+    retriever = blocking_retriever(framework, timeout=0.3)
+    start = time.perf_counter()
+    with pytest.raises(CollectionSearchError, match="timeout") as raised:
+        report_of(retriever, mode)
+    assert time.perf_counter() - start < 1.2
+    (status,) = raised.value.statuses
+    assert status.status == "timeout"
+
+
+class SteadySimpleStore(SimpleVectorStore):
+    """Answers every search after 0.4 s."""
+
+    def query(self, query: Any, **kwargs: Any) -> Any:
+        time.sleep(0.4)
+        return super().query(query, **kwargs)
+
+    async def aquery(self, query: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.4)
+        return super().query(query, **kwargs)
+
+
+class SteadyMemoryStore(InMemoryVectorStore):
+    def similarity_search_with_score_by_vector(self, embedding: Any, k: int = 4, **kwargs: Any):
+        time.sleep(0.4)
+        return super().similarity_search_with_score_by_vector(embedding, k, **kwargs)
+
+
+def steady_retriever(framework: str, shape: str, timeout: float) -> Any:
+    """A retriever of the variant over the contract's sections, in a store that answers every
+    search after 0.4 s."""
+    if framework == "llama_index":
+        index = llama_index(SteadySimpleStore())
+        common = {"neighbours": 1, "parent_levels": 1, "pushdown": False, "timeout": timeout}
+        if shape == "single":
+            return li.ThresholdedRetriever(index, POLICY, metric="COSINE", **common)
+        spec = li.CollectionSpec(index, name="kb", metric="COSINE")
+        return li.MultiCollectionRetriever([spec], POLICY, **common)
+    documents = langchain_documents()
+    store = SteadyMemoryStore(FixedEmbeddings())
+    store.add_documents(documents, ids=[d.id for d in documents])
+    single = lc.ThresholdedRetriever(
+        vectorstore=store,
+        policy=POLICY,
+        docstore=langchain_docstore(documents),
+        neighbours=1,
+        parent_summaries=True,
+        timeout=timeout,
+    )
+    if shape == "single":
+        return single
+    spec = lc.CollectionSpec(retriever=single, name="kb")
+    return lc.MultiCollectionRetriever(collections=[spec], policy=POLICY)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_concurrent_calls_sharing_a_retriever_are_each_held_to_their_own_timeout(variant):
+    """Four calls at once, each search answering in 0.4 s, within a timeout of 0.6 s: every
+    call keeps what one call keeps, as a single retriever does. A multi-collection
+    retriever's searches wait for a thread of its pool (two per collection): that wait (0.4 s
+    for the last two) is not the collection's, and does not count against its timeout."""
+    framework, shape, mode = variant
+    retriever = steady_retriever(framework, shape, timeout=0.6)
+    calls = 4
+    if mode == "sync":
+        with ThreadPoolExecutor(calls) as callers:
+            reports = list(callers.map(lambda _: report_of(retriever, "sync"), range(calls)))
+    else:
+
+        async def together() -> list[Any]:
+            return await asyncio.gather(
+                *(retriever.aretrieve_with_report(QUESTION) for _ in range(calls))
+            )
+
+        reports = asyncio.run(together())
+    for report in reports:
+        result = outcome(framework, report)
+        assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
+        assert not getattr(report, "partial", False)
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[1] == "multi"], ids=variant_id)
+def test_a_closed_multi_collection_retriever_searches_again(fixture, variant):
+    """``close()`` (or the end of a ``with`` block) shuts the thread pool down; the next call
+    searches with a new one, in both adapters, rather than fail in one of them."""
+    framework, shape, mode = variant
+    retriever = build(fixture, framework, shape)
+    retriever.close()
+    result = outcome(framework, report_of(retriever, mode))
+    assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
+    retriever.close()
 
 
 # Events, exactly once -------------------------------------------------------------------------

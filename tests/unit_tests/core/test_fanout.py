@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -232,6 +233,77 @@ async def test_acall_each_applies_timeouts():
     results = await acall_each({"slow": (slow, 0.05), "quick": (quick, None)})
     assert isinstance(results["slow"], TimeoutError)
     assert results["quick"] == 2
+
+
+def _sleeping(seconds, value):
+    def call():
+        time.sleep(seconds)
+        return value
+
+    return call
+
+
+def _asleeping(seconds, value):
+    async def call():
+        await asyncio.sleep(seconds)
+        return value
+
+    return call
+
+
+def test_call_each_counts_every_timeout_from_the_start(pool):
+    """Each call has its own deadline from the start, as in ``acall_each``: waiting for one
+    call first does not give the next one more time."""
+    results = call_each({"a": (_sleeping(0.5, "a"), 1.0), "b": (_sleeping(1.3, "b"), 1.0)}, pool)
+    assert results["a"] == "a"
+    assert isinstance(results["b"], TimeoutError)
+
+
+async def test_acall_each_counts_every_timeout_from_the_start():
+    results = await acall_each({"a": (_asleeping(0.5, "a"), 1.0), "b": (_asleeping(1.3, "b"), 1.0)})
+    assert results["a"] == "a"
+    assert isinstance(results["b"], TimeoutError)
+
+
+def _sleeper(name, seconds, timeout):
+    def search():
+        time.sleep(seconds)
+        return found(0.5, cand(name, 0.9))
+
+    return Job(name, 0.5, timeout, search)
+
+
+def test_a_wait_for_a_thread_does_not_count_against_the_timeout():
+    """One thread, two searches of 0.4 s each within 0.6 s: the second waits 0.4 s for the
+    thread, then answers in its own 0.4 s."""
+    with ThreadPoolExecutor(max_workers=1) as one_thread:
+        jobs = [_sleeper("a", 0.4, 0.6), _sleeper("b", 0.4, 0.6)]
+        outcomes = fan_out(jobs, one_thread, fail_fast=False)
+        assert [o.status for o in outcomes] == ["ok", "ok"]
+        outcomes = asyncio.run(afan_out(jobs, one_thread, fail_fast=False))
+        assert [o.status for o in outcomes] == ["ok", "ok"]
+
+
+def test_a_wait_for_a_thread_is_bounded_by_the_timeout():
+    """A thread held by a search that hangs: the search queued behind it times out within
+    its timeout, rather than wait for the thread."""
+    release = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as one_thread:
+        try:
+            hung = job("hung", found(0.5), timeout=0.3, wait=release)
+            queued = _sleeper("queued", 0.0, 0.3)
+            start = time.perf_counter()
+            outcomes = fan_out([hung, queued], one_thread, fail_fast=False)
+            assert [o.status for o in outcomes] == ["timeout", "timeout"]
+            outcomes = asyncio.run(afan_out([hung, queued], one_thread, fail_fast=False))
+            assert [o.status for o in outcomes] == ["timeout", "timeout"]
+            results = call_each(
+                {"hung": (release.wait, 0.3), "queued": (lambda: 1, 0.3)}, one_thread
+            )
+            assert isinstance(results["queued"], TimeoutError)
+            assert time.perf_counter() - start < 3.0
+        finally:
+            release.set()
 
 
 def test_helpers():

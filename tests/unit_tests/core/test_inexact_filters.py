@@ -58,6 +58,9 @@ class UnfilteredStore:
     def embed_query(self, question: Question) -> list[float]:
         return QUESTION
 
+    def searched_vector(self, vector: list[float]) -> list[float]:
+        return vector
+
     def search(self, args: SearchArgs) -> list[tuple[str, float]]:
         self.asked.append(args.k)
         assert args.vector is not None

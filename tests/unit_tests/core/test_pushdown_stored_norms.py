@@ -55,6 +55,9 @@ class HandStore:
     def embed_query(self, question: Question) -> list[float]:
         return QUESTION
 
+    def searched_vector(self, vector: Sequence[float]) -> Sequence[float]:
+        return vector
+
     def search(self, args: SearchArgs) -> list[tuple[str, float]]:
         self.radii.append(args.radius)
         assert args.vector is not None

@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import warnings
 from typing import Any
 
 import numpy as np
 import pytest
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import ConfigurableField
 from langchain_core.stores import InMemoryStore
 from langchain_core.vectorstores import InMemoryVectorStore
@@ -500,3 +502,58 @@ def test_a_configurable_retriever_is_refused_as_a_collection(two):
         MultiCollectionRetriever(collections=[configurable, b.store])
     with pytest.raises(ValueError, match="cannot be a configurable retriever"):
         CollectionSpec(retriever=configurable, name="a")
+
+
+LONG_VECTORS = {QUERY: [2.0, 0.0], "near": [2.0, 0.0], "mid": [1.2, 1.6], "far": [0.0, 2.0]}
+
+
+class LongVectors(Embeddings):
+    """A model that does not normalise: every vector has norm 2."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [list(LONG_VECTORS[t]) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(LONG_VECTORS[text])
+
+
+def _normalising_faiss() -> tuple[Any, LongVectors]:
+    """A FAISS store built with normalize_L2, over vectors of norm 2."""
+    pytest.importorskip("faiss")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`langchain-community` is being sunset")
+        from langchain_community.vectorstores import FAISS
+
+    embeddings = LongVectors()
+    docs = [Document(id=t, page_content=t, metadata={"source": t}) for t in ("near", "mid", "far")]
+    store = FAISS.from_documents(docs, embeddings, ids=[d.id for d in docs], normalize_L2=True)
+    return store, embeddings
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_store_that_normalises_the_question_is_searched_alike_from_a_multi_collection(mode):
+    """A FAISS store built with normalize_L2 normalises every query: the question is
+    checked and searched as that store searches it, whichever model embedded it (the
+    retriever's ``embeddings=``) and whichever collection comes first."""
+    store, embeddings = _normalising_faiss()
+    policy = floor(0.5)
+    member = ThresholdedRetriever(vectorstore=store, policy=policy, neighbours=0)
+    cosine_first = InMemoryVectorStore(embeddings)
+    retrievers = {
+        "single": member,
+        "multi": MultiCollectionRetriever(collections=[member], policy=policy),
+        "multi, embeddings=": MultiCollectionRetriever(
+            collections=[member], policy=policy, embeddings=embeddings
+        ),
+        "multi, another store first": MultiCollectionRetriever(
+            collections=[CollectionSpec(store=cosine_first, name="empty"), member],
+            policy=policy,
+        ),
+    }
+    for name, retriever in retrievers.items():
+        if mode == "sync":
+            report = retriever.retrieve_with_report(QUERY)
+        else:
+            report = asyncio.run(retriever.aretrieve_with_report(QUERY))
+        assert [d.id for d in report.kept] == ["near", "mid"], name
+        assert report.kept[1].metadata["similarity"] == pytest.approx(0.6), name

@@ -19,6 +19,7 @@ collection fails, the call raises. Only the given stores are ever searched.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple, cast
 
@@ -193,6 +194,8 @@ class MultiCollectionRetriever(EngineRetriever):
     ``configurable_fields``."""
 
     _pool: WorkerPool | None = PrivateAttr(default=None)
+    _pool_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    """Held while the pool is made or shut down: concurrent first calls share one."""
 
     @field_validator("collections", mode="before")
     @classmethod
@@ -320,9 +323,10 @@ class MultiCollectionRetriever(EngineRetriever):
     def close(self) -> None:
         """Shut the thread pool down (searches still running finish in the background); a
         later call starts it again."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     # One call ------------------------------------------------------------------------
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
@@ -350,10 +354,11 @@ class MultiCollectionRetriever(EngineRetriever):
         )
 
     def _executor(self) -> WorkerPool:
-        if self._pool is None:
-            workers = self.max_workers or min(64, 2 * len(self.collections))
-            self._pool = WorkerPool(workers)
-        return self._pool
+        with self._pool_lock:
+            if self._pool is None:
+                workers = self.max_workers or min(64, 2 * len(self.collections))
+                self._pool = WorkerPool(workers)
+            return self._pool
 
 
 class _Member(NamedTuple):

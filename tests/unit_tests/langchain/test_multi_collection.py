@@ -199,6 +199,30 @@ def test_collections_are_searched_concurrently(corpus):
     assert [s.status for s in asynchronous.collections] == ["ok"] * 3
 
 
+def test_concurrent_first_calls_share_one_thread_pool(two, monkeypatch):
+    """The pool is made at the first call: two first calls at once made one each, and the
+    one that lost the race was never shut down."""
+    from langchain_thresholded import multi_collection
+
+    made = []
+
+    class SlowPool(multi_collection.WorkerPool):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(self)
+            threading.Event().wait(0.05)  # both calls reach the pool before either has one
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(multi_collection, "WorkerPool", SlowPool)
+    retriever = MultiCollectionRetriever(collections=specs(*two))
+    calls = [threading.Thread(target=retriever.invoke, args=(QUERY,)) for _ in range(2)]
+    for call in calls:
+        call.start()
+    for call in calls:
+        call.join()
+    assert len(made) == 1
+    retriever.close()
+
+
 def _broken(corpus):
     c = corpus([("x1", 0.9375)])
     store = FailingStore(c.embeddings)

@@ -266,7 +266,7 @@ class LangChainBackend:
 
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
-        store, k, kwargs = self._store, args.k, self._with_fetch_k(args)
+        store, k, kwargs = self._searched(args), args.k, self._with_fetch_k(args)
         if self._milvus:
             _ensure_orm_connection(store)
         if self._kind not in _DENSE or args.vector is None:
@@ -277,7 +277,7 @@ class LangChainBackend:
         return by_vector(list(args.vector), k=k, **kwargs)
 
     async def asearch(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
-        store, k, kwargs = self._store, args.k, self._with_fetch_k(args)
+        store, k, kwargs = self._searched(args), args.k, self._with_fetch_k(args)
         if self._milvus:
             _ensure_orm_connection(store)
         if self._kind not in _DENSE or args.vector is None:
@@ -290,6 +290,11 @@ class LangChainBackend:
         if sync is not None:  # e.g. InMemoryVectorStore: no async by-vector search
             return await run_in_executor(None, sync, vector, k=k, **kwargs)
         return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
+
+    def _searched(self, args: SearchArgs) -> VectorStore:
+        """The store; a wrapped retriever asked for ``k`` documents when widened."""
+        store = self._store
+        return store.resized() if args.widened and isinstance(store, RetrieverSource) else store
 
     def _with_fetch_k(self, args: SearchArgs) -> Mapping[str, Any]:
         """FAISS filters the ``fetch_k`` nearest rows after its search (20 by default): with a

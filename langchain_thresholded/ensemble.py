@@ -83,10 +83,13 @@ class RetrieverSource(VectorStore):
         embeddings: The dense model, to re-score the results (``hybrid_policy="rescore"``).
         score_key: For a retriever other than an ensemble: the metadata key of each
             document's score; default: no score (the retriever's order stays).
-        resize: For a store's retriever (``store.as_retriever(...)``): ask it for the ``k``
-            documents each search asks for (an MMR search's ``fetch_k`` at least as many),
-            as ``from_retriever`` does, so that a search widened because its documents lie
-            outside the filters reaches farther. Default: the retriever's own ``k``.
+        resize: Ask the retriever (an ensemble: each member) for the ``k`` documents each
+            search asks for: a store's retriever (``store.as_retriever(...)``, an MMR
+            search's ``fetch_k`` at least as many) and a retriever with a ``k`` field
+            (``BM25Retriever``); any other keeps its own size. Default: each keeps its own
+            ``k`` on a first search, and is asked for ``k`` on a search the engine widens
+            because too few of the first one's documents lay within the filters
+            (:meth:`resized`), so that the sections within them farther out are reached.
     """
 
     def __init__(
@@ -118,19 +121,20 @@ class RetrieverSource(VectorStore):
         not_configurable(self.retriever)  # it, or its members, may have changed since
         with _untraced():
             if is_ensemble(self.retriever):
-                inner = self.retriever.retrievers  # type: ignore[attr-defined]
+                inner = self._members(k)
                 return self._fuse([r.invoke(query, _SILENT) for r in inner])[:k]
-            return self._read_scores(self._sized(k).invoke(query, _SILENT))[:k]
+            return self._read_scores(self._sized(self.retriever, k).invoke(query, _SILENT))[:k]
 
     async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
         _no_store_arguments(kwargs)
         not_configurable(self.retriever)  # it, or its members, may have changed since
         with _untraced():
             if is_ensemble(self.retriever):
-                inner = self.retriever.retrievers  # type: ignore[attr-defined]
+                inner = self._members(k)
                 lists = await asyncio.gather(*(r.ainvoke(query, _SILENT) for r in inner))
                 return self._fuse(list(lists))[:k]
-            return self._read_scores(await self._sized(k).ainvoke(query, _SILENT))[:k]
+            sized = self._sized(self.retriever, k)
+            return self._read_scores(await sized.ainvoke(query, _SILENT))[:k]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
@@ -138,18 +142,33 @@ class RetrieverSource(VectorStore):
     async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in await self.asimilarity_search_with_score(query, k, **kwargs)]
 
-    def _sized(self, k: int) -> BaseRetriever:
-        """The retriever, asked for ``k`` documents where it is a store's and ``resize`` is
-        set: its own ``k`` would cap a search the engine widens (an MMR search runs without
-        the filters, which hold afterwards), and the sections within them farther out would
-        never be reached."""
-        inner = self.retriever
-        if not self.resize or not isinstance(inner, VectorStoreRetriever):
-            return inner
-        kwargs = {**inner.search_kwargs, "k": k}
-        if inner.search_type == "mmr":
-            kwargs["fetch_k"] = max(int(kwargs.get("fetch_k") or MMR_FETCH_K), k)
-        return inner.model_copy(update={"search_kwargs": kwargs})
+    def resized(self) -> RetrieverSource:
+        """This source with ``resize`` set: what a widened search searches."""
+        if self.resize:
+            return self
+        return RetrieverSource(
+            self.retriever, embeddings=self._embeddings, score_key=self.score_key, resize=True
+        )
+
+    def _members(self, k: int) -> list[BaseRetriever]:
+        """The ensemble's members, each :meth:`_sized` to ``k``."""
+        members = self.retriever.retrievers  # type: ignore[attr-defined]
+        return [self._sized(member, k) for member in members]
+
+    def _sized(self, retriever: BaseRetriever, k: int) -> BaseRetriever:
+        """``retriever``, asked for ``k`` documents where ``resize`` is set and it can be: its
+        own ``k`` would cap a search the engine widens (the filters hold after the search),
+        and the sections within them farther out would never be reached."""
+        if not self.resize:
+            return retriever
+        if isinstance(retriever, VectorStoreRetriever):
+            kwargs = {**retriever.search_kwargs, "k": k}
+            if retriever.search_type == "mmr":
+                kwargs["fetch_k"] = max(int(kwargs.get("fetch_k") or MMR_FETCH_K), k)
+            return retriever.model_copy(update={"search_kwargs": kwargs})
+        if "k" in type(retriever).model_fields:
+            return retriever.model_copy(update={"k": k})
+        return retriever
 
     # Fusion ---------------------------------------------------------------------------
     def _fuse(self, doc_lists: Sequence[Sequence[Document]]) -> Scored:

@@ -37,6 +37,7 @@ from langchain_thresholded.backend import (
     source_settings,
 )
 from langchain_thresholded.embeddings import model_of
+from langchain_thresholded.ensemble import RetrieverSource, not_configurable
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.scoring import (
@@ -409,8 +410,6 @@ class ThresholdedRetriever(EngineRetriever):
         score and order stay. See
         :class:`langchain_thresholded.ensemble.RetrieverSource`.
         """
-        from langchain_thresholded.ensemble import RetrieverSource, not_configurable
-
         not_configurable(retriever)  # a configurable retriever is no BaseRetriever: say why
         if not _a_retriever(retriever):
             hint = (
@@ -448,8 +447,6 @@ class ThresholdedRetriever(EngineRetriever):
     def _over_copied_settings(
         cls, retriever: VectorStoreRetriever, embeddings: Embeddings | None, fields: dict[str, Any]
     ) -> ThresholdedRetriever:
-        from langchain_thresholded.ensemble import RetrieverSource
-
         search_type = retriever.search_type
         if search_type == "similarity_score_threshold":
             raise ValueError(
@@ -561,6 +558,7 @@ class ThresholdedRetriever(EngineRetriever):
             embeds=self.score_kind is ScoreKind.COSINE,
             where=where,
             allowed_filter_keys=None if keys is None else frozenset(keys),
+            capped=isinstance(self.vectorstore, RetrieverSource) and not self.vectorstore.resize,
         )
 
     def _check_attachments_have_a_docstore(self) -> None:

@@ -91,6 +91,8 @@ class SearchArgs:
     """The call's filters, in the backend's own form."""
     radius: float | None = None
     """Pushdown: the engine keeps only scores strictly above it (a range search)."""
+    widened: bool = False
+    """Asked again, for more rows, as too few of the last search's lay within the filters."""
 
 
 class Backend(Protocol[T]):
@@ -194,6 +196,10 @@ class Collection(Generic[T]):
     """The collection's own filters: every call's filters are combined with them (AND)."""
     allowed_filter_keys: frozenset[str] | None = None
     """The only keys a filter may name; None: any plain field name."""
+    capped: bool = False
+    """Its first search returns at most a number of rows of its own, whatever is asked (an
+    ensemble, whose members keep their ``k``): fewer rows than asked are not all it has, and
+    a widened search asks it for more."""
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
@@ -467,10 +473,9 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
     args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
     hits, pushed = yield from _search(collection, args)
     candidates, outside = within_filters([stage], _candidates(stage, hits))
-    while _short_within_filters(stage, args.k, hits, candidates, outside):
-        args = replace(
-            args, k=_widened(stage, args.k, candidates), radius=_kept_radius(args, pushed)
-        )
+    while _short_within_filters(stage, args, hits, candidates, outside):
+        k, radius = _widened(stage, args.k, candidates), _kept_radius(args, pushed)
+        args = replace(args, k=k, radius=radius, widened=True)
         hits, pushed = yield from _search(collection, args)
         candidates, outside = within_filters([stage], _candidates(stage, hits))
     candidates, outside = _nearest_within(stage.policy.top_k, candidates, outside)
@@ -489,7 +494,7 @@ filters (Milvus's own limit on a search): beyond it, the call is an error."""
 
 def _short_within_filters(
     stage: Stage[T],
-    asked: int,
+    args: SearchArgs,
     hits: Sequence[Any],
     inside: Sequence[Candidate[T]],
     outside: Sequence[Dropped[T]],
@@ -497,9 +502,12 @@ def _short_within_filters(
     """Whether the search must be widened: the store applied the filters inexactly (a
     superset, or not at all), so some of the nearest rows it returned lie outside them,
     fewer than the candidates asked for are left, and farther rows may hold more. Not
-    when the store returned every row it has (fewer than asked), nor when the farthest
-    row is below the floor already: every row beyond it is too (cosines, best first)."""
-    if not outside or len(inside) >= stage.policy.top_k or len(hits) < asked:
+    when the store returned every row it has (fewer than asked, but for a capped store's
+    first search), nor when the farthest row is below the floor already: every row beyond
+    it is too (cosines, best first)."""
+    if not outside or len(inside) >= stage.policy.top_k:
+        return False
+    if len(hits) < args.k and (args.widened or not stage.collection.capped):
         return False
     return not _beyond_the_floor(stage, [*inside, *(d.candidate for d in outside)])
 

@@ -166,7 +166,7 @@ class RetrieverSource(VectorStore):
             if retriever.search_type == "mmr":
                 kwargs["fetch_k"] = max(int(kwargs.get("fetch_k") or MMR_FETCH_K), k)
             return retriever.model_copy(update={"search_kwargs": kwargs})
-        if "k" in type(retriever).model_fields:
+        if "k" in getattr(type(retriever), "model_fields", ()):  # a runnable may be no model
             return retriever.model_copy(update={"k": k})
         return retriever
 

@@ -125,3 +125,17 @@ def test_a_member_that_cannot_be_asked_for_more_is_searched_once_more(sections):
     report = retriever.retrieve_with_report(QUERY)
     assert report.kept == () and report.emptied_by == "filters"
     assert len(member.calls) == 2
+
+
+def test_a_runnable_member_keeps_its_size_in_a_widened_search(sections):
+    """An ensemble takes any runnable that returns documents (a ``RunnableLambda``), which
+    has no fields to resize: it runs as it is, and the store's retriever beside it is asked
+    for more."""
+    from langchain_core.runnables import RunnableLambda
+
+    internal = [d for d in sections.documents.values() if d.metadata["doc_type"] == "internal"]
+    relay = RunnableLambda(lambda question: internal[:4])
+    retriever = ThresholdedRetriever.from_retriever(
+        ensemble(sections, relay), embeddings=sections.embeddings, policy=POLICY
+    )
+    assert sorted(d.id for d in retriever.invoke(QUERY, filters=FAQ)) == FOUND

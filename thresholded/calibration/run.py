@@ -18,10 +18,11 @@ from thresholded.calibration.collection import read_collection, resolve_gold
 from thresholded.calibration.crossval import CrossValidation, cross_validate
 from thresholded.calibration.curve import trade_off
 from thresholded.calibration.data import Passage, Question, SimpleForm
-from thresholded.calibration.embedder import Embedder, check_unit, embed, model_id_of
+from thresholded.calibration.embedder import Embedder, embed, model_id_of
+from thresholded.calibration.embedder import passage_vectors as passage_vectors_of
 from thresholded.calibration.floor import Suggestion, suggest
 from thresholded.calibration.gate import suggest_gate
-from thresholded.calibration.indexing import IndexAs, passage_texts
+from thresholded.calibration.indexing import IndexAs
 from thresholded.calibration.modes import DEFAULT_MAX_LOSS, MODES, Mode, check_params
 from thresholded.calibration.result import CalibrationResult
 from thresholded.calibration.scores import PairScores, allowed_passages, score_pairs
@@ -52,23 +53,6 @@ def _check_questions(
             raise ValueError(f"duplicate question id {q.qid!r}")
         seen.add(q.qid)
     return kept
-
-
-def _passage_vectors(
-    embedder: Embedder,
-    corpus: Sequence[Passage],
-    allowed: Sequence[Passage],
-    stored: np.ndarray | None,
-    index_as: IndexAs,
-) -> np.ndarray:
-    if stored is None:
-        return embed(embedder, passage_texts(allowed, index_as), queries=False)
-    if stored.shape[0] != len(corpus):
-        raise ValueError(f"{stored.shape[0]} stored vectors for {len(corpus)} passages")
-    row = {p.pid: i for i, p in enumerate(corpus)}
-    vectors = np.asarray(stored, dtype=np.float64)[[row[p.pid] for p in allowed]]
-    check_unit(vectors, "stored passage")
-    return vectors
 
 
 def calibrate(
@@ -103,7 +87,7 @@ def calibrate(
     questions = _check_questions(corpus, questions, question_langs)
     allowed = allowed_passages(corpus, passages)
     logger.info("calibrating on %d passages and %d questions", len(allowed), len(questions))
-    pv = _passage_vectors(embedder, corpus, allowed, passage_vectors, index_as)
+    pv = passage_vectors_of(embedder, corpus, allowed, passage_vectors, index_as)
     qv = embed(embedder, [q.question for q in questions], queries=True)
     if pv.shape[1] != qv.shape[1]:
         raise DimensionMismatchError(

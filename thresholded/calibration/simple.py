@@ -22,9 +22,10 @@ import numpy as np
 from thresholded.calibration.curve import CurvePoint, trade_off
 from thresholded.calibration.data import Passage, SimpleForm
 from thresholded.calibration.embedder import Embedder, embed, model_id_of
+from thresholded.calibration.embedder import passage_vectors as passage_vectors_of
 from thresholded.calibration.floor import Suggestion, suggest
 from thresholded.calibration.gate import suggest_gate
-from thresholded.calibration.indexing import IndexAs, passage_texts
+from thresholded.calibration.indexing import IndexAs
 from thresholded.calibration.modes import DEFAULT_MAX_LOSS, MODES, Mode, check_params
 from thresholded.calibration.result import ProfileWriter
 from thresholded.calibration.rounding import rounded as _r
@@ -250,11 +251,7 @@ def calibrate_simple(
     """
     check_params(mode, margin, max_loss, gate_margin)
     allowed = allowed_passages(corpus, passages)
-    if passage_vectors is None:
-        pv = embed(embedder, passage_texts(allowed, index_as), queries=False)
-    else:
-        row = {p.pid: i for i, p in enumerate(corpus)}
-        pv = np.asarray(passage_vectors, dtype=np.float64)[[row[p.pid] for p in allowed]]
+    pv = passage_vectors_of(embedder, corpus, allowed, passage_vectors, index_as)
     texts = [*form.should_match, *form.should_not_match]
     rows = _rows(form, embed(embedder, texts, queries=True) @ pv.T, allowed)
     floors, gates = _thresholds(rows, margin, gate_margin, max_loss=max_loss, resolution=resolution)

@@ -387,6 +387,18 @@ def test_vectors_must_be_unit_length(bilingual: tuple[World, list[Question]]) ->
         calibrate(embedder, world.passages, questions)
 
 
+def test_stored_vectors_of_the_simple_form_must_be_unit_length() -> None:
+    # a stored section at norm 2.5 and cosine 0.6 scores 1.5 by inner product: it was
+    # measured as the question's "cosine", and the gate suggested from it
+    world = World([passage("A:0:en", "en"), passage("B:0:en", "en", "B")])
+    form = SimpleForm((world.ask("refund?", {"A:0:en": 0.6}),), ())
+    stored = np.array([world.vectors[p.text] for p in world.passages]) * 2.5
+    with pytest.raises(NotUnitVectorError, match="2 stored passage vectors are not unit"):
+        calibrate_simple(world.embedder(), world.passages, form, passage_vectors=stored)
+    with pytest.raises(ValueError, match="1 stored vectors for 2 passages"):
+        calibrate_simple(world.embedder(), world.passages, form, passage_vectors=stored[:1])
+
+
 def test_model_id_gets_the_dimension(bilingual: tuple[World, list[Question]]) -> None:
     world, questions = bilingual
     result = calibrate(world.embedder("minilm"), world.passages, questions, folds=2)

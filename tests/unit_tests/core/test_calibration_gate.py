@@ -258,6 +258,33 @@ def test_simple_form_gold_measures_the_floor_and_tops_the_gate(tmp_path: Path) -
     assert profile.measurements["floor_from"] == "gold"
 
 
+def test_a_should_match_question_without_gold_keeps_its_top_above_the_floor() -> None:
+    # "charged twice" names no gold: its best section (0.4) is all the form says answers it.
+    # The floor came from the gold scores alone (0.58), dropped every section it has, and
+    # it came back empty though the gate (0.38) let it through
+    passages = [
+        Passage("refund#0", "en", "refunds", source="refund-policy"),
+        Passage("billing#0", "en", "invoices", source="billing-faq"),
+        Passage("security#0", "en", "2fa", source="account-security"),
+    ]
+    unit = Unit(
+        passages,
+        {
+            "money back?": {"refund#0": 0.6},
+            "charged twice": {"billing#0": 0.4, "refund#0": 0.3},
+            "weather?": {"security#0": 0.2},
+        },
+    )
+    form = SimpleForm(("money back?", "charged twice"), ("weather?",), ("refund-policy", None))
+    for mode in ("never-lose", "loss-budget"):
+        result = calibrate_simple(unit, passages, form, mode=mode)
+        assert result.threshold is not None and result.threshold <= 0.4, mode
+        assert result.gate is not None and result.threshold <= result.gate, mode
+        lost = next(p.lost for p in result.curve if p.threshold == 0.45)
+        assert lost == 1, mode  # at 0.45 the floor empties "charged twice"
+    assert calibrate_simple(unit, passages, form).threshold == 0.38
+
+
 def test_simple_form_without_gold_gives_floor_and_gate_from_tops(tmp_path: Path) -> None:
     passages = [Passage("a", "en", "a"), Passage("b", "en", "b"), Passage("c", "en", "c")]
     unit = Unit(passages, {"q1": {"a": 0.5}, "q2": {"b": 0.7}, "junk": {"c": 0.1}})

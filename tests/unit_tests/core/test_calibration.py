@@ -361,6 +361,30 @@ def test_cross_validation_direct_and_emptied_share() -> None:
     assert all(t is not None for t in cv.fold_thresholds)
 
 
+def test_a_floor_or_gate_of_zero_is_off_as_the_policy_reads_it() -> None:
+    # answers at 0.025 give a never-lose floor and gate of 0.00, which a policy reads as
+    # "off": they drop no candidate and empty no question, not even those below 0. The
+    # figures said the negative candidates were dropped and the unrelated questions emptied
+    world = World([passage(f"{a}:0:en", "en", a) for a in "ABCD"])
+    below = {f"{a}:0:en": -0.1 for a in "ABCD"}
+    questions = [
+        question(world, f"{a}{i}", "en", {**below, f"{a}:0:en": 0.025}, [f"{a}:0:en"], a)
+        for a in "ABCD"
+        for i in range(3)
+    ]
+    questions += [question(world, f"u{i}", "en", below, origin="junk") for i in range(4)]
+    result = calibrate(world.embedder(), world.passages, questions, passages="en", folds=2)
+    assert (result.threshold, result.gate) == (0.0, 0.0)
+    floor_at_zero = result.curves["en->en"][0]
+    gate_at_zero = result.gate_curves["en->en"][0]
+    assert floor_at_zero.threshold == gate_at_zero.threshold == 0.0
+    assert (floor_at_zero.emptied, floor_at_zero.dropped_share) == (0, 0.0)
+    assert gate_at_zero.emptied == 0
+    held_out = result.cross_validation["never-lose"].pairs["en->en"]
+    assert set(result.cross_validation["never-lose"].fold_gates) == {0.0}
+    assert (held_out.emptied_share, held_out.emptied_floor_share, held_out.lost) == (0, 0, 0)
+
+
 def test_cross_validation_needs_two_articles() -> None:
     world = World([passage("A:0:en", "en")])
     qs = [question(world, "q", "en", {"A:0:en": 0.5}, ["A:0:en"], "A")]

@@ -17,7 +17,7 @@ import numpy as np
 from thresholded.calibration.collection import read_collection, resolve_gold
 from thresholded.calibration.crossval import CrossValidation, cross_validate
 from thresholded.calibration.curve import trade_off
-from thresholded.calibration.data import Passage, Question, SimpleForm
+from thresholded.calibration.data import Passage, Question, SimpleForm, same_text
 from thresholded.calibration.embedder import Embedder, embed, model_id_of
 from thresholded.calibration.embedder import passage_vectors as passage_vectors_of
 from thresholded.calibration.floor import Suggestion, suggest
@@ -52,7 +52,21 @@ def _check_questions(
         if q.qid in seen:
             raise ValueError(f"duplicate question id {q.qid!r}")
         seen.add(q.qid)
+    _check_labels(kept)
     return kept
+
+
+def _check_labels(questions: Sequence[Question]) -> None:
+    """Refuse a question asked as answerable and as unrelated: the gate cannot both keep
+    and empty it. The same question twice with one label is two measurements, and stays."""
+    answerable = {(q.lang, same_text(q.question)): q.qid for q in questions if q.answerable}
+    for q in questions:
+        qid = answerable.get((q.lang, same_text(q.question)))
+        if not q.answerable and qid is not None:
+            raise ValueError(
+                f"question {q.question!r} ({q.lang}) is answerable as {qid} and unrelated as "
+                f"{q.qid}: give it one label (remove it from the unrelated set, or its gold)"
+            )
 
 
 def calibrate(

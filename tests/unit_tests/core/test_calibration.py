@@ -516,6 +516,27 @@ def test_simple_form_errors(tmp_path: Path) -> None:
         load_simple_form(path)
 
 
+def test_a_question_both_answerable_and_unrelated_is_an_error(
+    tmp_path: Path, bilingual: tuple[World, list[Question]]
+) -> None:
+    # one question measured on both sides: the gate had to keep it and empty it at once
+    path = tmp_path / "form.yaml"
+    path.write_text(
+        "should_match: ['Can I get a refund?', 'Do you charge VAT?']\n"
+        "should_not_match: ['Weather in Mumbai?', '  Can I get   a refund? ']\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match=r"'Can I get a refund\?' is in should_match and in sho"):
+        load_simple_form(path)
+    with pytest.raises(ValueError, match="'refund' is in should_match and in should_not_match"):
+        SimpleForm(("refund",), ("refund",))
+    world, questions = bilingual
+    answerable = next(q for q in questions if q.answerable and q.lang == "en")
+    unrelated = Question("dup", "en", answerable.question)
+    with pytest.raises(ValueError, match=rf"{answerable.qid}.* and unrelated as dup"):
+        calibrate(world.embedder(), world.passages, [*questions, unrelated])
+
+
 # The command: profile writing ---------------------------------------------------------------
 
 

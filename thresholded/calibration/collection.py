@@ -79,7 +79,8 @@ class StoredCorpus:
     """A collection's sections as passages, their stored vectors (one row each), and keys.
 
     ``keys`` maps each passage's id to the value of the metadata key that gold ids
-    name (the primary key itself when no ``id_field`` is given).
+    name (the primary key itself when no ``id_field`` is given); ``metric`` is the vector
+    field's index metric (None: not indexed).
     """
 
     passages: tuple[Passage, ...]
@@ -87,6 +88,7 @@ class StoredCorpus:
     layout: Layout
     dimension: int
     keys: dict[str, str]
+    metric: Metric | None = None
 
 
 def detect_layout(description: dict[str, Any]) -> Layout:
@@ -247,7 +249,7 @@ def _read(
         raise ValueError(f"collection {collection!r} holds no sections{where}")
     logger.info("read %d sections of %s (%s layout)", len(passages), collection, layout.name)
     stored = _as_compared(np.asarray(vectors, dtype=np.float64), metric, collection)
-    return StoredCorpus(tuple(passages), stored, layout, dim, keys)
+    return StoredCorpus(tuple(passages), stored, layout, dim, keys, metric)
 
 
 def resolve_gold(questions: Sequence[Question], stored: StoredCorpus) -> list[Question]:

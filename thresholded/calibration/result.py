@@ -24,7 +24,7 @@ class ProfileWriter:
     """Turns a result's floor, gate, provenance and measurements into a version 2 profile.
 
     A result provides ``threshold``, ``gate``, ``suggestion``, ``gate_suggestion``,
-    ``mode``, ``model_id``, ``provenance()`` and ``measurements()``.
+    ``mode``, ``model_id``, ``metric``, ``provenance()`` and ``measurements()``.
     """
 
     def to_profile(
@@ -47,7 +47,7 @@ class ProfileWriter:
             min_similarity=result.threshold,
             min_top_similarity=result.gate,
             embedding_model=str(result.model_id),
-            metric="IP",
+            metric=result.metric,
             collection=collection,
             corpus=corpus,
             mode=result.mode,
@@ -83,6 +83,9 @@ class CalibrationResult(ProfileWriter):
     gate_margin: float | None = None
     gate_curves: dict[str, tuple[CurvePoint, ...]] = field(default_factory=dict)
     gate_suggestions: dict[str, Suggestion] = field(default_factory=dict)
+    metric: str = "IP"
+    """The index metric the scores are cosines under: IP on unit vectors unless the stored
+    vectors of a collection indexed otherwise were read."""
 
     @property
     def suggestion(self) -> Suggestion:

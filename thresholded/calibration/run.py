@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from thresholded.calibration.simple import SimpleCalibrationResult, calibrate_si
 from thresholded.calibration.table import pair_table
 from thresholded.errors import DimensionMismatchError
 from thresholded.models import ModelId
+from thresholded.scores import Metric
 
 __all__ = ["calibrate", "calibrate_collection", "summarise"]
 
@@ -242,10 +244,12 @@ def calibrate_collection(
         **(client_options or {}),
     )
     corpus = list(stored.passages)
+    metric = (stored.metric or Metric.IP).value
     if isinstance(questions, SimpleForm):
-        return calibrate_simple(
+        simple = calibrate_simple(
             embedder, corpus, questions, passage_vectors=stored.vectors, **options
         )
+        return replace(simple, metric=metric)
     result = calibrate(
         embedder,
         corpus,
@@ -254,4 +258,4 @@ def calibrate_collection(
         **options,
     )
     result.extra.update(collection=collection, layout=stored.layout.name, filter=filter or None)
-    return result
+    return replace(result, metric=metric)

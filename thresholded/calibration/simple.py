@@ -64,6 +64,8 @@ class SimpleCalibrationResult(ProfileWriter):
     curve: tuple[CurvePoint, ...]
     gate_suggestions: dict[str, Suggestion]
     gate_curve: tuple[CurvePoint, ...]
+    metric: str = "IP"
+    """The index metric the scores are cosines under (see ``CalibrationResult.metric``)."""
 
     @property
     def good(self) -> np.ndarray:

@@ -16,7 +16,7 @@ import pytest
 from llama_index_thresholded import ThresholdedRetriever
 from llama_index_thresholded.calibration import calibrate_index
 from thresholded import NotUnitVectorError
-from thresholded.calibration import SimpleForm
+from thresholded.calibration import Question, SimpleForm
 
 FORM = SimpleForm(should_match=("question",), should_not_match=("orthogonal question",))
 
@@ -44,6 +44,21 @@ def test_calibration_measures_the_cosines_the_retriever_reads(
     assert top.node.node_id == "best"
     assert result.good_top.tolist() == pytest.approx([top.score], abs=1e-6)
     assert result.good_top.tolist() == pytest.approx([0.6], abs=1e-6)
+
+
+@pytest.mark.parametrize("metric", ["IP", "COSINE", "L2"])
+def test_the_profile_records_the_collection_s_metric(
+    kit: Any, milvus_uri: str, metric: str
+) -> None:
+    index, embed_model = store_of(kit, milvus_uri, metric, 1.0)
+    result = calibrate_index(index.vector_store, embed_model, FORM, progress=False)
+    assert result.to_profile(collection=f"cal_{metric.lower()}").metric == metric
+    questions = [
+        Question("q1", "en", "question", ("best",)),
+        Question("q2", "en", "orthogonal question"),
+    ]
+    result = calibrate_index(index.vector_store, embed_model, questions, progress=False, folds=2)
+    assert result.to_profile().metric == metric
 
 
 @pytest.mark.parametrize(("metric", "scale"), [("IP", 2.5), ("L2", 0.4)])

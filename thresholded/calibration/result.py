@@ -39,7 +39,7 @@ class ProfileWriter:
         if result.threshold is None:
             raise ThresholdedError(
                 f"mode {result.mode} suggests no threshold: {result.suggestion.note}. "
-                "Use --mode never-lose or --mode loss-budget."
+                + _what_to_do(result.suggestion)
             )
         gate = result.gate_suggestion
         return CalibrationProfile(
@@ -57,6 +57,16 @@ class ProfileWriter:
             provenance=result.provenance(),
             measurements={**result.measurements(), "queries": list(queries or [])},
         )
+
+
+def _what_to_do(suggestion: Suggestion) -> str:
+    """The fix when a mode suggests no floor: answerable questions, or another mode."""
+    if suggestion.lowest_good is None:
+        return (
+            "A floor is measured on answerable questions: give questions with their gold "
+            "passages (or should_match questions) that the collection holds."
+        )
+    return "Use --mode never-lose or --mode loss-budget."
 
 
 @dataclass(frozen=True)

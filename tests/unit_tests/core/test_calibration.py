@@ -636,6 +636,28 @@ def test_cli_loss_budget_and_separate(
     assert not sep.exists()
 
 
+def test_cli_without_answerable_questions_says_what_is_missing(
+    cli_files: tuple[Path, Path, FakeEmbedder],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # it advised "Use --mode never-lose or --mode loss-budget" to a never-lose run
+    corpus, queries, _ = cli_files
+    rows = [json.loads(line) for line in queries.read_text(encoding="utf-8").splitlines()]
+    unrelated = tmp_path / "unrelated.jsonl"
+    unrelated.write_text(
+        "".join(json.dumps(r) + "\n" for r in rows if not r["gold_pids"]), encoding="utf-8"
+    )
+    out = tmp_path / "p.json"
+    for mode in ("never-lose", "loss-budget"):
+        assert main(_args(corpus, unrelated, out, "--mode", mode)) == 2
+        err = capsys.readouterr().err
+        assert f"mode {mode} suggests no threshold: no answerable questions" in err
+        assert "--mode" not in err.split("no answerable questions")[1]
+        assert "give questions with their gold passages" in err
+    assert not out.exists()
+
+
 def test_cli_refuses_to_overwrite_without_force(
     cli_files: tuple[Path, Path, FakeEmbedder],
     tmp_path: Path,

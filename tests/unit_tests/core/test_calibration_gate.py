@@ -434,6 +434,20 @@ def test_cli_collection_options_are_checked(
     assert "--as goes with --corpus" in capsys.readouterr().err
 
 
+def test_cli_question_lang_is_refused_for_the_simple_form(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it was dropped without a word: every question of the form was calibrated
+    from thresholded.cli import main
+
+    form = tmp_path / "form.yaml"
+    form.write_text("should_match:\n  - Wie bekomme ich mein Geld?\n", encoding="utf-8")
+    argv = ["calibrate", "--corpus", "c.jsonl", "--queries", str(form), "--model", "x"]
+    assert main([*argv, "--out", str(tmp_path / "p.json"), "--question-lang", "de"]) == 2
+    assert "--question-lang selects JSON Lines questions" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()
+
+
 def test_simple_form_plot_is_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     passages = [Passage("a", "en", "a"), Passage("b", "en", "b"), Passage("c", "en", "c")]

@@ -85,7 +85,8 @@ class CollectionStatus:
 
 
 class CollectionSearchError(ThresholdedError, RuntimeError):
-    """A collection failed or timed out under ``fail_fast``, or every collection failed."""
+    """A collection failed or timed out under ``fail_fast``, every collection failed, or one
+    did and the others found nothing: no result can be vouched for."""
 
     def __init__(self, message: str, statuses: Sequence[CollectionStatus] = ()) -> None:
         super().__init__(message)
@@ -376,7 +377,9 @@ def merge(outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> Selection[
     The floors (and each collection's gate) were applied per collection, so the merge
     has no floor of its own; its ``min_similarity`` is the lowest floor among the
     collections that answered. The global gate judges the best cosine of them all.
-    Candidates are told apart by their collection, so ids need not be unique.
+    Candidates are told apart by their collection, so ids need not be unique. An empty
+    result while a collection failed is a ``CollectionSearchError``, as when every one
+    failed: it cannot be vouched for.
     """
     answered = [o for o in outcomes if o.found is not None]
     if not answered:
@@ -391,6 +394,8 @@ def merge(outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> Selection[
     survivors = [c for selection in own for c in selection.kept]
     bests = [s.best_similarity for s in own if s.best_similarity is not None]
     merged = select(survivors, policy, 0.0, best=max(bests) if bests else None)
+    if not merged.kept:
+        _refuse_unsure_empty(outcomes, answered)
     return Selection(
         kept=merged.kept,
         attached=merged.attached,
@@ -400,6 +405,25 @@ def merge(outcomes: Sequence[Outcome[T]], policy: RetrievalPolicy) -> Selection[
         best_similarity=merged.best_similarity,
         gate=merged.gate,
         outside_filters=sum(s.outside_filters for s in own),
+    )
+
+
+def _refuse_unsure_empty(outcomes: Sequence[Outcome[T]], answered: Sequence[Outcome[T]]) -> None:
+    """An empty result says "I don't know" for every collection: not when one was not
+    searched, whose sections might have cleared the floor and the gate."""
+    failed = [status_of(o) for o in outcomes if o.found is None]
+    if not failed:
+        return
+    searched = ", ".join(repr(o.name) for o in answered)
+    missed = ", ".join(
+        f"{s.name!r} {'timed out' if s.status == 'timeout' else 'failed'}" for s in failed
+    )
+    raise CollectionSearchError(
+        f"nothing cleared the policy in {searched}, but {missed} "
+        f"({'; '.join(s.describe() for s in failed)}): an empty result would say that "
+        "nothing answers the question, and the collections not searched may. Retry, or "
+        "search the others without them",
+        failed,
     )
 
 

@@ -6,8 +6,8 @@ thresholds were chosen for which collection, embedding model and metric, how
 atomically, so a crash never leaves a half-written one behind, and read
 strictly: a JSON boolean is not a number, the version is an integer, the metric
 is one Milvus scores can be read as cosines for, and no key appears twice. A
-field the file lacks takes its default; the required ones are ``version``,
-``min_similarity`` and ``embedding_model``.
+field the file lacks takes its default (``created``: None, not the time it is read);
+the required ones are ``version``, ``min_similarity`` and ``embedding_model``.
 """
 
 from __future__ import annotations
@@ -74,8 +74,11 @@ class CalibrationProfile(BaseModel):
     """How far below the lowest answerable question's best cosine the gate was set."""
     max_loss: float | None = Field(default=None, strict=True)
     """The share of answering passages the ``loss-budget`` mode may lose."""
-    created: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
-    """When it was measured (ISO 8601, UTC)."""
+    created: str | None = Field(
+        default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds")
+    )
+    """When it was measured (ISO 8601, UTC): now, for a new profile; None for a stored one
+    that does not say (not the time it was loaded)."""
     provenance: str | None = None
     """Where the measurement came from: data, model, command."""
     measurements: dict[str, Any] = Field(default_factory=dict)
@@ -129,7 +132,7 @@ class CalibrationProfile(BaseModel):
                 "policy is loaded with RetrievalPolicy.load(path))"
             )
         try:
-            return cls.model_validate(raw)
+            return cls.model_validate({"created": None, **raw})
         except ValidationError as exc:
             raise ProfileError(f"calibration profile {path} is invalid: {exc}") from None
 

@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 
 from thresholded.calibration.data import UNDETERMINED, Passage, Question
-from thresholded.errors import DimensionMismatchError, UnsupportedMetricError
+from thresholded.errors import DimensionMismatchError, NotUnitVectorError, UnsupportedMetricError
 from thresholded.filters import Filter, client_dialect, to_milvus
 from thresholded.milvus_collection import describe_existing, require_lite_file
+from thresholded.scores import Metric
 
 __all__ = [
     "LAYOUTS",
@@ -78,7 +79,8 @@ class StoredCorpus:
     """A collection's sections as passages, their stored vectors (one row each), and keys.
 
     ``keys`` maps each passage's id to the value of the metadata key that gold ids
-    name (the primary key itself when no ``id_field`` is given).
+    name (the primary key itself when no ``id_field`` is given); ``metric`` is the vector
+    field's index metric (None: not indexed).
     """
 
     passages: tuple[Passage, ...]
@@ -86,6 +88,7 @@ class StoredCorpus:
     layout: Layout
     dimension: int
     keys: dict[str, str]
+    metric: Metric | None = None
 
 
 def detect_layout(description: dict[str, Any]) -> Layout:
@@ -105,14 +108,38 @@ def _dimension(description: dict[str, Any], field: str) -> int:
     return int(spec.get("params", {})["dim"])
 
 
-def _check_metric(client: Any, collection: str, field: str) -> None:
+MILVUS_METRICS = (Metric.IP, Metric.COSINE, Metric.L2)
+"""The metrics of a dense field whose scores are cosines (IP and L2 on unit vectors)."""
+
+
+def _metric(client: Any, collection: str, field: str) -> Metric | None:
+    """The metric the vector field is indexed with (None: no index); one that gives no
+    cosines is refused."""
+    metric = None
     for index in client.list_indexes(collection, field_name=field):
-        metric = str(client.describe_index(collection, index).get("metric_type", "")).upper()
-        if metric and metric not in ("IP", "COSINE"):
+        name = str(client.describe_index(collection, index).get("metric_type", "")).upper()
+        if name and name not in MILVUS_METRICS:
             raise UnsupportedMetricError(
-                f"{collection}.{field} is indexed with {metric}: calibration measures cosines "
-                "(IP on unit vectors, or COSINE)"
+                f"{collection}.{field} is indexed with {name}: calibration measures cosines "
+                "(COSINE, or IP or L2 on unit vectors)"
             )
+        metric = Metric(name) if name else metric
+    return metric
+
+
+def _as_compared(vectors: np.ndarray, metric: Metric | None, collection: str) -> np.ndarray:
+    """The stored vectors as the index compares them: COSINE normalises each one, so its
+    sections may be stored at any length; under IP and L2 they must be unit length
+    already (checked where they are scored)."""
+    if metric is not Metric.COSINE:
+        return vectors
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    if not norms.all():
+        raise NotUnitVectorError(
+            f"{collection} holds a zero vector: it has no cosine with any question; "
+            "re-embed its section"
+        )
+    return vectors / norms
 
 
 def _rows(client: Any, collection: str, filter: str, batch_size: int) -> Iterator[dict]:
@@ -202,7 +229,7 @@ def _read(
             f"{collection}.{layout.vector_field} holds {dim}-dimensional vectors, the model "
             f"gives {dimension}: embed the questions with the model the collection was built with"
         )
-    _check_metric(client, collection, layout.vector_field)
+    metric = _metric(client, collection, layout.vector_field)
     passages, vectors, keys = [], [], {}
     rows = tqdm(
         _rows(client, collection, filter, batch_size),
@@ -221,7 +248,8 @@ def _read(
         where = f" under the filter {filter!r}" if filter else ""
         raise ValueError(f"collection {collection!r} holds no sections{where}")
     logger.info("read %d sections of %s (%s layout)", len(passages), collection, layout.name)
-    return StoredCorpus(tuple(passages), np.asarray(vectors, dtype=np.float64), layout, dim, keys)
+    stored = _as_compared(np.asarray(vectors, dtype=np.float64), metric, collection)
+    return StoredCorpus(tuple(passages), stored, layout, dim, keys, metric)
 
 
 def resolve_gold(questions: Sequence[Question], stored: StoredCorpus) -> list[Question]:

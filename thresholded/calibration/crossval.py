@@ -9,7 +9,6 @@ figures alone are kept beside them, so a report shows what the gate adds.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ import numpy as np
 from thresholded.calibration.bounds import article_bootstrap_upper, clopper_pearson_upper
 from thresholded.calibration.floor import suggest
 from thresholded.calibration.gate import joint_lost, suggest_gate
-from thresholded.calibration.modes import DEFAULT_MAX_LOSS, Mode
+from thresholded.calibration.modes import DEFAULT_MAX_LOSS, Mode, in_force
 from thresholded.calibration.rounding import rounded as _r
 from thresholded.calibration.scores import PairScores
 
@@ -140,8 +139,7 @@ def _choose(
 
 
 def _judge(s: PairScores, held: np.ndarray, floor: float | None, gate: float | None, h: _Held):
-    f = -math.inf if floor is None else floor
-    g = -math.inf if gate is None else gate
+    f, g = in_force(floor), in_force(gate)
     ans, junk = s.answerable, ~s.answerable
     gold = np.where(ans, s.gold, np.inf)
     h.lost |= held & ans & joint_lost(gold, s.top, f, g)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from thresholded.calibration.modes import in_force
 from thresholded.calibration.rounding import rounded as _r
 
 __all__ = ["CurvePoint", "default_grid", "trade_off"]
@@ -54,7 +55,8 @@ def trade_off(
 
     ``good`` are the answering scores (floor) or the answerable top scores (gate):
     one is lost when it is below the threshold; an unrelated question is emptied
-    when even its best result is below it. ``candidates`` (questions x fetched
+    when even its best result is below it. A threshold of 0 cuts nothing: a policy reads
+    it as off. ``candidates`` (questions x fetched
     scores) gives the share of fetched sections the floor drops before the reranker;
     ``junk_origins`` (one label per unrelated question) splits the emptied share by
     set, e.g. CLINC vs near-miss.
@@ -65,8 +67,9 @@ def trade_off(
     sets = sorted(set(origins.tolist())) if origins.size == junk.size else []
     points = []
     for t in grid:
-        lost = int((good < t).sum())
-        emptied = int((junk < t).sum())
+        cut = in_force(t)
+        lost = int((good < cut).sum())
+        emptied = int((junk < cut).sum())
         points.append(
             CurvePoint(
                 threshold=float(t),
@@ -74,8 +77,8 @@ def trade_off(
                 lost_share=lost / good.size if good.size else 0.0,
                 emptied=emptied,
                 emptied_share=emptied / junk.size if junk.size else 0.0,
-                dropped_share=float((cand < t).mean()) if cand.size else 0.0,
-                emptied_by_origin={o: float((junk[origins == o] < t).mean()) for o in sets},
+                dropped_share=float((cand < cut).mean()) if cand.size else 0.0,
+                emptied_by_origin={o: float((junk[origins == o] < cut).mean()) for o in sets},
             )
         )
     return tuple(points)

@@ -22,6 +22,7 @@ __all__ = [
     "load_corpus",
     "load_questions",
     "load_simple_form",
+    "same_text",
 ]
 
 
@@ -86,6 +87,19 @@ class SimpleForm:
             object.__setattr__(self, "gold", (None,) * len(self.should_match))
         if len(self.gold) != len(self.should_match):
             raise ValueError("gold needs one entry per should-match question")
+        should = {same_text(q): q for q in self.should_match}
+        both = next((q for q in self.should_not_match if same_text(q) in should), None)
+        if both is not None:
+            raise ValueError(
+                f"{should[same_text(both)]!r} is in should_match and in should_not_match: a "
+                "question is answerable or not, so the gate cannot both keep and empty it; "
+                "remove it from one list"
+            )
+
+
+def same_text(question: str) -> str:
+    """A question's text as compared for duplicates: its words, whatever the spacing."""
+    return " ".join(question.split())
 
 
 def _read_jsonl(path: Path, expected: str) -> Iterator[tuple[int, dict[str, Any]]]:

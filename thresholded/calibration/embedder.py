@@ -13,10 +13,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from thresholded.calibration.data import Passage
+from thresholded.calibration.indexing import IndexAs, passage_texts
 from thresholded.errors import DimensionMismatchError, NotUnitVectorError
 from thresholded.models import ModelId
 
-__all__ = ["UNIT_TOLERANCE", "BatchedEmbedder", "Embedder", "check_unit", "embed", "model_id_of"]
+__all__ = [
+    "UNIT_TOLERANCE",
+    "BatchedEmbedder",
+    "Embedder",
+    "check_unit",
+    "embed",
+    "model_id_of",
+    "passage_vectors",
+]
 
 UNIT_TOLERANCE = 1e-3
 
@@ -100,6 +110,25 @@ def embed(embedder: Embedder, texts: Sequence[str], *, queries: bool) -> np.ndar
     if vectors.ndim != 2 or vectors.shape[0] != len(texts):
         raise ValueError(f"the embedder returned {vectors.shape} for {len(texts)} {what}s")
     check_unit(vectors, what)
+    return vectors
+
+
+def passage_vectors(
+    embedder: Embedder,
+    corpus: Sequence[Passage],
+    allowed: Sequence[Passage],
+    stored: np.ndarray | None,
+    index_as: IndexAs,
+) -> np.ndarray:
+    """The allowed passages' vectors, checked unit length: embedded as ``index_as``
+    indexes them, or the rows of their ``stored`` vectors (one row per corpus passage)."""
+    if stored is None:
+        return embed(embedder, passage_texts(allowed, index_as), queries=False)
+    if stored.shape[0] != len(corpus):
+        raise ValueError(f"{stored.shape[0]} stored vectors for {len(corpus)} passages")
+    row = {p.pid: i for i, p in enumerate(corpus)}
+    vectors = np.asarray(stored, dtype=np.float64)[[row[p.pid] for p in allowed]]
+    check_unit(vectors, "stored passage")
     return vectors
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from thresholded.calibration.modes import DEFAULT_MAX_LOSS, MODES, Mode, margin_of
+from thresholded.calibration.modes import DEFAULT_MAX_LOSS, MODES, Mode, in_force, margin_of
 from thresholded.calibration.rounding import floor_to
 from thresholded.calibration.rounding import rounded as _r
 
@@ -108,8 +108,9 @@ def suggest(
     if mode == "never-lose":
         note = f"leaves a margin of {lowest - threshold:.3f} under the lowest answering passage"
     else:
-        lost = sum(int((g < threshold).sum()) for g in answered.values())
-        worst = max(float((g < threshold).mean()) for g in answered.values())
+        cut = in_force(threshold)
+        lost = sum(int((g < cut).sum()) for g in answered.values())
+        worst = max(float((g < cut).mean()) for g in answered.values())
         note = (
             f"loses {lost} answering passage(s) on these questions, at most {worst:.2%} of a "
             f"pair (budget {max_loss:.2%} per pair, margin {used_margin:.3f})"

@@ -21,21 +21,22 @@ from collections.abc import Mapping
 import numpy as np
 
 from thresholded.calibration.floor import Suggestion, suggest
-from thresholded.calibration.modes import DEFAULT_MAX_LOSS, Mode, margin_of
+from thresholded.calibration.modes import DEFAULT_MAX_LOSS, Mode, in_force, margin_of
 from thresholded.calibration.rounding import floor_to
 
 __all__ = ["budget_gate", "joint_lost", "suggest_gate"]
 
 
 def joint_lost(good: np.ndarray, top: np.ndarray, floor: float, gate: float) -> np.ndarray:
-    """Which answering passages a floor and a gate lose together (one flag per question)."""
-    return (good < floor) | (top < gate)
+    """Which answering passages a floor and a gate lose together (one flag per question);
+    a floor or gate of 0 is off."""
+    return (good < in_force(floor)) | (top < in_force(gate))
 
 
 def budget_gate(good: np.ndarray, top: np.ndarray, floor: float, max_loss: float) -> float:
     """The highest gate such that floor and gate together lose at most ``max_loss`` of ``good``."""
     allowed = math.floor(max_loss * good.size + 1e-9)
-    by_floor = good < floor
+    by_floor = good < in_force(floor)
     spare = allowed - int(by_floor.sum())
     rest = np.sort(top[~by_floor])
     if spare < 0 or not rest.size:

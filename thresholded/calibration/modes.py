@@ -11,9 +11,18 @@ The floor and the gate use the same modes; each has its own margin.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-__all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_LOSS", "MODES", "Mode", "check_params", "margin_of"]
+__all__ = [
+    "DEFAULT_MARGIN",
+    "DEFAULT_MAX_LOSS",
+    "MODES",
+    "Mode",
+    "check_params",
+    "in_force",
+    "margin_of",
+]
 
 Mode = Literal["never-lose", "loss-budget", "separate"]
 MODES: tuple[Mode, ...] = ("never-lose", "loss-budget", "separate")
@@ -26,6 +35,12 @@ DEFAULT_MAX_LOSS = 0.005
 def margin_of(mode: Mode, margin: float | None) -> float:
     """The margin a mode uses: the one given, else the mode's default."""
     return DEFAULT_MARGIN[mode] if margin is None else margin
+
+
+def in_force(threshold: float | None) -> float:
+    """The cosine a floor or gate cuts below, as a policy applies it: None and 0 turn the
+    floor and the gate off (they cut nothing, not even a negative cosine)."""
+    return -math.inf if threshold is None or threshold == 0.0 else threshold
 
 
 def check_params(

@@ -264,7 +264,10 @@ def format_simple(result: SimpleCalibrationResult) -> str:
         out.append(f"No separating gate: {sep.note}.")
     out += ["", *_suggestion_tables(result), ""]
     if result.has_gold:
-        out.append("The floor comes from the gold passages named in the form.")
+        out.append(
+            "The floor comes from the gold passages named in the form, and from the best "
+            "scores of the should-match questions that name none."
+        )
     else:
         out.append(
             "Without gold passages a should-match question's best score stands in for its "

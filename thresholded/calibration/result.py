@@ -24,7 +24,7 @@ class ProfileWriter:
     """Turns a result's floor, gate, provenance and measurements into a version 2 profile.
 
     A result provides ``threshold``, ``gate``, ``suggestion``, ``gate_suggestion``,
-    ``mode``, ``model_id``, ``provenance()`` and ``measurements()``.
+    ``mode``, ``model_id``, ``metric``, ``provenance()`` and ``measurements()``.
     """
 
     def to_profile(
@@ -39,7 +39,7 @@ class ProfileWriter:
         if result.threshold is None:
             raise ThresholdedError(
                 f"mode {result.mode} suggests no threshold: {result.suggestion.note}. "
-                "Use --mode never-lose or --mode loss-budget."
+                + _what_to_do(result.suggestion)
             )
         gate = result.gate_suggestion
         return CalibrationProfile(
@@ -47,7 +47,7 @@ class ProfileWriter:
             min_similarity=result.threshold,
             min_top_similarity=result.gate,
             embedding_model=str(result.model_id),
-            metric="IP",
+            metric=result.metric,
             collection=collection,
             corpus=corpus,
             mode=result.mode,
@@ -57,6 +57,16 @@ class ProfileWriter:
             provenance=result.provenance(),
             measurements={**result.measurements(), "queries": list(queries or [])},
         )
+
+
+def _what_to_do(suggestion: Suggestion) -> str:
+    """The fix when a mode suggests no floor: answerable questions, or another mode."""
+    if suggestion.lowest_good is None:
+        return (
+            "A floor is measured on answerable questions: give questions with their gold "
+            "passages (or should_match questions) that the collection holds."
+        )
+    return "Use --mode never-lose or --mode loss-budget."
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,9 @@ class CalibrationResult(ProfileWriter):
     gate_margin: float | None = None
     gate_curves: dict[str, tuple[CurvePoint, ...]] = field(default_factory=dict)
     gate_suggestions: dict[str, Suggestion] = field(default_factory=dict)
+    metric: str = "IP"
+    """The index metric the scores are cosines under: IP on unit vectors unless the stored
+    vectors of a collection indexed otherwise were read."""
 
     @property
     def suggestion(self) -> Suggestion:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,11 +18,12 @@ import numpy as np
 from thresholded.calibration.collection import read_collection, resolve_gold
 from thresholded.calibration.crossval import CrossValidation, cross_validate
 from thresholded.calibration.curve import trade_off
-from thresholded.calibration.data import Passage, Question, SimpleForm
-from thresholded.calibration.embedder import Embedder, check_unit, embed, model_id_of
+from thresholded.calibration.data import Passage, Question, SimpleForm, same_text
+from thresholded.calibration.embedder import Embedder, embed, model_id_of
+from thresholded.calibration.embedder import passage_vectors as passage_vectors_of
 from thresholded.calibration.floor import Suggestion, suggest
 from thresholded.calibration.gate import suggest_gate
-from thresholded.calibration.indexing import IndexAs, passage_texts
+from thresholded.calibration.indexing import IndexAs
 from thresholded.calibration.modes import DEFAULT_MAX_LOSS, MODES, Mode, check_params
 from thresholded.calibration.result import CalibrationResult
 from thresholded.calibration.scores import PairScores, allowed_passages, score_pairs
@@ -29,6 +31,7 @@ from thresholded.calibration.simple import SimpleCalibrationResult, calibrate_si
 from thresholded.calibration.table import pair_table
 from thresholded.errors import DimensionMismatchError
 from thresholded.models import ModelId
+from thresholded.scores import Metric
 
 __all__ = ["calibrate", "calibrate_collection", "summarise"]
 
@@ -51,24 +54,21 @@ def _check_questions(
         if q.qid in seen:
             raise ValueError(f"duplicate question id {q.qid!r}")
         seen.add(q.qid)
+    _check_labels(kept)
     return kept
 
 
-def _passage_vectors(
-    embedder: Embedder,
-    corpus: Sequence[Passage],
-    allowed: Sequence[Passage],
-    stored: np.ndarray | None,
-    index_as: IndexAs,
-) -> np.ndarray:
-    if stored is None:
-        return embed(embedder, passage_texts(allowed, index_as), queries=False)
-    if stored.shape[0] != len(corpus):
-        raise ValueError(f"{stored.shape[0]} stored vectors for {len(corpus)} passages")
-    row = {p.pid: i for i, p in enumerate(corpus)}
-    vectors = np.asarray(stored, dtype=np.float64)[[row[p.pid] for p in allowed]]
-    check_unit(vectors, "stored passage")
-    return vectors
+def _check_labels(questions: Sequence[Question]) -> None:
+    """Refuse a question asked as answerable and as unrelated: the gate cannot both keep
+    and empty it. The same question twice with one label is two measurements, and stays."""
+    answerable = {(q.lang, same_text(q.question)): q.qid for q in questions if q.answerable}
+    for q in questions:
+        qid = answerable.get((q.lang, same_text(q.question)))
+        if not q.answerable and qid is not None:
+            raise ValueError(
+                f"question {q.question!r} ({q.lang}) is answerable as {qid} and unrelated as "
+                f"{q.qid}: give it one label (remove it from the unrelated set, or its gold)"
+            )
 
 
 def calibrate(
@@ -103,7 +103,7 @@ def calibrate(
     questions = _check_questions(corpus, questions, question_langs)
     allowed = allowed_passages(corpus, passages)
     logger.info("calibrating on %d passages and %d questions", len(allowed), len(questions))
-    pv = _passage_vectors(embedder, corpus, allowed, passage_vectors, index_as)
+    pv = passage_vectors_of(embedder, corpus, allowed, passage_vectors, index_as)
     qv = embed(embedder, [q.question for q in questions], queries=True)
     if pv.shape[1] != qv.shape[1]:
         raise DimensionMismatchError(
@@ -244,10 +244,12 @@ def calibrate_collection(
         **(client_options or {}),
     )
     corpus = list(stored.passages)
+    metric = (stored.metric or Metric.IP).value
     if isinstance(questions, SimpleForm):
-        return calibrate_simple(
+        simple = calibrate_simple(
             embedder, corpus, questions, passage_vectors=stored.vectors, **options
         )
+        return replace(simple, metric=metric)
     result = calibrate(
         embedder,
         corpus,
@@ -256,4 +258,4 @@ def calibrate_collection(
         **options,
     )
     result.extra.update(collection=collection, layout=stored.layout.name, filter=filter or None)
-    return result
+    return replace(result, metric=metric)

@@ -4,10 +4,11 @@ Without gold, a should-match question's top score is all there is, and the top
 score is exactly what the gate judges: the gate comes from the lowest should-match
 top score. A floor has to sit under the *answering* passage, which only gold
 names; a should-match entry may give it (``gold:`` a section's id or its source).
-With gold on some questions, the floor comes from their answering scores; without
-any, the floor falls back to the top scores and equals the gate at the same
-margin: it keeps every should-match question from coming back empty, not every
-passage that answers it.
+With gold, the floor comes from the answering scores, and from the top scores of
+the should-match questions that name none (a floor above a question's top score
+would empty it); without any, the floor falls back to the top scores and equals
+the gate at the same margin: it keeps every should-match question from coming
+back empty, not every passage that answers it.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import numpy as np
 from thresholded.calibration.curve import CurvePoint, trade_off
 from thresholded.calibration.data import Passage, SimpleForm
 from thresholded.calibration.embedder import Embedder, embed, model_id_of
+from thresholded.calibration.embedder import passage_vectors as passage_vectors_of
 from thresholded.calibration.floor import Suggestion, suggest
 from thresholded.calibration.gate import suggest_gate
-from thresholded.calibration.indexing import IndexAs, passage_texts
+from thresholded.calibration.indexing import IndexAs
 from thresholded.calibration.modes import DEFAULT_MAX_LOSS, MODES, Mode, check_params
 from thresholded.calibration.result import ProfileWriter
 from thresholded.calibration.rounding import rounded as _r
@@ -62,12 +64,14 @@ class SimpleCalibrationResult(ProfileWriter):
     curve: tuple[CurvePoint, ...]
     gate_suggestions: dict[str, Suggestion]
     gate_curve: tuple[CurvePoint, ...]
+    metric: str = "IP"
+    """The index metric the scores are cosines under (see ``CalibrationResult.metric``)."""
 
     @property
     def good(self) -> np.ndarray:
-        """What the floor is measured on: gold scores when the form has gold, else top scores."""
-        gold = [r.gold_score for r in self.rows if r.gold_score is not None]
-        return np.array(gold) if gold else self.good_top
+        """What the floor is measured on: each should-match question's gold score, or its top
+        score where it names no gold (see :func:`_answering_scores`)."""
+        return _answering_scores(self.rows)
 
     @property
     def good_top(self) -> np.ndarray:
@@ -129,9 +133,12 @@ class SimpleCalibrationResult(ProfileWriter):
     def provenance(self) -> str:
         """One paragraph saying what the floor and the gate rest on."""
         highest = "n/a" if self.highest_junk is None else f"{self.highest_junk:.3f}"
+        with_gold = sum(r.gold_score is not None for r in self.rows)
+        without = self.good.size - with_gold
         floor_from = (
-            f"gold passages of {int(self.good.size)} should-match questions (lowest "
-            f"{float(self.good.min()):.3f})"
+            f"gold passages of {with_gold} should-match questions"
+            + (f" and the top scores of the {without} without gold" if without else "")
+            + f" (lowest {float(self.good.min()):.3f})"
             if self.has_gold
             else "the should-match top scores (no gold given)"
         )
@@ -199,26 +206,31 @@ def _rows(
     return tuple(rows)
 
 
+def _answering_scores(rows: Sequence[SimpleRow]) -> np.ndarray:
+    """What the floor must keep of each should-match question: its gold score, or its top
+    score where it names no gold. A question without gold is answered by some section the
+    search finds, at best its top one: a floor above its top score empties it."""
+    return np.array(
+        [r.top if r.gold_score is None else r.gold_score for r in rows if r.should_match]
+    )
+
+
 def _thresholds(
     rows: Sequence[SimpleRow], margin: float | None, gate_margin: float | None, **options: Any
 ) -> tuple[dict[str, Suggestion], dict[str, Suggestion]]:
     """Every mode's floor (from gold scores, else top scores) and gate (from top scores)."""
     matching = [r for r in rows if r.should_match]
-    gold = [r.gold_score for r in matching if r.gold_score is not None]
+    has_gold = any(r.gold_score is not None for r in matching)
     top = {"form": np.array([r.top for r in matching])}
-    good = {"form": np.array(gold)} if gold else top
+    good = {"form": _answering_scores(rows)}
     junk = {"form": np.array([r.top for r in rows if not r.should_match])}
-    # in the shared budget, a question without gold stands in with its top score
-    aligned = {
-        "form": np.array([r.top if r.gold_score is None else r.gold_score for r in matching])
-    }
     floors = {m: suggest(m, good, junk, margin=margin, **options) for m in MODES}
     gates = {
         m: suggest_gate(
             m,
             top,
             junk,
-            good=aligned if gold else None,
+            good=good if has_gold else None,
             floor=floors[m].threshold,
             margin=gate_margin,
             **options,
@@ -250,11 +262,7 @@ def calibrate_simple(
     """
     check_params(mode, margin, max_loss, gate_margin)
     allowed = allowed_passages(corpus, passages)
-    if passage_vectors is None:
-        pv = embed(embedder, passage_texts(allowed, index_as), queries=False)
-    else:
-        row = {p.pid: i for i, p in enumerate(corpus)}
-        pv = np.asarray(passage_vectors, dtype=np.float64)[[row[p.pid] for p in allowed]]
+    pv = passage_vectors_of(embedder, corpus, allowed, passage_vectors, index_as)
     texts = [*form.should_match, *form.should_not_match]
     rows = _rows(form, embed(embedder, texts, queries=True) @ pv.T, allowed)
     floors, gates = _thresholds(rows, margin, gate_margin, max_loss=max_loss, resolution=resolution)

@@ -159,6 +159,11 @@ def run(args: argparse.Namespace) -> int:
     if args.folds < 2:
         raise ValueError(f"--folds must be at least 2, got {args.folds}")
     questions = _questions(cal, args.queries)
+    if isinstance(questions, cal.SimpleForm) and args.question_lang:
+        raise ValueError(
+            "--question-lang selects JSON Lines questions by their 'lang'; the questions of a "
+            "simple form have none: list only the questions of that language in the form"
+        )
     corpus = None if args.uri else cal.load_corpus(args.corpus)
     embedder = load_embedder(args.model, batch_size=args.batch_size, progress=not args.no_progress)
     options: dict[str, Any] = {

@@ -361,6 +361,30 @@ def test_cross_validation_direct_and_emptied_share() -> None:
     assert all(t is not None for t in cv.fold_thresholds)
 
 
+def test_a_floor_or_gate_of_zero_is_off_as_the_policy_reads_it() -> None:
+    # answers at 0.025 give a never-lose floor and gate of 0.00, which a policy reads as
+    # "off": they drop no candidate and empty no question, not even those below 0. The
+    # figures said the negative candidates were dropped and the unrelated questions emptied
+    world = World([passage(f"{a}:0:en", "en", a) for a in "ABCD"])
+    below = {f"{a}:0:en": -0.1 for a in "ABCD"}
+    questions = [
+        question(world, f"{a}{i}", "en", {**below, f"{a}:0:en": 0.025}, [f"{a}:0:en"], a)
+        for a in "ABCD"
+        for i in range(3)
+    ]
+    questions += [question(world, f"u{i}", "en", below, origin="junk") for i in range(4)]
+    result = calibrate(world.embedder(), world.passages, questions, passages="en", folds=2)
+    assert (result.threshold, result.gate) == (0.0, 0.0)
+    floor_at_zero = result.curves["en->en"][0]
+    gate_at_zero = result.gate_curves["en->en"][0]
+    assert floor_at_zero.threshold == gate_at_zero.threshold == 0.0
+    assert (floor_at_zero.emptied, floor_at_zero.dropped_share) == (0, 0.0)
+    assert gate_at_zero.emptied == 0
+    held_out = result.cross_validation["never-lose"].pairs["en->en"]
+    assert set(result.cross_validation["never-lose"].fold_gates) == {0.0}
+    assert (held_out.emptied_share, held_out.emptied_floor_share, held_out.lost) == (0, 0, 0)
+
+
 def test_cross_validation_needs_two_articles() -> None:
     world = World([passage("A:0:en", "en")])
     qs = [question(world, "q", "en", {"A:0:en": 0.5}, ["A:0:en"], "A")]
@@ -385,6 +409,18 @@ def test_vectors_must_be_unit_length(bilingual: tuple[World, list[Question]]) ->
     embedder.vectors = {t: v * 2 for t, v in embedder.vectors.items()}
     with pytest.raises(NotUnitVectorError):
         calibrate(embedder, world.passages, questions)
+
+
+def test_stored_vectors_of_the_simple_form_must_be_unit_length() -> None:
+    # a stored section at norm 2.5 and cosine 0.6 scores 1.5 by inner product: it was
+    # measured as the question's "cosine", and the gate suggested from it
+    world = World([passage("A:0:en", "en"), passage("B:0:en", "en", "B")])
+    form = SimpleForm((world.ask("refund?", {"A:0:en": 0.6}),), ())
+    stored = np.array([world.vectors[p.text] for p in world.passages]) * 2.5
+    with pytest.raises(NotUnitVectorError, match="2 stored passage vectors are not unit"):
+        calibrate_simple(world.embedder(), world.passages, form, passage_vectors=stored)
+    with pytest.raises(ValueError, match="1 stored vectors for 2 passages"):
+        calibrate_simple(world.embedder(), world.passages, form, passage_vectors=stored[:1])
 
 
 def test_model_id_gets_the_dimension(bilingual: tuple[World, list[Question]]) -> None:
@@ -478,6 +514,27 @@ def test_simple_form_errors(tmp_path: Path) -> None:
     path.write_text("should_match: [a, 3]\n", encoding="utf-8")
     with pytest.raises(ValueError, match="list of non-empty strings"):
         load_simple_form(path)
+
+
+def test_a_question_both_answerable_and_unrelated_is_an_error(
+    tmp_path: Path, bilingual: tuple[World, list[Question]]
+) -> None:
+    # one question measured on both sides: the gate had to keep it and empty it at once
+    path = tmp_path / "form.yaml"
+    path.write_text(
+        "should_match: ['Can I get a refund?', 'Do you charge VAT?']\n"
+        "should_not_match: ['Weather in Mumbai?', '  Can I get   a refund? ']\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match=r"'Can I get a refund\?' is in should_match and in sho"):
+        load_simple_form(path)
+    with pytest.raises(ValueError, match="'refund' is in should_match and in should_not_match"):
+        SimpleForm(("refund",), ("refund",))
+    world, questions = bilingual
+    answerable = next(q for q in questions if q.answerable and q.lang == "en")
+    unrelated = Question("dup", "en", answerable.question)
+    with pytest.raises(ValueError, match=rf"{answerable.qid}.* and unrelated as dup"):
+        calibrate(world.embedder(), world.passages, [*questions, unrelated])
 
 
 # The command: profile writing ---------------------------------------------------------------
@@ -577,6 +634,28 @@ def test_cli_loss_budget_and_separate(
     sep = tmp_path / "separate.json"
     assert main(_args(corpus, queries, sep, "--mode", "separate")) == 2  # outlier 0.05 < junk
     assert not sep.exists()
+
+
+def test_cli_without_answerable_questions_says_what_is_missing(
+    cli_files: tuple[Path, Path, FakeEmbedder],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # it advised "Use --mode never-lose or --mode loss-budget" to a never-lose run
+    corpus, queries, _ = cli_files
+    rows = [json.loads(line) for line in queries.read_text(encoding="utf-8").splitlines()]
+    unrelated = tmp_path / "unrelated.jsonl"
+    unrelated.write_text(
+        "".join(json.dumps(r) + "\n" for r in rows if not r["gold_pids"]), encoding="utf-8"
+    )
+    out = tmp_path / "p.json"
+    for mode in ("never-lose", "loss-budget"):
+        assert main(_args(corpus, unrelated, out, "--mode", mode)) == 2
+        err = capsys.readouterr().err
+        assert f"mode {mode} suggests no threshold: no answerable questions" in err
+        assert "--mode" not in err.split("no answerable questions")[1]
+        assert "give questions with their gold passages" in err
+    assert not out.exists()
 
 
 def test_cli_refuses_to_overwrite_without_force(

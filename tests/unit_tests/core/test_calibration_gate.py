@@ -27,6 +27,7 @@ from thresholded.calibration import (
     summarise,
 )
 from thresholded.calibration.gate import budget_gate, joint_lost
+from thresholded.calibration.modes import in_force
 from thresholded.models import ModelId
 
 
@@ -101,12 +102,12 @@ def test_budget_gate_is_the_highest_within_budget(
     top = np.minimum(gold + np.array([d for _, d in rows]), 1.0)  # a top is at least its answer
     allowed = math.floor(max_loss * gold.size + 1e-9)
     gate = budget_gate(gold, top, floor, max_loss)
-    by_floor = int((gold < floor).sum())
+    by_floor = int((gold < in_force(floor)).sum())  # a floor of 0 is off
     if by_floor > allowed:
         assert gate == top.min()
         return
     assert joint_lost(gold, top, floor, gate).sum() <= allowed
-    higher = [t for t in top if t > gate]
+    higher = [t for t in top if t > gate and t != 0.0]  # a gate of 0 is off, not higher
     assert all(joint_lost(gold, top, floor, t).sum() > allowed for t in higher)
 
 
@@ -258,6 +259,33 @@ def test_simple_form_gold_measures_the_floor_and_tops_the_gate(tmp_path: Path) -
     assert profile.measurements["floor_from"] == "gold"
 
 
+def test_a_should_match_question_without_gold_keeps_its_top_above_the_floor() -> None:
+    # "charged twice" names no gold: its best section (0.4) is all the form says answers it.
+    # The floor came from the gold scores alone (0.58), dropped every section it has, and
+    # it came back empty though the gate (0.38) let it through
+    passages = [
+        Passage("refund#0", "en", "refunds", source="refund-policy"),
+        Passage("billing#0", "en", "invoices", source="billing-faq"),
+        Passage("security#0", "en", "2fa", source="account-security"),
+    ]
+    unit = Unit(
+        passages,
+        {
+            "money back?": {"refund#0": 0.6},
+            "charged twice": {"billing#0": 0.4, "refund#0": 0.3},
+            "weather?": {"security#0": 0.2},
+        },
+    )
+    form = SimpleForm(("money back?", "charged twice"), ("weather?",), ("refund-policy", None))
+    for mode in ("never-lose", "loss-budget"):
+        result = calibrate_simple(unit, passages, form, mode=mode)
+        assert result.threshold is not None and result.threshold <= 0.4, mode
+        assert result.gate is not None and result.threshold <= result.gate, mode
+        lost = next(p.lost for p in result.curve if p.threshold == 0.45)
+        assert lost == 1, mode  # at 0.45 the floor empties "charged twice"
+    assert calibrate_simple(unit, passages, form).threshold == 0.38
+
+
 def test_simple_form_without_gold_gives_floor_and_gate_from_tops(tmp_path: Path) -> None:
     passages = [Passage("a", "en", "a"), Passage("b", "en", "b"), Passage("c", "en", "c")]
     unit = Unit(passages, {"q1": {"a": 0.5}, "q2": {"b": 0.7}, "junk": {"c": 0.1}})
@@ -404,6 +432,20 @@ def test_cli_collection_options_are_checked(
     assert "--uri needs --milvus-collection" in capsys.readouterr().err
     assert main([*base, "--uri", "kb.db", "--milvus-collection", "c", "--as", "langchain"]) == 2
     assert "--as goes with --corpus" in capsys.readouterr().err
+
+
+def test_cli_question_lang_is_refused_for_the_simple_form(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it was dropped without a word: every question of the form was calibrated
+    from thresholded.cli import main
+
+    form = tmp_path / "form.yaml"
+    form.write_text("should_match:\n  - Wie bekomme ich mein Geld?\n", encoding="utf-8")
+    argv = ["calibrate", "--corpus", "c.jsonl", "--queries", str(form), "--model", "x"]
+    assert main([*argv, "--out", str(tmp_path / "p.json"), "--question-lang", "de"]) == 2
+    assert "--question-lang selects JSON Lines questions" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_simple_form_plot_is_a_png(tmp_path: Path) -> None:

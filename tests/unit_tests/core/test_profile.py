@@ -241,6 +241,20 @@ def test_a_stored_profile_lacking_optional_fields_loads_their_defaults(tmp_path:
     assert (profile.margin, profile.max_loss, profile.measurements) == (None, None, {})
 
 
+def test_a_stored_profile_lacking_its_date_says_it_is_unknown(tmp_path: Path) -> None:
+    # it took the time of loading, and a copy saved from it carried that as its measurement date
+    path = _write(
+        tmp_path / "undated.json",
+        {"version": 2, "min_similarity": 0.4, "embedding_model": "bge-m3@1024"},
+    )
+    profile = CalibrationProfile.load(path)
+    assert profile.created is None
+    profile.save(tmp_path / "copy.json")
+    assert json.loads((tmp_path / "copy.json").read_text(encoding="utf-8"))["created"] is None
+    dated = _write(tmp_path / "dated.json", {**profile.model_dump(), "created": "2026-01-02"})
+    assert CalibrationProfile.load(dated).created == "2026-01-02"
+
+
 def test_profile_error_is_a_value_error(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
     path.write_text("nope", encoding="utf-8")

@@ -248,6 +248,30 @@ def test_a_failing_collection_leaves_the_others_and_one_warning(two, corpus, cap
     assert asynchronous.status("broken").status == "failed"
 
 
+def test_nothing_found_while_a_collection_failed_is_an_error_not_i_dont_know(two, corpus):
+    # nothing in a or b clears the gate; "broken" (a section at 0.94) was not searched
+    from langchain_core.language_models import FakeListChatModel
+
+    from langchain_thresholded import AbstainingChain
+
+    a, b = two
+    retriever = MultiCollectionRetriever(
+        collections=[*specs(a, b), _broken(corpus)], policy=floor(0.3, min_top_similarity=0.9)
+    )
+    unsure = r"nothing cleared the policy in 'a', 'b', but 'broken' failed"
+    with pytest.raises(CollectionSearchError, match=unsure):
+        retriever.invoke(QUERY)
+    with pytest.raises(CollectionSearchError, match=unsure):
+        asyncio.run(retriever.ainvoke(QUERY))
+    chain = AbstainingChain(
+        retriever=retriever,
+        answer_chain=FakeListChatModel(responses=["an answer"]),
+        no_match_answer="I don't know.",
+    )
+    with pytest.raises(CollectionSearchError, match=unsure):
+        chain.invoke(QUERY)
+
+
 def test_fail_fast_and_all_failed_raise(two, corpus):
     a, b = two
     strict = MultiCollectionRetriever(collections=[*specs(a, b), _broken(corpus)], fail_fast=True)

@@ -282,6 +282,33 @@ def test_fail_fast_raises_naming_the_collection(kit, two):
         asyncio.run(retriever.aretrieve(kit.QUESTION))
 
 
+def test_nothing_found_while_a_collection_failed_is_an_error_not_i_dont_know(kit, two):
+    # a's best (0.9) is below the gate, b's sections below its floor; "broken", which holds
+    # a section at 0.99, was not searched: the empty result said "I don't know" for it too
+    from llama_index.core.llms import MockLLM
+
+    from llama_index_thresholded import AbstainingQueryEngine
+
+    a, b = two
+    broken = kit.build_index([kit.section("x1", 0.99)], kit.embedding(), store=FailingStore())
+    specs = [*floors(kit, a, b, fb=0.85), CollectionSpec(broken, name="broken", metric="COSINE")]
+    retriever = MultiCollectionRetriever(
+        specs, kit.policy(min_similarity=0.3, min_top_similarity=0.95), neighbours=0, pushdown=False
+    )
+    unsure = r"nothing cleared the policy in 'a', 'b', but 'broken' failed"
+    with pytest.raises(CollectionSearchError, match=unsure) as raised:
+        retriever.retrieve_with_report(kit.QUESTION)
+    assert [s.name for s in raised.value.statuses] == ["broken"]
+    with pytest.raises(CollectionSearchError, match=unsure):
+        asyncio.run(retriever.aretrieve(kit.QUESTION))
+    engine = AbstainingQueryEngine.from_args(retriever, llm=MockLLM())
+    with pytest.raises(CollectionSearchError, match=unsure):
+        engine.query(kit.QUESTION)
+    # what the collections that answered found still comes back, the failure in the report
+    lower = retriever.retrieve_with_report(kit.QUESTION, min_top_similarity=0.5)
+    assert kept(lower) == [("a", "a1")] and lower.partial
+
+
 def test_when_every_collection_fails_the_call_raises(kit):
     specs = [
         CollectionSpec(

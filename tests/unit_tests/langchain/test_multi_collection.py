@@ -266,7 +266,7 @@ def test_nothing_found_while_a_collection_failed_is_an_error_not_i_dont_know(two
     chain = AbstainingChain(
         retriever=retriever,
         answer_chain=FakeListChatModel(responses=["an answer"]),
-        no_match_answer="I don't know.",
+        no_match_message="I don't know.",
     )
     with pytest.raises(CollectionSearchError, match=unsure):
         chain.invoke(QUERY)

@@ -559,6 +559,9 @@ class ThresholdedRetriever(EngineRetriever):
             where=where,
             allowed_filter_keys=None if keys is None else frozenset(keys),
             capped=isinstance(self.vectorstore, RetrieverSource) and not self.vectorstore.resize,
+            max_rows=self.vectorstore.max_rows
+            if isinstance(self.vectorstore, RetrieverSource)
+            else None,
         )
 
     def _check_attachments_have_a_docstore(self) -> None:

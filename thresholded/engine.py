@@ -200,6 +200,9 @@ class Collection(Generic[T]):
     """Its first search returns at most a number of rows of its own, whatever is asked (an
     ensemble, whose members keep their ``k``): fewer rows than asked are not all it has, and
     a widened search asks it for more."""
+    max_rows: int | None = None
+    """The most rows a widened search asks it for; None: :data:`MAX_FILTERED_SEARCH_ROWS`. A
+    store whose search costs grow faster than its rows (an MMR search) sets fewer."""
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
@@ -523,9 +526,10 @@ def _beyond_the_floor(stage: Stage[T], candidates: Sequence[Candidate[T]]) -> bo
 
 
 def _widened(stage: Stage[T], asked: int, inside: Sequence[Candidate[T]]) -> int:
-    """Twice as many rows, up to :data:`MAX_FILTERED_SEARCH_ROWS`; at that limit, an error:
+    """Twice as many rows, up to the collection's limit (``Collection.max_rows``); at it, an error:
     a result that may lack sections within the filters is not returned as complete."""
-    if asked >= MAX_FILTERED_SEARCH_ROWS:
+    limit = stage.collection.max_rows or MAX_FILTERED_SEARCH_ROWS
+    if asked >= limit:
         collection = stage.collection
         raise InexactFilterError(
             f"{_label(collection)} does not apply the filters exactly in its search, and "
@@ -535,7 +539,7 @@ def _widened(stage: Stage[T], asked: int, inside: Sequence[Candidate[T]]) -> int
             "e.g. a scalar field instead of NOT over a list test), or ask for fewer "
             "candidates"
         )
-    return min(2 * asked, MAX_FILTERED_SEARCH_ROWS)
+    return min(2 * asked, limit)
 
 
 def _kept_radius(args: SearchArgs, pushed: bool) -> float | None:

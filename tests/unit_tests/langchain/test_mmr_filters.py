@@ -59,3 +59,36 @@ def test_a_call_s_k_beyond_the_first_is_searched(wrapped):
     sections got no more than that many candidates."""
     retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
     assert len(retriever.invoke(QUERY, k=12)) == 12
+
+
+def test_a_widened_mmr_search_stops_at_its_row_limit(monkeypatch):
+    """MMR compares each document it picks with every one picked before: a widened search
+    asked for 3,072 documents took minutes. It stops at ``MMR_MAX_ROWS`` with an error."""
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from langchain_thresholded import ensemble
+    from thresholded.errors import InexactFilterError
+
+    monkeypatch.setattr(ensemble, "MMR_MAX_ROWS", 48)
+    embeddings = DeterministicFakeEmbedding(size=8)
+    store = InMemoryVectorStore(embeddings)
+    kinds = ["internal"] * 199 + ["faq"]
+    store.add_documents(
+        [Document(f"text {i}", id=f"s-{i}", metadata={"doc_type": t}) for i, t in enumerate(kinds)]
+    )
+    asked: list[int] = []
+    search = store.max_marginal_relevance_search
+
+    def counted(query, k=4, **kwargs):
+        asked.append(k)
+        return [d for d in search(query, k=k, **kwargs) if d.metadata["doc_type"] == "internal"]
+
+    monkeypatch.setattr(store, "max_marginal_relevance_search", counted)
+    retriever = ThresholdedRetriever.from_retriever(
+        store.as_retriever(search_type="mmr"), embeddings=embeddings, policy=POLICY
+    )
+    with pytest.raises(InexactFilterError, match="48 nearest rows"):
+        retriever.invoke(QUERY, filters=FAQ)
+    assert max(asked) == 48

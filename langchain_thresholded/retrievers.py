@@ -389,7 +389,8 @@ class ThresholdedRetriever(EngineRetriever):
         cut by the floor unless ``policy.hybrid_policy="rescore"``); and
         ``"similarity_score_threshold"`` is refused (its relevance scores are not
         cosines: set the floor with ``policy.min_similarity``). Its ``search_kwargs["k"]``
-        is replaced by ``policy.top_k * policy.over_fetch``, and its
+        is replaced by the ``k`` each search asks for (``policy.top_k * policy.over_fetch``,
+        more when a search is widened: an MMR search up to its row limit), and its
         ``search_kwargs["filter"]`` becomes a filter of the new retriever (ANDed with
         ``filters=``) when it is a structured filter or its dict form (a Milvus ``expr``
         string stays the raw expression); any other form (a function, a dict of

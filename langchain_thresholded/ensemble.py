@@ -177,11 +177,65 @@ class RetrieverSource(VectorStore):
 
     @property
     def max_rows(self) -> int | None:
-        """The most rows a widened search asks for: :data:`MMR_MAX_ROWS` for an MMR search,
-        else None (the engine's limit)."""
-        retriever = self.retriever
-        is_mmr = isinstance(retriever, VectorStoreRetriever) and retriever.search_type == "mmr"
-        return MMR_MAX_ROWS if is_mmr and self.resize else None
+        """The most rows a widened search asks for: :data:`MMR_MAX_ROWS` when it runs an MMR
+        search (the retriever's, or an ensemble member's), else None (the engine's limit)."""
+        return MMR_MAX_ROWS if any(_is_mmr(r) for r in self._searched()) else None
+
+    @property
+    def max_rows_advice(self) -> str:
+        """What the error past the widest search advises: the retriever searches without the
+        filters, which of its searches stop early or keep their own size, and what reaches
+        farther."""
+        if not is_ensemble(self.retriever) and _is_mmr(self.retriever):
+            return (
+                f"The MMR search (search_type='mmr') runs without the filters and is "
+                f"{_mmr_limit()}. "
+                "Search by similarity instead "
+                "(store.as_retriever(search_type='similarity'), widened as far as any store's "
+                "search), give broader filters, or ask for fewer candidates"
+            )
+        return (
+            f"The {self._searching_without_filters()}{self._limits()}. {self._filtered_search()}, "
+            "give broader filters, or ask for fewer candidates"
+        )
+
+    def _filtered_search(self) -> str:
+        """How the retriever itself can search within the filters."""
+        if is_ensemble(self.retriever):
+            return (
+                "Set the filter on the members' stores (as_retriever(search_kwargs="
+                "{'filter': ...})) so that they search within it"
+            )
+        return "Give the wrapped retriever the filter itself"
+
+    def _searched(self) -> list[BaseRetriever]:
+        """The retrievers a search runs: an ensemble's members, or the retriever."""
+        if is_ensemble(self.retriever):
+            return list(self.retriever.retrievers)  # type: ignore[attr-defined]
+        return [self.retriever]
+
+    def _searching_without_filters(self) -> str:
+        if is_ensemble(self.retriever):
+            return f"ensemble of {len(self._searched())} members searches without the filters"
+        return f"wrapped {type(self.retriever).__name__} searches without the filters"
+
+    def _limits(self) -> str:
+        """Each searched retriever that stops early (MMR) or keeps its own size, named."""
+        notes = []
+        for position, retriever in enumerate(self._searched()):
+            which = (
+                f"member {position} ({type(retriever).__name__})"
+                if is_ensemble(self.retriever)
+                else "it"
+            )
+            if _is_mmr(retriever):
+                notes.append(f"; {which} is an MMR search (search_type='mmr'), {_mmr_limit()}")
+            elif not _resizable(retriever):
+                notes.append(
+                    f"; {which} keeps its own size, so a widened search gets no more of its "
+                    "documents"
+                )
+        return "".join(notes)
 
     # Fusion ---------------------------------------------------------------------------
     def _fuse(self, doc_lists: Sequence[Sequence[Document]]) -> Scored:
@@ -226,6 +280,24 @@ class RetrieverSource(VectorStore):
         **kwargs: Any,
     ) -> RetrieverSource:
         raise NotImplementedError("build the inner retrievers, then RetrieverSource(retriever)")
+
+
+def _is_mmr(retriever: Any) -> bool:
+    return isinstance(retriever, VectorStoreRetriever) and retriever.search_type == "mmr"
+
+
+def _resizable(retriever: Any) -> bool:
+    """Whether a widened search can ask ``retriever`` for more documents (see ``_sized``)."""
+    return isinstance(retriever, VectorStoreRetriever) or "k" in getattr(
+        type(retriever), "model_fields", ()
+    )
+
+
+def _mmr_limit() -> str:
+    return (
+        f"widened to MMR_MAX_ROWS = {MMR_MAX_ROWS} rows at most, as its cost grows with the "
+        "cube of the rows"
+    )
 
 
 def not_configurable(retriever: Any) -> None:

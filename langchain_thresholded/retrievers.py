@@ -560,9 +560,7 @@ class ThresholdedRetriever(EngineRetriever):
             where=where,
             allowed_filter_keys=None if keys is None else frozenset(keys),
             capped=isinstance(self.vectorstore, RetrieverSource) and not self.vectorstore.resize,
-            max_rows=self.vectorstore.max_rows
-            if isinstance(self.vectorstore, RetrieverSource)
-            else None,
+            **_row_limit(self.vectorstore),
         )
 
     def _check_attachments_have_a_docstore(self) -> None:
@@ -686,6 +684,13 @@ def _copy_of(retriever: VectorStoreRetriever) -> Copied:
         ),
         by_fields=(Expr,),
     )
+
+
+def _row_limit(store: VectorStore) -> dict[str, Any]:
+    """A wrapped retriever's widest search and the advice past it; a store's are the engine's."""
+    if not isinstance(store, RetrieverSource):
+        return {}
+    return {"max_rows": store.max_rows, "max_rows_advice": store.max_rows_advice}
 
 
 def _a_retriever(value: Any) -> bool:

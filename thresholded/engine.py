@@ -203,6 +203,9 @@ class Collection(Generic[T]):
     max_rows: int | None = None
     """The most rows a widened search asks it for; None: :data:`MAX_FILTERED_SEARCH_ROWS`. A
     store whose search costs grow faster than its rows (an MMR search) sets fewer."""
+    max_rows_advice: str | None = None
+    """What the error past its widest search advises: why the search stops there and what
+    reaches farther. None: a filter the store applies exactly, or fewer candidates."""
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
@@ -525,6 +528,12 @@ def _beyond_the_floor(stage: Stage[T], candidates: Sequence[Candidate[T]]) -> bo
     return min(scores) < stage.floor  # type: ignore[type-var]
 
 
+_STORE_ADVICE = (
+    "Write the filter in a form the store applies (on Milvus Lite 2.5, e.g. a scalar field "
+    "instead of NOT over a list test), or ask for fewer candidates"
+)
+
+
 def _widened(stage: Stage[T], asked: int, inside: Sequence[Candidate[T]]) -> int:
     """Twice as many rows, up to the collection's limit (``Collection.max_rows``); at it, an error:
     a result that may lack sections within the filters is not returned as complete."""
@@ -535,9 +544,7 @@ def _widened(stage: Stage[T], asked: int, inside: Sequence[Candidate[T]]) -> int
             f"{_label(collection)} does not apply the filters exactly in its search, and "
             f"its {asked} nearest rows hold only {len(inside)} of the "
             f"{stage.policy.top_k} candidates asked for within them: the rest may lie "
-            "farther. Write the filter in a form the store applies (on Milvus Lite 2.5, "
-            "e.g. a scalar field instead of NOT over a list test), or ask for fewer "
-            "candidates"
+            f"farther. {collection.max_rows_advice or _STORE_ADVICE}"
         )
     return min(2 * asked, limit)
 

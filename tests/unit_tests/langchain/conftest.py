@@ -185,3 +185,13 @@ def transform_store() -> type[ScoreTransformStore]:
 @pytest.fixture
 def docstore() -> Callable[..., InMemoryStore]:
     return chain_docstore
+
+
+def inexact_filter_message(retriever: Any, **call: Any) -> str:
+    """The message of the ``InexactFilterError`` a call (its options ``call``) raises past its
+    widest search."""
+    from thresholded.errors import InexactFilterError
+
+    with pytest.raises(InexactFilterError) as raised:
+        retriever.invoke(QUERY, **call)
+    return str(raised.value)

@@ -17,6 +17,8 @@ from pydantic import Field
 from langchain_thresholded import RetrieverSource, ThresholdedRetriever
 from thresholded import RetrievalPolicy
 
+from .conftest import inexact_filter_message
+
 classic = pytest.importorskip("langchain_classic.retrievers")
 
 QUERY = "the question"
@@ -139,3 +141,25 @@ def test_a_runnable_member_keeps_its_size_in_a_widened_search(sections):
         ensemble(sections, relay), embeddings=sections.embeddings, policy=POLICY
     )
     assert sorted(d.id for d in retriever.invoke(QUERY, filters=FAQ)) == FOUND
+
+
+def test_past_the_row_limit_the_error_names_the_members_that_kept_their_size(sections, monkeypatch):
+    """The error past the widest search read as a store's ("Write the filter in a form the
+    store applies"): it says the members search without the filters, names the widest
+    search and each member that kept its own size, and what reaches farther."""
+    monkeypatch.setattr("thresholded.engine.MAX_FILTERED_SEARCH_ROWS", 12)
+    internal = [d for d in sections.documents.values() if d.metadata["doc_type"] == "internal"]
+    wrapped = ensemble(sections, Counted(documents=internal[:20]))
+    retriever = ThresholdedRetriever.from_retriever(
+        wrapped, embeddings=sections.embeddings, policy=POLICY, filters=FAQ
+    )
+    message = inexact_filter_message(retriever)
+    said = [
+        "its 12 nearest rows hold only 0 of the 6",
+        "ensemble of 2 members searches without the filters",
+        "member 1 (Counted) keeps its own size",
+        "filter on the members' stores",
+        "broader filters",
+    ]
+    assert [part for part in said if part not in message] == []
+    assert "Milvus Lite" not in message

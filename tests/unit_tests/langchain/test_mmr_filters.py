@@ -13,6 +13,8 @@ import pytest
 from langchain_thresholded import ThresholdedRetriever
 from thresholded import RetrievalPolicy
 
+from .conftest import inexact_filter_message
+
 QUERY = "the question"
 FAQ = {"doc_type": "faq"}
 POLICY = RetrievalPolicy(
@@ -69,7 +71,6 @@ def test_a_widened_mmr_search_stops_at_its_row_limit(monkeypatch):
     from langchain_core.vectorstores import InMemoryVectorStore
 
     from langchain_thresholded import ensemble
-    from thresholded.errors import InexactFilterError
 
     monkeypatch.setattr(ensemble, "MMR_MAX_ROWS", 48)
     embeddings = DeterministicFakeEmbedding(size=8)
@@ -89,6 +90,43 @@ def test_a_widened_mmr_search_stops_at_its_row_limit(monkeypatch):
     retriever = ThresholdedRetriever.from_retriever(
         store.as_retriever(search_type="mmr"), embeddings=embeddings, policy=POLICY
     )
-    with pytest.raises(InexactFilterError, match="48 nearest rows"):
-        retriever.invoke(QUERY, filters=FAQ)
+    assert "48 nearest rows" in inexact_filter_message(retriever, filters=FAQ)
     assert max(asked) == 48
+
+
+def test_the_mmr_row_limit_error_says_it_is_mmr_s_and_what_to_do(wrapped, monkeypatch):
+    """Past the MMR search's row limit the error read as any store's ("Write the filter in a
+    form the store applies"), though the limit was MMR's own: it names MMR, its limit, and
+    the searches that reach farther."""
+    from langchain_thresholded import ensemble
+
+    monkeypatch.setattr(ensemble, "MMR_MAX_ROWS", 12)
+    retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY, filters=FAQ)
+    message = inexact_filter_message(retriever)
+    assert "its 12 nearest rows hold only 0 of the 6" in message
+    assert "MMR search (search_type='mmr')" in message
+    assert "MMR_MAX_ROWS = 12 rows" in message
+    assert "search_type='similarity'" in message and "broader filters" in message
+    assert "Milvus Lite" not in message
+
+
+def test_an_ensemble_with_an_mmr_member_stops_at_the_mmr_row_limit(corpus, monkeypatch):
+    """An ensemble's MMR member was widened to 16,384 rows, its cost growing with the cube of
+    them: it stops at ``MMR_MAX_ROWS`` too, and the error names that member."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    from langchain_thresholded import ensemble
+
+    monkeypatch.setattr(ensemble, "MMR_MAX_ROWS", 12)
+    internal = [(f"internal-{i}", 15 / 16, {"doc_type": "internal"}) for i in range(30)]
+    sections = corpus([*internal, ("faq-0", 12 / 16, FAQ)])
+    members = [sections.store.as_retriever(search_kwargs={"k": 4})]
+    members.append(sections.store.as_retriever(search_type="mmr"))
+    retriever = ThresholdedRetriever.from_retriever(
+        classic.EnsembleRetriever(retrievers=members, weights=[1.0, 1.0]),
+        embeddings=sections.embeddings,
+        policy=POLICY,
+    )
+    message = inexact_filter_message(retriever, filters=FAQ)
+    assert "its 12 nearest rows" in message
+    assert "member 1 (VectorStoreRetriever) is an MMR search" in message
+    assert "MMR_MAX_ROWS = 12 rows" in message

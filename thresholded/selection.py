@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
-from collections.abc import Iterable, Sequence
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -402,18 +403,45 @@ _BUDGET_NAMES = {
     DropReason.BUDGET: "max_chars",
     DropReason.ATTACHMENT_BUDGET: "max_attachment_chars",
 }
-_TOLD_TOO_LONG: set[tuple[str, str, str]] = set()
-_MOST_TOLD = 1000
-"""Sections named at most, so that the memory of those named stays bounded."""
+
+
+class Remembered:
+    """The keys seen most recently, ``most`` of them at most: each is new the first time
+    it is seen, and again once it has been forgotten (the least recently seen go first).
+    Safe to share between threads.
+
+    Args:
+        most: How many keys are remembered; memory stays bounded by it.
+    """
+
+    def __init__(self, most: int = 10_000) -> None:
+        if most < 1:
+            raise ValueError(f"most must be at least 1, got {most}")
+        self._most = most
+        self._keys: OrderedDict[Hashable, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def is_new(self, key: Hashable) -> bool:
+        """Whether ``key`` is not remembered; it is remembered from now on."""
+        with self._lock:
+            if key in self._keys:
+                self._keys.move_to_end(key)
+                return False
+            self._keys[key] = None
+            if len(self._keys) > self._most:
+                self._keys.popitem(last=False)
+            return True
+
+
+_TOLD_TOO_LONG = Remembered()
+"""The sections named as longer than a budget: each is named once while remembered."""
 
 
 def _say_too_long(cand: Candidate[Any], name: str, budget: int) -> None:
     """Once per section: it is longer than the whole budget, so no question can ever keep
     it. Its question then gets weaker sections, or none ("I don't know"), without a word."""
-    told = (cand.collection, cand.id, name)
-    if told in _TOLD_TOO_LONG or len(_TOLD_TOO_LONG) >= _MOST_TOLD:
+    if not _TOLD_TOO_LONG.is_new((cand.collection, cand.id, name)):
         return
-    _TOLD_TOO_LONG.add(told)
     logger.warning(
         "section %r has %s characters, more than the whole budget (%s=%s), so it is never "
         "kept: raise %s, set %s=None (no budget), or index smaller sections. Said once per "

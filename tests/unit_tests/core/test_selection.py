@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -410,7 +412,7 @@ def none_told_yet(monkeypatch: pytest.MonkeyPatch) -> None:
     """No section has been named yet in this process (other tests name theirs)."""
     from thresholded import selection
 
-    monkeypatch.setattr(selection, "_TOLD_TOO_LONG", set())
+    monkeypatch.setattr(selection, "_TOLD_TOO_LONG", selection.Remembered())
 
 
 @pytest.mark.usefixtures("none_told_yet")
@@ -430,6 +432,62 @@ def test_a_section_larger_than_the_budget_is_named_once_with_the_fix(caplog) -> 
     message = record.getMessage()
     for part in ("'too-long'", "5,000 characters", "max_chars=4,000", "max_chars=None"):
         assert part in message
+
+
+class SlowlyHashed(str):
+    """An id whose hash takes a while: two threads both looking it up at once."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        time.sleep(0.01)
+        return str.__hash__(self)
+
+
+def too_long_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@pytest.mark.usefixtures("none_told_yet")
+def test_a_section_larger_than_the_budget_is_named_once_across_threads(caplog) -> None:
+    """Four threads selecting the same section at once each named it: the sections named
+    were checked and then noted, unlocked, so all four saw it unnamed."""
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    too_long = cand(SlowlyHashed("too-long"), 0.9, chars=5000)
+    barrier = threading.Barrier(4)
+
+    def select_it() -> None:
+        barrier.wait()
+        select([too_long], only(max_chars=4000), 0.4)
+
+    threads = [threading.Thread(target=select_it) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(too_long_warnings(caplog)) == 1
+
+
+@pytest.mark.usefixtures("none_told_yet")
+def test_sections_are_named_past_a_thousand(caplog) -> None:
+    """After 1,000 sections named, no further section ever was, for the life of the
+    process: the memory of those named is bounded by forgetting the least recent instead."""
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    many = [cand(f"long-{i}", 0.9, chars=5000) for i in range(1001)]
+    for section in [*many, many[-1]]:
+        select([section], only(max_chars=4000), 0.4)
+    warned = too_long_warnings(caplog)
+    assert len(warned) == 1001 and "'long-1000'" in warned[-1]
+
+
+def test_the_least_recently_named_section_is_forgotten_first(monkeypatch, caplog) -> None:
+    from thresholded import selection
+
+    monkeypatch.setattr(selection, "_TOLD_TOO_LONG", selection.Remembered(most=2))
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    for name in ["a", "b", "a", "c", "a", "b"]:  # "b" forgotten at "c"; "a" seen since
+        select([cand(name, 0.9, chars=5000)], only(max_chars=4000), 0.4)
+    assert [m.split()[1] for m in too_long_warnings(caplog)] == ["'a'", "'b'", "'c'", "'b'"]
 
 
 @pytest.mark.usefixtures("none_told_yet")

@@ -27,6 +27,7 @@ from langchain_thresholded.multi_collection import (
     CollectionSpec,
     CollectionStatus,
     MultiCollectionRetriever,
+    RetrieverClosedError,
 )
 from langchain_thresholded.retrievers import ThresholdedRetriever
 from langchain_thresholded.scoring import store_metric
@@ -52,6 +53,7 @@ __all__ = [
     "Metric",
     "MultiCollectionReport",
     "MultiCollectionRetriever",
+    "RetrieverClosedError",
     "Report",
     "RetrievalPolicy",
     "RetrieverSource",

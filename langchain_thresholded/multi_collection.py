@@ -48,6 +48,7 @@ from langchain_thresholded.retrievers import (
 )
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
 from thresholded.engine import Call, Collection, Fan, Question, plan
+from thresholded.errors import RetrieverClosedError
 from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
@@ -69,6 +70,7 @@ __all__ = [
     "CollectionSpec",
     "CollectionStatus",
     "MultiCollectionRetriever",
+    "RetrieverClosedError",
 ]
 
 
@@ -322,7 +324,9 @@ class MultiCollectionRetriever(EngineRetriever):
 
     def close(self) -> None:
         """Shut the thread pool down (searches still running finish in the background); a
-        later call starts it again."""
+        later call starts it again. A call running meanwhile raises
+        :class:`~thresholded.errors.RetrieverClosedError` when some of its searches were
+        still waiting for a thread (they are cancelled); call it again."""
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:

@@ -23,6 +23,7 @@ from llama_index_thresholded.multi_collection import (
     CollectionSpec,
     CollectionStatus,
     MultiCollectionRetriever,
+    RetrieverClosedError,
 )
 from llama_index_thresholded.postprocessor import SimilarityThresholdPostprocessor
 from llama_index_thresholded.query_engine import (
@@ -49,6 +50,7 @@ __all__ = [
     "CollectionStatus",
     "MultiCollectionReport",
     "MultiCollectionRetriever",
+    "RetrieverClosedError",
     "Report",
     "RetrievalPolicy",
     "SimilarityThresholdPostprocessor",

@@ -44,7 +44,7 @@ from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
 from thresholded.engine import Call, Fan, Question, check_timeout, plan
-from thresholded.errors import ModelMismatchError
+from thresholded.errors import ModelMismatchError, RetrieverClosedError
 from thresholded.fanout import (
     COLLECTION_KEY,
     CollectionSearchError,
@@ -66,6 +66,7 @@ __all__ = [
     "CollectionSpec",
     "CollectionStatus",
     "MultiCollectionRetriever",
+    "RetrieverClosedError",
     "collection_of",
 ]
 
@@ -246,7 +247,9 @@ class MultiCollectionRetriever(EngineRetriever):
 
     def close(self) -> None:
         """Shut the thread pool down (searches still running finish in the background); a
-        later call starts it again."""
+        later call starts it again. A call running meanwhile raises
+        :class:`~thresholded.errors.RetrieverClosedError` when some of its searches were
+        still waiting for a thread (they are cancelled); call it again."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> MultiCollectionRetriever:

@@ -72,3 +72,9 @@ class UnsafeFilterError(ThresholdedError, ValueError):
 class InexactFilterError(ThresholdedError, RuntimeError):
     """The store could not apply a call's filters exactly, and even its widest search held
     too few sections within them: the result could lack some, so none is returned."""
+
+
+class RetrieverClosedError(ThresholdedError, RuntimeError):
+    """A multi-collection retriever was closed (``close()``, the end of its ``with`` block)
+    during a call, and the call's searches still waiting for a thread were cancelled. Call it
+    again: a closed retriever starts its threads again."""

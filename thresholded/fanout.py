@@ -19,12 +19,19 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    CancelledError,
+    Executor,
+    Future,
+    ThreadPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar
 
 from thresholded import metadata_keys
-from thresholded.errors import ModelMismatchError, ThresholdedError
+from thresholded.errors import ModelMismatchError, RetrieverClosedError, ThresholdedError
 from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.selection import Selection, select
@@ -201,12 +208,29 @@ class _Task(Generic[R]):
             wait([self.future, self.started], timeout=left, return_when=FIRST_COMPLETED)
         deadline = self.deadline(timeout)
         if deadline is None or self.future.done():
-            return self.future.result()
-        return self.future.result(timeout=max(0.0, deadline - time.perf_counter()))
+            return _result(self.future)
+        return _result(self.future, timeout=max(0.0, deadline - time.perf_counter()))
 
     def cancel(self) -> None:
         """Never run it, if it has not started."""
         self.future.cancel()
+
+
+def _result(future: Future[R], timeout: float | None = None) -> R:
+    """The future's result; cancelled by the pool's shutdown (the call never cancels a task
+    whose result it then reads), an error naming the close."""
+    try:
+        return future.result(timeout=timeout)
+    except CancelledError:
+        raise closed_during_call() from None
+
+
+def closed_during_call() -> RetrieverClosedError:
+    return RetrieverClosedError(
+        "the retriever was closed (close(), or the end of its with block) during this call, "
+        "and the searches still waiting for a thread were cancelled: call it again, a closed "
+        "retriever starts its threads again"
+    )
 
 
 def _submit(pool: Executor, fn: Callable[[], R]) -> _Task[R]:
@@ -240,7 +264,18 @@ async def arun_in(pool: Executor, fn: Callable[[], R], timeout: float | None) ->
     if not done:  # no thread was free: timed out as a sync call's wait times out
         result.cancel()
         raise TimeoutError
-    return await asyncio.wait_for(result, timeout)
+    try:
+        return await asyncio.wait_for(result, timeout)
+    except asyncio.CancelledError:
+        if task.future.cancelled() and not _being_cancelled():
+            raise closed_during_call() from None
+        raise
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task itself is being cancelled (not a future it awaits)."""
+    current = asyncio.current_task()
+    return current is not None and current.cancelling() > 0
 
 
 def fan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -> list[Outcome[T]]:
@@ -286,6 +321,8 @@ async def afan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -
                 found = await arun_in(pool, timed(job.search), job.timeout)
         except TimeoutError:
             return timed_out(job)
+        except RetrieverClosedError:
+            raise
         except Exception as exc:
             return _failed(job, exc, 1000 * (time.perf_counter() - start))
         return _ok(job, found)
@@ -314,6 +351,8 @@ def call_each(
     for name, (task, timeout) in tasks.items():
         try:
             results[name] = task.result(timeout)
+        except RetrieverClosedError:
+            raise
         except Exception as exc:
             task.cancel()
             results[name] = exc
@@ -329,12 +368,17 @@ async def acall_each(
         *(asyncio.wait_for(fn(), timeout) for fn, timeout in calls.values()),
         return_exceptions=True,
     )
+    closed = [r for r in results if isinstance(r, RetrieverClosedError)]
+    if closed:
+        raise closed[0]
     return dict(zip(names, results, strict=True))
 
 
 def _outcome(job: Job[T], future: Future[Found[T]], start: float) -> Outcome[T]:
     try:
-        return _ok(job, future.result())
+        return _ok(job, _result(future))
+    except RetrieverClosedError:
+        raise
     except Exception as exc:
         return _failed(job, exc, 1000 * (time.perf_counter() - start))
 

@@ -39,6 +39,8 @@ NOT_BUILT_BY_USERS = {
     "langchain_thresholded.CollectionSearchError",
     "llama_index_thresholded.CollectionNotFoundError",
     "langchain_thresholded.CollectionNotFoundError",
+    "llama_index_thresholded.RetrieverClosedError",
+    "langchain_thresholded.RetrieverClosedError",
     # reports: what a retrieval returns
     "llama_index_thresholded.Report",
     "llama_index_thresholded.MultiCollectionReport",

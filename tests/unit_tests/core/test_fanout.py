@@ -13,10 +13,12 @@ import pytest
 from thresholded import DropReason, RetrievalPolicy
 from thresholded.core import Candidate, select
 from thresholded.engine import Question, Result, log_result
+from thresholded.errors import RetrieverClosedError
 from thresholded.fanout import (
     CollectionSearchError,
     Found,
     Job,
+    WorkerPool,
     acall_each,
     afan_out,
     call_each,
@@ -304,6 +306,55 @@ def test_a_wait_for_a_thread_is_bounded_by_the_timeout():
             assert time.perf_counter() - start < 3.0
         finally:
             release.set()
+
+
+def closing_while_queued(pool: WorkerPool):
+    """Two jobs on one thread; the pool is shut down (a retriever's ``close()``) while the
+    first runs and the second waits for the thread, which is then cancelled."""
+    started, release = threading.Event(), threading.Event()
+
+    def first():
+        started.set()
+        release.wait(timeout=10)
+        return found(0.5, cand("x", 0.9))
+
+    def close():
+        started.wait(timeout=10)
+        time.sleep(0.2)  # the second job is queued by then
+        pool.shutdown(wait=False, cancel_futures=True)
+        release.set()
+
+    threading.Thread(target=close).start()
+    return [Job("running", 0.5, None, first), job("queued", found(0.5, cand("y", 0.9)))]
+
+
+def test_a_search_cancelled_by_close_raises_an_error_naming_the_close():
+    """The queued search failed with a bare ``CancelledError``: its collection was reported
+    as failed ("CancelledError"), and the result was partial."""
+    pool = WorkerPool(1)
+    with pytest.raises(RetrieverClosedError, match=r"closed \(close\(\), or the end"):
+        fan_out(closing_while_queued(pool), pool, fail_fast=False)
+    outcomes = fan_out([job("again", found(0.5, cand("z", 0.9)))], pool, fail_fast=False)
+    assert [o.status for o in outcomes] == ["ok"]  # a closed pool starts again
+    pool.shutdown()
+
+
+def test_an_async_search_cancelled_by_close_raises_an_error_naming_the_close():
+    """The async call raised ``asyncio.CancelledError``, as if it were cancelled itself."""
+    pool = WorkerPool(1)
+    with pytest.raises(RetrieverClosedError, match="during this call"):
+        asyncio.run(afan_out(closing_while_queued(pool), pool, fail_fast=False))
+    pool.shutdown()
+
+
+def test_a_walk_cancelled_by_close_raises_an_error_naming_the_close():
+    """A cancelled attachment walk was returned as its collection's failure."""
+    pool = WorkerPool(1)
+    running, queued = closing_while_queued(pool)
+    calls = {"running": (running.search, None), "queued": (queued.search, None)}
+    with pytest.raises(RetrieverClosedError, match="during this call"):
+        call_each(calls, pool)
+    pool.shutdown()
 
 
 def test_helpers():

@@ -605,3 +605,45 @@ def test_a_store_that_normalises_the_question_is_searched_alike_from_a_multi_col
             report = asyncio.run(retriever.aretrieve_with_report(QUERY))
         assert [d.id for d in report.kept] == ["near", "mid"], name
         assert report.kept[1].metadata["similarity"] == pytest.approx(0.6), name
+
+
+class HeldStore(InMemoryVectorStore):
+    """A store whose search says it started, then waits until the test releases it."""
+
+    entered: threading.Event | None = None
+    release: threading.Event | None = None
+
+    def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
+        assert self.entered is not None and self.release is not None
+        self.entered.set()
+        self.release.wait(timeout=30)
+        return super().similarity_search_with_score_by_vector(embedding, k=k, **kwargs)
+
+
+def test_a_call_running_during_close_raises_an_error_naming_the_close(two):
+    """One thread, held by the first collection's search while ``close()`` runs: the other
+    searches, waiting for it, were cancelled, and the call returned the held collection's
+    sections alone (the others "failed", ``CancelledError``). Calls after ``close()`` search
+    as before."""
+    from thresholded.errors import RetrieverClosedError
+
+    a, b = two
+    store = HeldStore(a.embeddings)
+    store.entered, store.release = threading.Event(), threading.Event()
+    store.add_documents(list(a.documents.values()))
+    held = CollectionSpec(
+        retriever=ThresholdedRetriever(vectorstore=store, policy=floor(0.25)), name="held"
+    )
+    retriever = MultiCollectionRetriever(collections=[held, *specs(a, b)], max_workers=1)
+
+    def close() -> None:
+        store.entered.wait(timeout=10)
+        threading.Event().wait(0.2)  # the other searches are queued by then
+        retriever.close()
+        store.release.set()
+
+    threading.Thread(target=close).start()
+    with pytest.raises(RetrieverClosedError, match=r"closed \(close\(\), or the end"):
+        retriever.invoke(QUERY)
+    assert [s.status for s in retriever.retrieve_with_report(QUERY).collections] == ["ok"] * 3
+    retriever.close()

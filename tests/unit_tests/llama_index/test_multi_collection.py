@@ -642,3 +642,46 @@ def test_a_single_collection_matches_the_thresholded_retriever(kit, two):
     single = ThresholdedRetriever(a, policy, neighbours=0).retrieve(kit.QUESTION)
     multi = MultiCollectionRetriever([a], policy, neighbours=0).retrieve(kit.QUESTION)
     assert [(n.node.node_id, n.score) for n in multi] == [(n.node.node_id, n.score) for n in single]
+
+
+class ClosingStore(SimpleVectorStore):
+    """A store whose first search closes its retriever 0.2 s after it starts (the other
+    searches wait for a thread by then), and answers once it is closed."""
+
+    _retriever: Any = PrivateAttr(default=None)
+    _closed: Any = PrivateAttr(default_factory=threading.Event)
+
+    def query(self, query, **kwargs):
+        if not self._closed.is_set():
+            threading.Timer(0.2, self._close).start()
+            self._closed.wait(timeout=10)
+        return super().query(query, **kwargs)
+
+    def _close(self) -> None:
+        self._retriever.close()
+        self._closed.set()
+
+
+async def test_an_async_call_running_during_close_raises_an_error_naming_the_close(kit):
+    """One thread, held by the first collection's search while ``close()`` runs: the other
+    search, waiting for it, was cancelled, and the call raised a bare
+    ``asyncio.CancelledError``, as if it had been cancelled itself. Calls after ``close()``
+    search as before."""
+    from thresholded.errors import RetrieverClosedError
+
+    store = ClosingStore()
+    held = kit.build_index([kit.section("h1", 0.9)], kit.embedding(), store=store)
+    other = kit.build_index([kit.section("o1", 0.8)], kit.embedding())
+    specs = [
+        CollectionSpec(held, name="held", metric="COSINE"),
+        CollectionSpec(other, name="other", metric="COSINE"),
+    ]
+    retriever = MultiCollectionRetriever(
+        specs, kit.policy(min_similarity=0.3), neighbours=0, max_workers=1
+    )
+    store._retriever = retriever
+    with pytest.raises(RetrieverClosedError, match="during this call"):
+        await retriever.aretrieve(kit.QUESTION)
+    report = await retriever.aretrieve_with_report(kit.QUESTION)
+    assert kept(report) == [("held", "h1"), ("other", "o1")]
+    retriever.close()

@@ -14,6 +14,7 @@ are also here).
 from typing import Any
 
 from langchain_thresholded.abstain import (
+    ABSTAINED_BY,
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
     AbstainingChain,
@@ -41,6 +42,7 @@ from thresholded.selection import DropReason
 _MILVUS_NAMES = ("existing_milvus_store", "milvus_from_documents")
 
 __all__ = [
+    "ABSTAINED_BY",
     "DEFAULT_NO_MATCH_MESSAGE",
     "EVENT_NAME",
     "NOTHING_MATCHED",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.callbacks import (
@@ -21,12 +22,24 @@ from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.runnables.utils import AddableDict
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
+from thresholded.report import ABSTAINED_BY, abstained_by_of
 from thresholded.strict import StrictArguments
 
 DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
 NOTHING_MATCHED = "nothing_matched"
 """Set to True on a no-match answer: a key of the dict output, or in a message's
 ``response_metadata``. The dict output carries it on every answer."""
+
+
+@dataclass(frozen=True)
+class _Retrieved:
+    """One call's retrieval: its documents, and whether (and what) emptied them."""
+
+    documents: list[Document]
+    nothing_matched: bool
+    abstained_by: str | None = None
+    """See :data:`~thresholded.report.ABSTAINED_BY`; None when the retriever did not say."""
+
 
 AnswerType = Literal["str", "message"]
 
@@ -45,8 +58,11 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     ``MultiCollectionRetriever``; an empty result for any other retriever),
     ``answer_chain`` is not called and the output is ``no_match_message``, in the type
     ``answer_chain`` returns: a ``str``, or an ``AIMessage`` whose
-    ``response_metadata["nothing_matched"]`` is True. Streamed, it is one chunk of the
-    type the chain streams (``str`` or ``AIMessageChunk``).
+    ``response_metadata["nothing_matched"]`` is True and whose
+    ``response_metadata["abstained_by"]`` says what emptied the result (``floor``,
+    ``gate``, ``filters``, ``policy``: see :data:`~thresholded.report.ABSTAINED_BY`, as
+    LlamaIndex's abstaining engines say it) when the retriever reports it. Streamed, it is
+    one chunk of the type the chain streams (``str`` or ``AIMessageChunk``).
 
     A chain that reads ``{"context": retriever | format_docs, "question":
     RunnablePassthrough()} | prompt | llm`` becomes:
@@ -63,13 +79,15 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
         )
         chain.invoke("How do I get my money back?")  # the LLM's AIMessage
         chain.invoke("What's the weather in Mumbai today?")  # AIMessage("I don't know. ...",
-        # response_metadata={"nothing_matched": True}); the LLM was not called
+        # response_metadata={"nothing_matched": True, "abstained_by": "floor"}); the LLM
+        # was not called
 
     The input is the question, or a dict that holds it under ``question_key`` (its
     other keys, such as ``chat_history``, go on to ``answer_chain``). With
     ``answer_key`` set, the output is a dict like ``create_retrieval_chain``'s:
     the input's keys, ``context`` (the documents), the answer under ``answer_key``,
-    and ``nothing_matched``; :meth:`from_combine_docs_chain` builds that.
+    and ``nothing_matched`` (and ``abstained_by`` on a no-match answer, as above);
+    :meth:`from_combine_docs_chain` builds that.
 
     For follow-up questions, ``query_chain`` turns the input into the search query, as
     ``create_history_aware_retriever`` does before its retriever: e.g. an LLM that
@@ -113,7 +131,8 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     (what ``create_stuff_documents_chain`` expects)."""
     answer_key: str | None = None
     """When set, the output is a dict with the input's keys, the documents under
-    ``context_key``, the answer under this key and ``nothing_matched``."""
+    ``context_key``, the answer under this key and ``nothing_matched`` (and ``abstained_by``
+    on a no-match answer whose retriever reports what emptied it)."""
     answer_type: AnswerType | None = None
     """What ``answer_chain`` returns: ``"str"`` or ``"message"`` (an ``AIMessage``). Default:
     read from its ``OutputType``; a chain that does not declare one (e.g. it ends in a
@@ -224,9 +243,10 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
         self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> Any:
         child = patch_config(config, callbacks=run_manager.get_child())
-        documents, nothing_matched = self._retrieve(input, child)
-        if nothing_matched:
-            return self._no_match(input, chunk=False)
+        retrieved = self._retrieve(input, child)
+        if retrieved.nothing_matched:
+            return self._no_match(input, retrieved, chunk=False)
+        documents = retrieved.documents
         answer = self.answer_chain.invoke(self._answer_input(input, documents), child)
         if self.answer_key is None:
             return answer
@@ -236,9 +256,10 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
         self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> Any:
         child = patch_config(config, callbacks=run_manager.get_child())
-        documents, nothing_matched = await self._aretrieve(input, child)
-        if nothing_matched:
-            return self._no_match(input, chunk=False)
+        retrieved = await self._aretrieve(input, child)
+        if retrieved.nothing_matched:
+            return self._no_match(input, retrieved, chunk=False)
+        documents = retrieved.documents
         answer = await self.answer_chain.ainvoke(self._answer_input(input, documents), child)
         if self.answer_key is None:
             return answer
@@ -252,10 +273,11 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     ) -> Iterator[Any]:
         input = _gathered(chunks)
         child = patch_config(config, callbacks=run_manager.get_child())
-        documents, nothing_matched = self._retrieve(input, child)
-        if nothing_matched:
-            yield self._no_match(input, chunk=True)
+        retrieved = self._retrieve(input, child)
+        if retrieved.nothing_matched:
+            yield self._no_match(input, retrieved, chunk=True)
             return
+        documents = retrieved.documents
         if self.answer_key is not None:
             yield AddableDict(self._head(input, documents))
         for chunk in self.answer_chain.stream(self._answer_input(input, documents), child):
@@ -269,10 +291,11 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     ) -> AsyncIterator[Any]:
         input = _gathered([chunk async for chunk in chunks])
         child = patch_config(config, callbacks=run_manager.get_child())
-        documents, nothing_matched = await self._aretrieve(input, child)
-        if nothing_matched:
-            yield self._no_match(input, chunk=True)
+        retrieved = await self._aretrieve(input, child)
+        if retrieved.nothing_matched:
+            yield self._no_match(input, retrieved, chunk=True)
             return
+        documents = retrieved.documents
         if self.answer_key is not None:
             yield AddableDict(self._head(input, documents))
         async for chunk in self.answer_chain.astream(self._answer_input(input, documents), child):
@@ -299,25 +322,23 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             return _text(self._question(input))
         return _text(await self.query_chain.ainvoke(input, config))
 
-    def _retrieve(self, input: Any, config: RunnableConfig) -> tuple[list[Document], bool]:
+    def _retrieve(self, input: Any, config: RunnableConfig) -> _Retrieved:
         query = self._query(input, config)
         retriever, config = self._configured(config)
         with_report = _reporting(retriever, "retrieve_with_report")
         if with_report is None:
             documents = retriever.invoke(query, config)
-            return documents, not documents
-        report = with_report(query, config)
-        return report.items, report.nothing_matched
+            return _Retrieved(documents, not documents)
+        return _reported(with_report(query, config))
 
-    async def _aretrieve(self, input: Any, config: RunnableConfig) -> tuple[list[Document], bool]:
+    async def _aretrieve(self, input: Any, config: RunnableConfig) -> _Retrieved:
         query = await self._aquery(input, config)
         retriever, config = self._configured(config)
         with_report = _reporting(retriever, "aretrieve_with_report")
         if with_report is None:
             documents = await retriever.ainvoke(query, config)
-            return documents, not documents
-        report = await with_report(query, config)
-        return report.items, report.nothing_matched
+            return _Retrieved(documents, not documents)
+        return _reported(await with_report(query, config))
 
     def _configured(self, config: RunnableConfig) -> tuple[Runnable[Any, Any], RunnableConfig]:
         """The retriever as this call's config sets it, when it is configurable."""
@@ -325,11 +346,9 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             return self.retriever.prepare(config)
         return self.retriever, config
 
-    def _head(
-        self, input: Any, documents: list[Document], *, nothing_matched: bool = False
-    ) -> dict[str, Any]:
+    def _head(self, input: Any, documents: list[Document]) -> dict[str, Any]:
         """The dict output without its answer: the input's keys, the documents, the flag."""
-        return {**self._given(input), self.context_key: documents, NOTHING_MATCHED: nothing_matched}
+        return {**self._given(input), self.context_key: documents, NOTHING_MATCHED: False}
 
     def _answer_input(self, input: Any, documents: list[Document]) -> dict[str, Any]:
         context = documents if self.format_docs is None else self.format_docs(documents)
@@ -341,20 +360,35 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     def _answer_chunk(self, chunk: Any) -> Any:
         return chunk if self.answer_key is None else AddableDict({self.answer_key: chunk})
 
-    def _no_match(self, input: Any, *, chunk: bool) -> Any:
-        """``no_match_message`` in the output's type; as a stream chunk when ``chunk``."""
+    def _no_match(self, input: Any, retrieved: _Retrieved, *, chunk: bool) -> Any:
+        """``no_match_message`` in the output's type, with what emptied the result where the
+        retriever said it; as a stream chunk when ``chunk``."""
+        flags = _no_match_flags(retrieved)
         answer: Any = self.no_match_message
         if self._answer_type == "message":
-            flag = {NOTHING_MATCHED: True}
             answer = (
-                AIMessageChunk(content=answer, response_metadata=flag, chunk_position="last")
+                AIMessageChunk(content=answer, response_metadata=flags, chunk_position="last")
                 if chunk
-                else AIMessage(content=answer, response_metadata=flag)
+                else AIMessage(content=answer, response_metadata=flags)
             )
         if self.answer_key is None:
             return answer
-        output = {**self._head(input, [], nothing_matched=True), self.answer_key: answer}
+        output = {**self._given(input), self.context_key: [], **flags, self.answer_key: answer}
         return AddableDict(output) if chunk else output
+
+
+def _reported(report: Any) -> _Retrieved:
+    """A reporting retriever's result: what emptied it, when nothing matched."""
+    if not report.nothing_matched:
+        return _Retrieved(report.items, False)
+    return _Retrieved(report.items, True, abstained_by_of(report))
+
+
+def _no_match_flags(retrieved: _Retrieved) -> dict[str, Any]:
+    """``nothing_matched``, and ``abstained_by`` when the retriever said it."""
+    if retrieved.abstained_by is None:
+        return {NOTHING_MATCHED: True}
+    return {NOTHING_MATCHED: True, ABSTAINED_BY: retrieved.abstained_by}
 
 
 def _answer_type_of(output_type: Any) -> AnswerType | None:

@@ -27,6 +27,7 @@ from llama_index_thresholded.multi_collection import (
 )
 from llama_index_thresholded.postprocessor import SimilarityThresholdPostprocessor
 from llama_index_thresholded.query_engine import (
+    ABSTAINED_BY,
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
     AbstainingQueryEngine,
@@ -40,6 +41,7 @@ _MILVUS_NAMES = ("CompatibleMilvusVectorStore", "existing_milvus_store", "milvus
 
 __all__ = [
     "DEFAULT_NO_MATCH_MESSAGE",
+    "ABSTAINED_BY",
     "NOTHING_MATCHED",
     "AbstainingCondensePlusContextChatEngine",
     "AbstainingContextChatEngine",

@@ -10,7 +10,9 @@ history), and the turn goes to the chat memory, as the user's message and the
 fixed answer, so the conversation stays consistent.
 
 Every response of ``chat``, ``achat``, ``stream_chat`` and ``astream_chat`` carries
-``metadata["nothing_matched"]``: True for the fixed answer, False for the LLM's.
+``metadata["nothing_matched"]``: True for the fixed answer, False for the LLM's. The
+fixed answer also says what emptied the result, in ``metadata["abstained_by"]``, as
+``AbstainingQueryEngine`` does (see :data:`~thresholded.report.ABSTAINED_BY`).
 
 .. code-block:: python
 
@@ -22,10 +24,15 @@ Every response of ``chat``, ``achat``, ``stream_chat`` and ``astream_chat`` carr
     response = engine.chat("What's the weather in Mumbai today?")
     response.response  # "I don't know. ...", and the LLM was not called
     response.metadata["nothing_matched"]  # True
+    response.metadata["abstained_by"]  # "floor": every section was below it
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -43,6 +50,7 @@ from llama_index_thresholded.query_engine import (
     no_match_response,
     none_added,
 )
+from thresholded.report import ABSTAINED_BY, abstained_by_of
 from thresholded.strict import check_arguments, named_parameters
 
 ChatResponse = TypeVar("ChatResponse", AgentChatResponse, StreamingAgentChatResponse)
@@ -75,14 +83,47 @@ class _NoMatchSynthesizer:
         return no_match_response(self._message, streaming=self._streaming, asynchronous=True)
 
 
-def _flagged(response: ChatResponse) -> ChatResponse:
-    """``response`` with ``metadata["nothing_matched"]``: True when it had no source node.
+@dataclass
+class _Turn:
+    """What one turn's retrieval found: what emptied it, when it was emptied and said why."""
+
+    abstained_by: str | None = None
+
+
+_TURN: ContextVar[_Turn | None] = ContextVar("abstaining_chat_turn", default=None)
+"""The turn running in this context: concurrent turns on one engine each have their own."""
+
+
+@contextmanager
+def _turn() -> Iterator[_Turn]:
+    turn = _Turn()
+    token = _TURN.set(turn)
+    try:
+        yield turn
+    finally:
+        _TURN.reset(token)
+
+
+def _retrieved(report: Any, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+    """``nodes``; when none is left, the turn is told what emptied them, if the retriever
+    gave a report that says it."""
+    turn = _TURN.get()
+    if turn is not None and report is not None and not nodes:
+        turn.abstained_by = abstained_by_of(report)
+    return nodes
+
+
+def _flagged(response: ChatResponse, turn: _Turn) -> ChatResponse:
+    """``response`` with ``metadata["nothing_matched"]``: True when it had no source node,
+    and then ``metadata["abstained_by"]`` when the turn's retrieval said why.
 
     ``StreamingAgentChatResponse`` has no ``metadata`` field in llama-index-core 0.14;
     it gets one here, so that every chat method's response reads the same.
     """
     metadata = dict(getattr(response, "metadata", None) or {})
     metadata[NOTHING_MATCHED] = not response.source_nodes
+    if metadata[NOTHING_MATCHED] and turn.abstained_by is not None:
+        metadata[ABSTAINED_BY] = turn.abstained_by
     response.metadata = metadata  # type: ignore[attr-defined]
     return response
 
@@ -114,19 +155,26 @@ class _Abstaining:
         return engine
 
     def _get_nodes(self, message: str) -> list[NodeWithScore]:
-        """The engine's own, and no section added to the retriever's (see ``none_added``)."""
-        retrieved = self._retriever.retrieve(message)  # type: ignore[attr-defined]
+        """The engine's own, and no section added to the retriever's (see ``none_added``);
+        a retriever with a report says what emptied the result."""
+        retriever = self._retriever  # type: ignore[attr-defined]
+        with_report = getattr(retriever, "retrieve_with_report", None)
+        report = None if with_report is None else with_report(message)
+        retrieved = retriever.retrieve(message) if report is None else report.items
         nodes = retrieved
         for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
             nodes = postprocessor.postprocess_nodes(nodes, query_bundle=QueryBundle(message))
-        return none_added(self._retriever, retrieved, nodes)  # type: ignore[attr-defined]
+        return _retrieved(report, none_added(retriever, retrieved, nodes))
 
     async def _aget_nodes(self, message: str) -> list[NodeWithScore]:
-        retrieved = await self._retriever.aretrieve(message)  # type: ignore[attr-defined]
+        retriever = self._retriever  # type: ignore[attr-defined]
+        with_report = getattr(retriever, "aretrieve_with_report", None)
+        report = None if with_report is None else await with_report(message)
+        retrieved = await retriever.aretrieve(message) if report is None else report.items
         nodes = retrieved
         for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
             nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=QueryBundle(message))
-        return none_added(self._retriever, retrieved, nodes)  # type: ignore[attr-defined]
+        return _retrieved(report, none_added(retriever, retrieved, nodes))
 
     def _get_response_synthesizer(
         self, chat_history: list[ChatMessage], streaming: bool = False
@@ -136,18 +184,23 @@ class _Abstaining:
         return _NoMatchSynthesizer(synthesizer, self.no_match_message, streaming=streaming)
 
     def chat(self, message: str, *args: Any, **kwargs: Any) -> AgentChatResponse:
-        return _flagged(super().chat(message, *args, **kwargs))  # type: ignore[misc]
+        with _turn() as turn:
+            return _flagged(super().chat(message, *args, **kwargs), turn)  # type: ignore[misc]
 
     async def achat(self, message: str, *args: Any, **kwargs: Any) -> AgentChatResponse:
-        return _flagged(await super().achat(message, *args, **kwargs))  # type: ignore[misc]
+        with _turn() as turn:
+            return _flagged(await super().achat(message, *args, **kwargs), turn)  # type: ignore[misc]
 
     def stream_chat(self, message: str, *args: Any, **kwargs: Any) -> StreamingAgentChatResponse:
-        return _flagged(super().stream_chat(message, *args, **kwargs))  # type: ignore[misc]
+        with _turn() as turn:
+            return _flagged(super().stream_chat(message, *args, **kwargs), turn)  # type: ignore[misc]
 
     async def astream_chat(
         self, message: str, *args: Any, **kwargs: Any
     ) -> StreamingAgentChatResponse:
-        return _flagged(await super().astream_chat(message, *args, **kwargs))  # type: ignore[misc]
+        with _turn() as turn:
+            response = await super().astream_chat(message, *args, **kwargs)  # type: ignore[misc]
+            return _flagged(response, turn)
 
 
 class AbstainingContextChatEngine(_Abstaining, ContextChatEngine):

@@ -35,16 +35,12 @@ from llama_index_thresholded.nodes import unlinked
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.errors import UnsafeFilterError
 from thresholded.provenance import asked_of
+from thresholded.report import ABSTAINED_BY, abstained_by_of
 from thresholded.strict import check_arguments, named_parameters
 
 DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
 NOTHING_MATCHED = "nothing_matched"
 """Key in ``Response.metadata``: True when the message was returned without the LLM."""
-ABSTAINED_BY = "abstained_by"
-"""Key in ``Response.metadata`` of an abstaining answer: what emptied the result. ``gate``
-(even the best candidate was below the answer gate), ``floor`` (every candidate was below
-the cosine floor), ``filters`` (nothing was found under the filters), ``policy`` (the cap or
-the budget), or ``postprocessors`` (the node postprocessors, a reranker say, removed it all)."""
 
 
 def no_match_response(
@@ -243,7 +239,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
                 report = with_report(query_bundle)
                 nodes = self._apply_node_postprocessors(report.items, query_bundle=query_bundle)
                 nodes = none_added(self._retriever, report.items, nodes)
-                why = _abstained_by(report)
+                why = abstained_by_of(report)
             if nodes:
                 response = self.synthesize(query_bundle, nodes)
             else:
@@ -264,15 +260,10 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
                     report.items, query_bundle=query_bundle
                 )
                 nodes = none_added(self._retriever, report.items, nodes)
-                why = _abstained_by(report)
+                why = abstained_by_of(report)
             if nodes:
                 response = await self.asynthesize(query_bundle, nodes)
             else:
                 response = self._no_match(asynchronous=True, abstained_by=why)
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
-
-
-def _abstained_by(report: Any) -> str:
-    """What emptied a result: the selection's reason, else the postprocessors."""
-    return report.emptied_by or "postprocessors"

@@ -20,6 +20,22 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+ABSTAINED_BY = "abstained_by"
+"""Key in the metadata of an abstaining answer (LlamaIndex's ``AbstainingQueryEngine`` and
+abstaining chat engines, LangChain's ``AbstainingChain``): what emptied the result. ``gate``
+(even the best candidate was below the answer gate), ``floor`` (every candidate was below
+the cosine floor), ``filters`` (nothing was found under the filters), ``policy`` (the cap or
+the budget), or ``postprocessors`` (LlamaIndex's node postprocessors, a reranker say,
+removed it all). Absent when the retriever gives no report (another kind of retriever that
+returned nothing): what emptied it is not known."""
+
+
+def abstained_by_of(report: Any) -> str:
+    """What emptied an abstaining answer whose retrieval gave ``report``: the report's
+    ``emptied_by``; when it kept something, what came after it (the postprocessors)."""
+    return report.emptied_by or "postprocessors"
+
+
 __all__ = ["DroppedItem", "MultiCollectionReport", "Report"]
 
 

@@ -29,6 +29,7 @@ from langchain_core.runnables import (
 )
 
 from langchain_thresholded import (
+    ABSTAINED_BY,
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
     AbstainingChain,
@@ -125,6 +126,15 @@ def text(answer: Any) -> str:
     return answer.content if isinstance(answer, BaseMessage) else answer
 
 
+def abstained_by(kind: str, output: Any) -> str | None:
+    """What the output says emptied the result; None where it says nothing (a str)."""
+    if kind == "retrieval":
+        return output.get(ABSTAINED_BY)
+    if kind == "message":
+        return output.response_metadata.get(ABSTAINED_BY)
+    return None
+
+
 def flagged(kind: str, output: Any) -> bool:
     if kind == "retrieval":
         return output[NOTHING_MATCHED]
@@ -150,6 +160,7 @@ async def test_off_topic_returns_the_answer_without_calling_the_llm(kind, retrie
         assert type_of(answer) is ANSWER_TYPE[kind]
         assert text(answer) == NO_MATCH
         assert flagged(kind, output)
+        assert abstained_by(kind, output) == (None if kind == "str" else "floor")
     if kind == "retrieval":
         assert outputs[0] == {
             "input": OTHER_QUERY,
@@ -157,6 +168,7 @@ async def test_off_topic_returns_the_answer_without_calling_the_llm(kind, retrie
             "context": [],
             "answer": NO_MATCH,
             NOTHING_MATCHED: True,
+            ABSTAINED_BY: "floor",
         }
 
 
@@ -181,6 +193,7 @@ async def test_on_topic_calls_the_llm_once_with_the_retrieved_context(kind, retr
         assert type_of(answer) is ANSWER_TYPE[kind]
         assert text(answer) == ANSWER
         assert not flagged(kind, output)
+        assert abstained_by(kind, output) is None
 
 
 def test_a_batch_of_both_calls_the_llm_for_the_on_topic_question_only(retriever):
@@ -210,6 +223,7 @@ async def test_the_no_match_message_streams_as_one_chunk(kind, run, retriever):
     assert type_of(answer) is CHUNK_TYPE[kind]
     assert text(answer) == NO_MATCH
     assert flagged(kind, chunk)
+    assert abstained_by(kind, chunk) == (None if kind == "str" else "floor")
 
 
 @pytest.mark.parametrize("run", ["stream", "astream"])
@@ -352,6 +366,36 @@ def test_a_multi_collection_retriever(refunds, corpus):
     assert REFUNDS in calls.prompts[0] and "VAT" not in calls.prompts[0]
 
 
+GATED = RetrievalPolicy(
+    min_similarity=0.5, min_top_similarity=0.9, max_per_source=None, max_chars=None
+)
+"""The refund section (0.75) clears the floor, not the answer gate."""
+
+
+@pytest.mark.parametrize("kind", ["message", "retrieval"])
+async def test_the_gate_is_named_as_what_abstained(kind, refunds):
+    """As ``AbstainingQueryEngine`` and the abstaining chat engines say it."""
+    gated = ThresholdedRetriever(vectorstore=refunds.store, policy=GATED)
+    chain = build(kind, gated, spy_model(Calls()))
+    assert abstained_by(kind, chain.invoke(ask(kind, QUERY))) == "gate"
+    assert abstained_by(kind, await chain.ainvoke(ask(kind, QUERY))) == "gate"
+    [chunk] = list(chain.stream(ask(kind, QUERY)))
+    assert abstained_by(kind, chunk) == "gate"
+
+
+async def test_concurrent_calls_each_say_what_abstained_for_them(refunds):
+    """One chain, two calls at once: one emptied by the gate, one by the floor."""
+    retriever = ThresholdedRetriever(vectorstore=refunds.store, policy=GATED)
+    configurable = retriever.configurable_fields(policy=ConfigurableField(id="policy"))
+    chain = build("message", configurable, spy_model(Calls()))
+    high = RetrievalPolicy(min_similarity=0.9, max_per_source=None, max_chars=None)
+    gate, floor = await asyncio.gather(
+        chain.ainvoke(QUERY), chain.ainvoke(QUERY, {"configurable": {"policy": high}})
+    )
+    assert gate.response_metadata[ABSTAINED_BY] == "gate"
+    assert floor.response_metadata[ABSTAINED_BY] == "floor"
+
+
 def test_any_retriever_abstains_when_it_returns_nothing():
     class Fixed(BaseRetriever):
         documents: list[Document]
@@ -364,6 +408,8 @@ def test_any_retriever_abstains_when_it_returns_nothing():
     assert chain.invoke(OTHER_QUERY) == NO_MATCH
     assert chain.invoke(QUERY) == ANSWER
     assert calls.count == 1
+    message = build("message", Fixed(documents=[]), spy_model(calls)).invoke(QUERY)
+    assert ABSTAINED_BY not in message.response_metadata  # it does not say why
 
 
 def test_a_configurable_retriever_is_configured_by_each_call(retriever):

@@ -8,6 +8,7 @@ both kinds apart.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 from pydantic import PrivateAttr
 
 from llama_index_thresholded import (
+    ABSTAINED_BY,
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
     AbstainingCondensePlusContextChatEngine,
@@ -133,6 +135,7 @@ def check_abstained(mode: str, turned: tuple[list[str], Any], llm: SpyLLM, engin
     assert tokens == [NO_MATCH]
     assert type(response) is RESPONSE_TYPE[mode]
     assert response.metadata[NOTHING_MATCHED] is True
+    assert response.metadata[ABSTAINED_BY] == "floor"  # as AbstainingQueryEngine says
     assert response.source_nodes == []
     assert llm.answers == [] and llm.condensed == []
     assert memory(engine) == [("user", ORTHOGONAL), ("assistant", NO_MATCH)]
@@ -144,6 +147,7 @@ def check_answered(mode: str, turned: tuple[list[str], Any], llm: SpyLLM, engine
     assert REFUNDS in llm.answers[0] and "VAT" not in llm.answers[0]
     assert type(response) is RESPONSE_TYPE[mode]
     assert response.metadata[NOTHING_MATCHED] is False
+    assert ABSTAINED_BY not in response.metadata
     assert [n.node.node_id for n in response.source_nodes] == ["refunds"]
     answer = "".join(tokens).strip()
     assert REFUNDS in answer  # MockLLM echoes its prompt
@@ -189,6 +193,7 @@ def check_follow_up(step: tuple, turned: tuple[list[str], Any], llm: SpyLLM, eng
     assert (len(llm.condensed), len(llm.answers)) == (condensed, answers)
     assert response.metadata[NOTHING_MATCHED] is nothing_matched
     assert memory(engine)[-2][1] == message
+    assert response.metadata.get(ABSTAINED_BY) == ("floor" if nothing_matched else None)
     if nothing_matched:
         assert tokens == [NO_MATCH] and memory(engine)[-1] == ("assistant", NO_MATCH)
 
@@ -242,6 +247,7 @@ def test_the_check_runs_after_the_node_postprocessors(retriever):
     engine = engine_of("context", retriever, llm, node_postprocessors=[strict])
     response = engine.chat(QUESTION)  # retrieved at 0.8, removed by the postprocessor
     assert response.response == NO_MATCH and response.metadata[NOTHING_MATCHED] is True
+    assert response.metadata[ABSTAINED_BY] == "postprocessors"
     assert llm.answers == []
 
 
@@ -264,3 +270,23 @@ def test_a_message_that_is_not_a_string_is_refused(engine_class, retriever):
         engine_class.from_defaults(retriever, llm=llm, no_match_message=None)
     with pytest.raises(TypeError, match="no_match_message must be a str, got 123"):
         engine_class.from_defaults(retriever, llm=llm, no_match_message=123)
+
+
+def test_the_gate_is_named_as_what_abstained(kit):
+    """The refund section clears the floor (0.5) but not the answer gate (0.9)."""
+    index = kit.build_index([kit.section("refunds", 0.8, text=REFUNDS)], kit.embedding())
+    policy = kit.policy(min_similarity=0.5, min_top_similarity=0.9)
+    gated = ThresholdedRetriever(index, policy, neighbours=0)
+    for kind in ENGINES:
+        response = engine_of(kind, gated, SpyLLM()).chat(QUESTION)
+        assert response.metadata == {NOTHING_MATCHED: True, ABSTAINED_BY: "gate"}
+
+
+async def test_concurrent_turns_each_say_what_abstained_for_them(retriever):
+    """Two turns at once on one engine, one emptied by the postprocessor and one by the
+    floor: each response names its own (nothing of a call is kept on the engine)."""
+    strict = SimilarityThresholdPostprocessor(policy=RetrievalPolicy(min_similarity=0.95))
+    engine = engine_of("context", retriever, SpyLLM(), node_postprocessors=[strict])
+    removed, below = await asyncio.gather(engine.achat(QUESTION), engine.achat(ORTHOGONAL))
+    assert removed.metadata[ABSTAINED_BY] == "postprocessors"
+    assert below.metadata[ABSTAINED_BY] == "floor"

@@ -7,6 +7,8 @@ the ``langchain`` extra is. Both load the same models, from disk only.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from thresholded.errors import MissingExtraError
@@ -18,18 +20,23 @@ if TYPE_CHECKING:
 
 
 def load_embedder(name: str, *, batch_size: int = 32, progress: bool = True) -> BatchedEmbedder:
-    """The model ``name`` (an alias or a local directory) as a calibration ``Embedder``."""
+    """The model ``name`` (an alias or a local directory) as a calibration ``Embedder``.
+    Without ``progress``, no progress bar is shown: neither the embedding's nor the model
+    loading's (transformers' "Loading weights")."""
     from thresholded.calibration import BatchedEmbedder
 
     if is_installed("llama-index"):
         from llama_index_thresholded.calibration import embedder_of
         from llama_index_thresholded.embeddings import load_embed_model
 
-        return embedder_of(load_embed_model(name), batch_size=batch_size, progress=progress)
+        with _loading_bars(progress):
+            model = load_embed_model(name)
+        return embedder_of(model, batch_size=batch_size, progress=progress)
     if is_installed("langchain"):
         from langchain_thresholded.embeddings import load_embeddings
 
-        embeddings = load_embeddings(name)
+        with _loading_bars(progress):
+            embeddings = load_embeddings(name)
         return BatchedEmbedder(
             ModelId.parse(str(embeddings.model_id)),
             embeddings.embed_documents,
@@ -41,3 +48,25 @@ def load_embedder(name: str, *, batch_size: int = 32, progress: bool = True) -> 
         f"loading the embedding model {name!r} needs a framework adapter: "
         f"{pip_install('llama-index')} or {pip_install('langchain')}"
     )
+
+
+@contextmanager
+def _loading_bars(shown: bool) -> Iterator[None]:
+    """Unless ``shown``, transformers' progress bars off while a model loads, through its
+    own switch (``transformers.utils.logging.disable_progress_bar``), and back on after if
+    they were on."""
+    if shown:
+        yield
+        return
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:  # a model that transformers does not load shows no such bar
+        yield
+        return
+    was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            transformers_logging.enable_progress_bar()

@@ -94,3 +94,25 @@ def test_orm_calls_restores_the_warning_filters() -> None:
     with orm_calls():
         assert list(warnings.filters) != before
     assert list(warnings.filters) == before
+
+
+LOAD_QUIETLY = """
+from transformers.utils import logging
+
+from thresholded.embedders import load_embedder
+
+load_embedder("minilm", progress=False)
+assert logging.is_progress_bar_enabled(), "progress bars left off for the rest of the process"
+"""
+
+
+def test_calibrate_no_progress_hides_the_model_loading_bar() -> None:
+    """``thresholded calibrate --no-progress`` loads its model with ``progress=False``:
+    transformers' "Loading weights" bar was printed all the same."""
+    pytest.importorskip("transformers")
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_QUIETLY], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Loading weights" not in result.stderr
+    assert "it/s" not in result.stderr

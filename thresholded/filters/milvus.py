@@ -208,8 +208,8 @@ class _Writer:
             return listed
         found = [self.text_match(key, text) for text in texts]
         written = [part for part in found if part is not None]
-        if len(written) < len(found):  # a text the engine cannot look for: no constraint
-            return None
+        if len(written) < len(found):  # a text the engine cannot look for: any string
+            return f'({listed} or {key} >= "")'
         in_string = _joined(written, "and" if c.op is Op.ALL else "or")
         return f"({listed} or {in_string})"
 

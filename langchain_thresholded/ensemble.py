@@ -43,10 +43,13 @@ MMR_MAX_ROWS = 512
 every one picked before, so its cost grows with the cube of the rows (3,072 rows took about
 40 s of a 1,600-document store's, 384 under 1 s)."""
 
-_SILENT: RunnableConfig = {"callbacks": []}
-"""The config an inner retriever runs with: no callbacks. Without a config, LangChain gives it
-the ambient one of an enclosing chain, and its ``on_retriever_end`` (every document it found,
-those outside the filters too) would reach the caller's handlers and ``astream_events``."""
+_SILENT: RunnableConfig = {"callbacks": [], "configurable": {}}
+"""The config an inner retriever runs with: no callbacks, no configurable values. Without a
+config, LangChain gives it the ambient one of an enclosing chain, and its
+``on_retriever_end`` (every document it found, those outside the filters too) would reach
+the caller's handlers and ``astream_events``; the chain's configurable values are the
+retriever around it's (its ``call_filters``), which it applies (a configurable inner
+retriever is refused)."""
 
 
 @contextmanager

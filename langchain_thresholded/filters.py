@@ -4,7 +4,8 @@ A call's ``filters=`` (and a retriever's ``filters`` field) is a structured filt
 
 - ``langchain_core.structured_query`` ``Comparison`` and ``Operation`` (what a
   self-query retriever's LLM writes): ``eq``, ``ne``, ``gt``, ``gte``, ``lt``, ``lte``,
-  ``in``, ``nin``, ``contain`` (a list holds the value) and ``like`` (a substring), under
+  ``in``, ``nin``, ``contain`` (a stored list holds the value, or a stored string the text)
+  and ``like`` (a substring), under
   ``and``, ``or`` and ``not`` ("none of");
 - or a dict: ``{"doc_type": "public"}`` (equal), ``{"year": {"$gte": 2020}}``, with
   ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, ``$contains``,

@@ -17,7 +17,7 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.stores import BaseStore
 from langchain_core.structured_query import Expr
@@ -58,6 +58,7 @@ from thresholded.engine import (
     plan,
     retrieve,
 )
+from thresholded.errors import UnsafeFilterError
 from thresholded.filters import all_of
 from thresholded.models import check_question_model
 from thresholded.policy import CALL_OVERRIDES, RetrievalPolicy, call_policy, profiled_policy
@@ -77,6 +78,8 @@ CALL_OPTIONS = frozenset(
 )
 """What one call may set: LangChain's ``k`` is the policy's ``top_k``."""
 _RAW_FILTERS = ("expr", "filter")
+CALL_FILTERS = "call_filters"
+"""The field a config narrows a retriever's filters with, once exposed."""
 _BASE_FILTER_FIELDS = frozenset({"filters", "expr", "search_kwargs", "allowed_filter_keys"})
 _SEARCHED_FIELDS = frozenset({"vectorstore", "docstore", "collections"})
 """What a retriever searches and attaches from: choosing it is a restriction too."""
@@ -180,6 +183,18 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         return sink[0]
 
     # BaseRetriever -----------------------------------------------------------------
+    def invoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        check_call_filters_read(self, config)
+        return super().invoke(input, config, **kwargs)
+
+    async def ainvoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        check_call_filters_read(self, config)
+        return await super().ainvoke(input, config, **kwargs)
+
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
@@ -771,6 +786,24 @@ def filters_of_call(options: dict[str, Any], configured: Any = None) -> tuple[An
         )
     where = all_of(to_filter(configured), *(to_filter(f) for f in given))
     return where, {"search_kwargs": extra} if extra else {}
+
+
+def check_call_filters_read(retriever: EngineRetriever, config: RunnableConfig | None) -> None:
+    """Refuse a config whose ``configurable["call_filters"]`` the retriever does not hold:
+    they reach it only through ``configurable_fields``, and LangChain drops a key no field
+    is exposed under, so the search would not be narrowed by them."""
+    configured = ensure_config(config)["configurable"]
+    if CALL_FILTERS not in configured:
+        return
+    if to_filter(configured[CALL_FILTERS]) == to_filter(getattr(retriever, CALL_FILTERS)):
+        return
+    raise UnsafeFilterError(
+        f"the config's configurable call_filters ({configured[CALL_FILTERS]!r}) are not "
+        f"exposed by this {type(retriever).__name__}, so LangChain would drop them and the "
+        "search would not be narrowed: expose them with retriever.configurable_fields("
+        "call_filters=ConfigurableField(id='call_filters')). For another retriever in the "
+        "chain, expose its call_filters under another id"
+    )
 
 
 def check_options(

@@ -72,7 +72,11 @@ def _ordered(compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
 
 
 def _contains(stored: Any, value: Any) -> bool:
-    """A stored list holds the value (of the same type)."""
+    """A stored list holds the value (of the same type), or a stored string the text, as
+    LlamaIndex's reference reads ``value in stored``: tags kept as one string
+    (``"faq,internal"``, as flat metadata must) are tested too."""
+    if isinstance(stored, str):
+        return isinstance(value, str) and value in stored
     return isinstance(stored, list | tuple) and any(_same(item, value) for item in stored)
 
 

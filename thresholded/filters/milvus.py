@@ -22,6 +22,9 @@ an engine has no such form, the part is left out of the expression (the expressi
 then matches more rows, never fewer) and the result is marked inexact: the engine
 checks every candidate against the reference anyway, and drops what does not match.
 
+CONTAINS, ANY and ALL with text look in a stored list (``json_contains``) or a stored
+string (``like``, as TEXT_MATCH), since the model reads both.
+
 ``IN []``, ``NIN []``, ``ANY []`` and ``ALL []`` never reach an engine: their result is
 known (:func:`~thresholded.filters.model.fold`). TEXT_MATCH_INSENSITIVE has no Milvus
 form and is refused.
@@ -169,7 +172,7 @@ class _Writer:
             assert isinstance(c.value, tuple)
             return _joined([f"{key} == {literal(v)}" for v in c.value], "or")
         if c.op in _ARRAYS:
-            return f"{_ARRAYS[c.op]}({key}, {_argument(c.value)})"
+            return self.list_test(key, c)
         if c.op is Op.TEXT_MATCH:
             return self.text_match(key, str(c.value))
         assert c.op is Op.IS_EMPTY
@@ -180,7 +183,7 @@ class _Writer:
         return f"array_length({key}) == 0"
 
     def complement(self, key: str, c: Condition, positive: str | None) -> str | None:
-        if self.dialect is Dialect.SERVER_2_3 and c.op in _EXACT_ON_2_3:
+        if self.dialect is Dialect.SERVER_2_3 and _exact_on_2_3(c):
             return f"not ({positive})"
         if self.dialect is Dialect.MODERN and positive is not None:
             if c.op is Op.IS_EMPTY:  # never unknown: a missing key is empty
@@ -194,6 +197,21 @@ class _Writer:
             return _joined([f"{key} != {literal(v)}" for v in c.value], "and")
         self.exact = False
         return None
+
+    def list_test(self, key: str, c: Condition) -> str | None:
+        """CONTAINS, ANY or ALL: ``json_contains`` (``_any``, ``_all``) for a stored list,
+        and for text values, the text in a stored string too (``like``): any of them for
+        CONTAINS and ANY, all of them for ALL."""
+        listed = f"{_ARRAYS[c.op]}({key}, {_argument(c.value)})"
+        texts = _texts(c)
+        if not texts:
+            return listed
+        found = [self.text_match(key, text) for text in texts]
+        written = [part for part in found if part is not None]
+        if len(written) < len(found):  # a text the engine cannot look for: any string
+            return f'({listed} or {key} >= "")'
+        in_string = _joined(written, "and" if c.op is Op.ALL else "or")
+        return f"({listed} or {in_string})"
 
     def text_match(self, key: str, text: str) -> str | None:
         """``key like "%text%"``. A value holding LIKE's own characters is matched by its
@@ -213,6 +231,18 @@ class _Writer:
             return f'{key} >= ""'
         pattern = "%".join(["", *plain, ""])
         return f"{key} like {literal(pattern)}"
+
+
+def _texts(c: Condition) -> list[str]:
+    """The text values of a list test (its values are of one type)."""
+    values = c.value if isinstance(c.value, tuple) else (c.value,)
+    return [v for v in values if isinstance(v, str)]
+
+
+def _exact_on_2_3(c: Condition) -> bool:
+    """Whether the 2.3 server writes ``c`` exactly, so that ``not`` gives its complement: a
+    list test of text looks in strings with ``like``, which there takes a prefix only."""
+    return c.op in _EXACT_ON_2_3 and not (c.op in _ARRAYS and _texts(c))
 
 
 def _joined(parts: list[str], word: str) -> str | None:

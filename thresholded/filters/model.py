@@ -6,6 +6,8 @@ extended to nested groups:
 - a group's NOT means "none of its children";
 - NE and NIN hold for a row that lacks the key (they are the complements of EQ and IN);
 - TEXT_MATCH is a substring match;
+- CONTAINS, ANY and ALL test the items of a stored list, or the text of a stored string
+  (a substring, as LlamaIndex's ``value in stored``);
 - a condition whose value has another type than the row's stored value does not match
   that row (``"1"`` is not ``1``; a string never clears ``> 3``), so NE and NIN hold there.
 

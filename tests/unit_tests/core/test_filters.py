@@ -69,11 +69,36 @@ def test_is_empty() -> None:
 
 
 def test_lists() -> None:
-    assert matching(c(Op.CONTAINS, "a")) == {"list"}
+    assert matching(c(Op.CONTAINS, "a")) == {"list", "string"}  # "a" in "a", as LlamaIndex
     assert matching(c(Op.ANY, ["x", "c"])) == {"list"}
     assert matching(c(Op.ALL, ["a", "c"])) == {"list"}
     assert matching(c(Op.IN, [])) == set()
     assert matching(c(Op.NIN, [])) == set(ROWS)
+
+
+def test_list_tests_look_for_text_in_a_stored_string() -> None:
+    tags = {"k": "faq,internal"}
+    assert matches(c(Op.CONTAINS, "internal"), tags)
+    assert matches(c(Op.ANY, ["secret", "faq"]), tags)
+    assert matches(c(Op.ALL, ["faq", "internal"]), tags)
+    assert not matches(c(Op.ALL, ["faq", "secret"]), tags)
+    assert not matches(Group(Combine.NOT, (c(Op.CONTAINS, "internal"),)), tags)
+    assert not matches(c(Op.CONTAINS, 1), {"k": "1"})  # a number is not text
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_list_tests_of_text_look_in_strings_on_milvus(dialect: Dialect) -> None:
+    written = to_milvus(c(Op.CONTAINS, "internal"), dialect)
+    if dialect is Dialect.SERVER_2_3:  # its like takes a prefix: any string, then the check
+        assert written.expr == '(json_contains(k, "internal") or k >= "")'
+        assert not written.exact
+    else:
+        assert written.expr == '(json_contains(k, "internal") or k like "%internal%")'
+        assert written.exact
+    negated = to_milvus(Group(Combine.NOT, (c(Op.ANY, ["a"]),)), dialect)
+    assert (negated.expr, negated.exact) == (None, False)
+    numbers = to_milvus(Group(Combine.NOT, (c(Op.CONTAINS, 3),)), Dialect.SERVER_2_3)
+    assert (numbers.expr, numbers.exact) == ("not (json_contains(k, 3))", True)
 
 
 def test_no_filter_matches_everything() -> None:

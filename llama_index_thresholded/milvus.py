@@ -39,7 +39,7 @@ from llama_index.vector_stores.milvus import MilvusVectorStore
 from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
 from pymilvus import AsyncMilvusClient, Function, FunctionType
 
-from thresholded.errors import CollectionNotFoundError, SearchUnavailableError
+from thresholded.errors import SearchUnavailableError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     describe_existing,
@@ -359,11 +359,13 @@ def _describe_existing(
     try:
         description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
         field = kwargs.get("embedding_field", "embedding")
-        dim = vector_dims(description).get(field)
-        if dim is None:
-            raise CollectionNotFoundError(
-                f"collection {collection_name!r} has no dense vector field {field!r}"
+        vectors = vector_dims(description)
+        if field not in vectors:
+            raise ValueError(
+                f"collection {collection_name!r} has no dense vector field {field!r}; its "
+                f"vector fields are {sorted(vectors)}: pass embedding_field=..."
             )
+        dim = vectors[field]
         metric = Metric.parse(index_metric(client, collection_name, field) or Metric.IP).value
     finally:
         client.close()

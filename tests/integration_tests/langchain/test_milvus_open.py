@@ -253,3 +253,43 @@ def test_documents_with_ids_load_again_into_an_auto_id_collection(
         )
     (count,) = store.client.query("support", filter="", output_fields=["count(*)"])
     assert count["count(*)"] >= len(docs)
+
+
+def test_auto_id_that_contradicts_the_ids_is_refused_before_anything_is_created(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    """``auto_id=True`` with ``ids=`` dropped the ids (langchain-milvus printed a line), and
+    ``auto_id=False`` without any id generated keys all the same."""
+    from pymilvus import MilvusClient
+
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    docs = documents(support_texts)
+    ids = [f"my-{doc.id}" for doc in docs]
+    with pytest.raises(ValueError, match=r"auto_id=True.*ids="):
+        milvus_from_documents(docs, minilm, uri=uri, collection_name="a", auto_id=True, ids=ids)
+    unnamed = [Document(page_content=doc.page_content) for doc in docs]
+    with pytest.raises(ValueError, match=r"auto_id=False.*ids="):
+        milvus_from_documents(unnamed, minilm, uri=uri, collection_name="b", auto_id=False)
+    client = MilvusClient(uri=uri)
+    assert client.list_collections() == []
+    client.close()
+
+    store = milvus_from_documents(
+        docs, minilm, uri=uri, collection_name="c", auto_id=False, ids=ids
+    )
+    rows = store.client.query("c", filter="", output_fields=["pk"], limit=100)
+    assert sorted(row["pk"] for row in rows) == sorted(ids)
+
+
+def test_auto_id_that_contradicts_an_existing_collection_is_refused(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    from langchain_thresholded.milvus import existing_milvus_store, milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    milvus_from_documents(documents(support_texts), minilm, uri=uri, collection_name="kb")
+    with pytest.raises(ValueError, match=r"auto_id=True.*'kb'.*auto_id=False"):
+        existing_milvus_store(uri, "kb", embeddings=minilm, auto_id=True)
+    assert existing_milvus_store(uri, "kb", embeddings=minilm, auto_id=False).auto_id is False

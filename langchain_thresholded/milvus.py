@@ -49,6 +49,8 @@ from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     describe_existing,
     index_metric,
+    partition_key_of,
+    refuse_lite_partition_key,
     require_lite_file,
     vector_dims,
 )
@@ -273,6 +275,7 @@ def _open(
             _same_auto_id(kwargs.get("auto_id"), settings["auto_id"], collection_name)
             exists = True
         else:
+            refuse_lite_partition_key(uri, collection_name, kwargs.get("partition_key_field"))
             settings = {**new_collection, "index_params": index_params}
             exists = False
         store = Milvus(
@@ -368,6 +371,7 @@ def _existing_settings(
 ) -> dict[str, Any]:
     """The constructor arguments that make a store fit an existing collection."""
     description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
+    refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
     names = [spec["name"] for spec in description.get("fields", [])]
     vectors = vector_dims(description)
     if vector_field not in vectors:

@@ -44,6 +44,8 @@ from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     describe_existing,
     index_metric,
+    partition_key_of,
+    refuse_lite_partition_key,
     require_lite_file,
     vector_dims,
 )
@@ -358,6 +360,7 @@ def _describe_existing(
     """The dimension and metric of an existing collection; a missing one is an error."""
     try:
         description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
+        refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
         field = kwargs.get("embedding_field", "embedding")
         vectors = vector_dims(description)
         if field not in vectors:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from thresholded.errors import CollectionNotFoundError, UnsafeFilterError
-from thresholded.milvus_lite import is_lite_uri
+from thresholded.milvus_lite import is_lite_uri, lite_engine_version
 from thresholded.strict import list_of_strings
 
 
@@ -28,6 +28,27 @@ def require_lite_file(uri: str, collection_name: str) -> None:
             "in, or build it first (milvus_store in LlamaIndex, milvus_from_documents in "
             "LangChain)"
         )
+
+
+def partition_key_of(description: dict[str, Any]) -> str | None:
+    """The partition key field of a described collection, or None."""
+    fields = description.get("fields", [])
+    return next((f["name"] for f in fields if f.get("is_partition_key")), None)
+
+
+def refuse_lite_partition_key(uri: str, collection_name: str, field: str | None) -> None:
+    """Refuse a partition key field on Milvus Lite 2.x, which evaluates no filter on such a
+    collection: every filtered search, and every fetch by id, fails with "Invalid expr"."""
+    engine = lite_engine_version()
+    if field is None or not is_lite_uri(uri) or engine is None or not engine.startswith("2."):
+        return
+    raise ValueError(
+        f"collection {collection_name!r} has the partition key field {field!r}, and Milvus "
+        f"Lite {engine} evaluates no filter on such a collection: every filtered search, and "
+        "every fetch of stored vectors by id, fails with 'Invalid expr ...: invalid "
+        f"parameter'. On Milvus Lite keep {field!r} as plain metadata (leave "
+        "partition_key_field out) and filter on it with filters=; or use a Milvus server"
+    )
 
 
 def describe_existing(

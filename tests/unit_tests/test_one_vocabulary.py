@@ -337,6 +337,14 @@ def test_a_profile_of_another_collection_is_refused(build, profile):
 
 
 @pytest.mark.parametrize("build", ADAPTERS)
+def test_a_profile_of_another_collection_says_how_to_go_on(build, profile):
+    """The refusal named the two collections and no way on: a collection copied under
+    another name holds the sections the profile was measured on."""
+    with pytest.raises(ProfileError, match=r"thresholded calibrate.*pass collection='kb'"):
+        build(policy=BESIDE_A_PROFILE, profile=profile("kb"), collection="faq")
+
+
+@pytest.mark.parametrize("build", ADAPTERS)
 def test_a_profile_of_a_named_collection_needs_collection_on_a_store_that_names_none(
     build, profile
 ):

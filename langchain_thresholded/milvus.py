@@ -51,6 +51,8 @@ from thresholded.milvus_collection import (
     index_metric,
     partition_key_of,
     refuse_lite_partition_key,
+    refuse_metric_named_otherwise,
+    refuse_read_metric,
     require_lite_file,
     vector_dims,
 )
@@ -120,6 +122,7 @@ def milvus_from_documents(
     ``kwargs`` go to ``langchain_milvus.Milvus`` (e.g. ``consistency_level``,
     ``index_params``, ``enable_dynamic_field``).
     """
+    refuse_metric_named_otherwise("milvus_from_documents", kwargs)
     docs = list(documents)
     ids = _ids_of(docs, ids, kwargs.get("auto_id"))
     store = _open(
@@ -205,12 +208,7 @@ def existing_milvus_store(
     metric must give cosines (``IP``, ``COSINE``, or ``L2`` on unit vectors).
     ``kwargs`` go to ``langchain_milvus.Milvus``.
     """
-    if "metric" in kwargs:
-        raise TypeError(
-            f"existing_milvus_store() got metric={kwargs['metric']!r}, which it reads from the "
-            "collection's index: leave it out (milvus_from_documents(..., metric=...) builds a "
-            "new collection)"
-        )
+    refuse_read_metric("existing_milvus_store", kwargs)
     return _open(
         uri,
         collection_name,

@@ -46,6 +46,8 @@ from thresholded.milvus_collection import (
     index_metric,
     partition_key_of,
     refuse_lite_partition_key,
+    refuse_metric_named_otherwise,
+    refuse_read_metric,
     require_lite_file,
     vector_dims,
 )
@@ -296,11 +298,7 @@ def milvus_store(
     (``timeout``, ``token``, ``db_name``...). It is a :class:`CompatibleMilvusVectorStore`,
     so sparse and text search (with ``enable_sparse=True``) work on every engine too.
     """
-    if "similarity_metric" in kwargs:
-        raise TypeError(
-            "milvus_store() sets the store's similarity_metric from metric=: pass "
-            f"metric={kwargs['similarity_metric']!r} instead"
-        )
+    refuse_metric_named_otherwise("milvus_store", kwargs)
     metric = Metric.parse(metric)
     return CompatibleMilvusVectorStore(
         uri=uri,
@@ -324,13 +322,7 @@ def existing_milvus_store(
     """
     from pymilvus import MilvusClient
 
-    for name in ("dim", "similarity_metric", "metric"):
-        if name in kwargs:
-            raise TypeError(
-                f"existing_milvus_store() got {name}={kwargs[name]!r}, which it reads from the "
-                "collection: leave it out (milvus_store(..., dim=..., metric=...) builds a new "
-                "collection)"
-            )
+    refuse_read_metric("existing_milvus_store", kwargs, "dim")
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
     require_lite_file(uri, collection_name)

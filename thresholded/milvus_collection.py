@@ -17,6 +17,33 @@ from thresholded.errors import CollectionNotFoundError, UnsafeFilterError
 from thresholded.milvus_lite import is_lite_uri, lite_engine_version
 from thresholded.strict import list_of_strings
 
+METRIC_NAMES = ("metric_type", "similarity_metric")
+"""What Milvus (``metric_type``) and LlamaIndex (``similarity_metric``) call the metric that
+the helpers of both adapters take as ``metric=``."""
+
+
+def refuse_metric_named_otherwise(function: str, kwargs: dict[str, Any]) -> None:
+    """Point ``metric_type=`` or ``similarity_metric=`` to ``metric=``, the one name."""
+    for name in METRIC_NAMES:
+        if name in kwargs:
+            raise TypeError(
+                f"{function}() got {name}={kwargs[name]!r}: the metric is metric= here, "
+                f"pass metric={kwargs[name]!r} instead"
+            )
+
+
+def refuse_read_metric(function: str, kwargs: dict[str, Any], *also: str) -> None:
+    """Refuse the metric (under any of its names), and ``also``, that a reopened
+    collection's index already says."""
+    for name in ("metric", *METRIC_NAMES, *also):
+        if name in kwargs:
+            source = "vector field" if name == "dim" else "index"
+            raise TypeError(
+                f"{function}() got {name}={kwargs[name]!r}, which it reads from the "
+                f"collection's {source}: leave it out (a new collection is built with "
+                f"{name if name == 'dim' else 'metric'}=...)"
+            )
+
 
 def require_lite_file(uri: str, collection_name: str) -> None:
     """Refuse a Milvus Lite path where no file is: Milvus Lite would create an empty

@@ -412,7 +412,7 @@ def test_collection_without_a_profile_is_refused(build):
 
 
 # CollectionSpec -------------------------------------------------------------------------------
-LANGCHAIN_ONLY = {"retriever", "uri", "collection_name", "db_name", "token"}
+LANGCHAIN_ONLY = {"retriever"}
 
 
 def test_both_collection_specs_have_the_same_fields():
@@ -428,6 +428,10 @@ def test_both_collection_specs_have_the_same_fields():
         "timeout",
         "name",
         "metric",
+        "uri",
+        "collection_name",
+        "db_name",
+        "token",
     } == llama
 
 

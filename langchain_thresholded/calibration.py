@@ -21,7 +21,7 @@ from thresholded.calibration import (
     SimpleForm,
     calibrate_collection,
 )
-from thresholded.calibration.collection import filter_expression
+from thresholded.calibration.collection import Layout, filter_expression
 
 __all__ = ["calibrate_vectorstore", "embedder_of"]
 
@@ -79,5 +79,16 @@ def calibrate_vectorstore(
         else filter_expression(to_filter(filters), vectorstore.client, given=filters),
         progress=progress,
         client_options=options_of_client or None,
+        layout=_layout_of(vectorstore),
         **options,
     )
+
+
+def _layout_of(store: Any) -> Layout | None:
+    """The store's own id, vector and text fields; None where it has several vector fields."""
+    vector = store._vector_field
+    if isinstance(vector, list | tuple):
+        vector = vector[0] if len(vector) == 1 else None
+    if not isinstance(vector, str):
+        return None
+    return Layout("langchain", str(store._primary_field), vector, str(store._text_field))

@@ -94,14 +94,6 @@ class CollectionSpec(BaseCollectionSpec):
     store: VectorStore | None = None
     retriever: ThresholdedRetriever | None = None
     """A ready retriever over the collection's store."""
-    uri: str | None = None
-    """A Milvus URI (a Milvus Lite file, or ``http://host:19530``), with ``collection_name``."""
-    collection_name: str | None = None
-    """The Milvus collection, with ``uri``."""
-    db_name: str | None = None
-    """The Milvus database; default: the server's default database."""
-    token: str = ""
-    """The Milvus server's token (``user:password``), with ``uri``."""
 
     @field_validator("retriever", mode="before")
     @classmethod
@@ -110,16 +102,8 @@ class CollectionSpec(BaseCollectionSpec):
 
     @model_validator(mode="after")
     def _one_way_to_name_it(self) -> CollectionSpec:
-        by_uri = self.uri is not None or self.collection_name is not None
-        if (self.store is not None) + (self.retriever is not None) + by_uri != 1:
-            raise ValueError(
-                "give exactly one of store=..., retriever=..., or uri=... and "
-                "collection_name=... (and db_name=...)"
-            )
-        if by_uri and not (self.uri and self.collection_name):
-            raise ValueError("a collection named by URI needs both uri and collection_name")
-        if not by_uri and (self.db_name or self.token):
-            raise ValueError("db_name and token belong to a collection named by URI")
+        given = (self.store is not None) + (self.retriever is not None)
+        self.named_by_uri(given, "store=..., retriever=...")
         own = [n for n in ("policy", "profile", "collection", "metric") if getattr(self, n)]
         if self.retriever is not None and own:
             raise ValueError(

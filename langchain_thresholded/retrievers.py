@@ -367,6 +367,16 @@ class ThresholdedRetriever(EngineRetriever):
     _copied: Copied | None = PrivateAttr(default=None)
     """The ``store.as_retriever(...)`` whose settings ``from_retriever`` copied."""
 
+    @field_validator("vectorstore", mode="before")
+    @classmethod
+    def _a_store_not_a_retriever(cls, value: Any) -> Any:
+        if _a_retriever(value) and not isinstance(value, VectorStore):
+            raise TypeError(
+                f"vectorstore= takes a VectorStore, got {type(value).__name__}: wrap a "
+                "retriever with ThresholdedRetriever.from_retriever(retriever, policy=...)"
+            )
+        return value
+
     @field_validator("metric", mode="before")
     @classmethod
     def _parse_metric(cls, value: Any) -> Any:

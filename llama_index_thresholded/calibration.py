@@ -24,7 +24,7 @@ from thresholded.calibration import (
     SimpleForm,
     calibrate_collection,
 )
-from thresholded.calibration.collection import filter_expression
+from thresholded.calibration.collection import Layout, filter_expression
 
 __all__ = ["calibrate_index", "embedder_of"]
 
@@ -79,5 +79,6 @@ def calibrate_index(
         filter=expression,
         progress=progress,
         client=vector_store.client,  # its uri, token and database: the store keeps no uri
+        layout=Layout("llama-index", "id", vector_store.embedding_field, vector_store.text_key),
         **options,
     )

@@ -39,11 +39,15 @@ from llama_index.vector_stores.milvus import MilvusVectorStore
 from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
 from pymilvus import AsyncMilvusClient, Function, FunctionType
 
-from thresholded.errors import CollectionNotFoundError, SearchUnavailableError
+from thresholded.errors import SearchUnavailableError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     describe_existing,
     index_metric,
+    partition_key_of,
+    refuse_lite_partition_key,
+    refuse_metric_named_otherwise,
+    refuse_read_metric,
     require_lite_file,
     vector_dims,
 )
@@ -294,11 +298,7 @@ def milvus_store(
     (``timeout``, ``token``, ``db_name``...). It is a :class:`CompatibleMilvusVectorStore`,
     so sparse and text search (with ``enable_sparse=True``) work on every engine too.
     """
-    if "similarity_metric" in kwargs:
-        raise TypeError(
-            "milvus_store() sets the store's similarity_metric from metric=: pass "
-            f"metric={kwargs['similarity_metric']!r} instead"
-        )
+    refuse_metric_named_otherwise("milvus_store", kwargs)
     metric = Metric.parse(metric)
     return CompatibleMilvusVectorStore(
         uri=uri,
@@ -322,13 +322,7 @@ def existing_milvus_store(
     """
     from pymilvus import MilvusClient
 
-    for name in ("dim", "similarity_metric", "metric"):
-        if name in kwargs:
-            raise TypeError(
-                f"existing_milvus_store() got {name}={kwargs[name]!r}, which it reads from the "
-                "collection: leave it out (milvus_store(..., dim=..., metric=...) builds a new "
-                "collection)"
-            )
+    refuse_read_metric("existing_milvus_store", kwargs, "dim")
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
     require_lite_file(uri, collection_name)
@@ -358,12 +352,15 @@ def _describe_existing(
     """The dimension and metric of an existing collection; a missing one is an error."""
     try:
         description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
+        refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
         field = kwargs.get("embedding_field", "embedding")
-        dim = vector_dims(description).get(field)
-        if dim is None:
-            raise CollectionNotFoundError(
-                f"collection {collection_name!r} has no dense vector field {field!r}"
+        vectors = vector_dims(description)
+        if field not in vectors:
+            raise ValueError(
+                f"collection {collection_name!r} has no dense vector field {field!r}; its "
+                f"vector fields are {sorted(vectors)}: pass embedding_field=..."
             )
+        dim = vectors[field]
         metric = Metric.parse(index_metric(client, collection_name, field) or Metric.IP).value
     finally:
         client.close()

@@ -34,7 +34,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.schema import NodeWithScore
 from llama_index.core.vector_stores.types import MetadataFilters
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of, named_model
@@ -82,19 +82,27 @@ class CollectionSpec(BaseCollectionSpec):
     (default: the global ``top_k * over_fetch``); ``timeout`` (seconds) replaces the
     retriever's default timeout for this collection. ``name`` labels the collection
     in reports (default: ``db/collection``, or the collection name). ``metric`` is the
-    store's metric, for stores it cannot be read from.
+    store's metric, for stores it cannot be read from. A Milvus collection may be named
+    instead of given, by ``uri`` and ``collection_name`` (with ``db_name`` and ``token``):
+    it is reopened with :func:`llama_index_thresholded.milvus.existing_milvus_store` (it
+    must exist), and searched with the retriever's ``embed_model``.
     """
 
-    store: Any
+    store: Any = None
 
     @field_validator("store")
     @classmethod
     def _index_or_store(cls, value: Any) -> Any:
-        if isinstance(value, VectorStoreIndex) or _is_vector_store(value):
+        if value is None or isinstance(value, VectorStoreIndex) or _is_vector_store(value):
             return value
         raise ValueError(
             f"a collection is a VectorStoreIndex or a vector store, got {type(value).__name__}"
         )
+
+    @model_validator(mode="after")
+    def _one_way_to_name_it(self) -> CollectionSpec:
+        self.named_by_uri(self.store is not None, "store=...")
+        return self
 
 
 class MultiCollectionRetriever(EngineRetriever):
@@ -162,7 +170,7 @@ class MultiCollectionRetriever(EngineRetriever):
             isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
         ):
             raise ValueError(f"max_workers must be 1 or more, got {max_workers!r}")
-        specs = [_spec(c) for c in collections]
+        specs = [_opened(_spec(c), timeout) for c in collections]
         if not specs:
             raise ValueError("MultiCollectionRetriever needs at least one collection")
         check_timeout(timeout)
@@ -313,6 +321,24 @@ def _spec(collection: Any) -> CollectionSpec:
         f"a collection is a CollectionSpec, a VectorStoreIndex or a vector store, got "
         f"{type(collection).__name__}"
     )
+
+
+def _opened(spec: CollectionSpec, timeout: float | None) -> CollectionSpec:
+    """The spec with its store: a Milvus collection named by URI is reopened."""
+    if spec.store is not None:
+        return spec
+    from llama_index_thresholded.milvus import existing_milvus_store
+
+    assert spec.uri is not None and spec.collection_name is not None
+    options = {"db_name": spec.db_name} if spec.db_name else {}
+    store = existing_milvus_store(
+        spec.uri,
+        spec.collection_name,
+        token=spec.token,
+        timeout=spec.timeout if spec.timeout is not None else timeout,
+        **options,
+    )
+    return spec.model_copy(update={"store": store})
 
 
 def _is_vector_store(value: Any) -> bool:

@@ -1,8 +1,9 @@
 """``CollectionSpec``: one collection of a multi-collection retriever, in both adapters.
 
-The fields and their checks are written once, here; each adapter subclasses it and
+The fields and their checks are written once, here, with the other way to name a
+collection, a Milvus ``uri`` and ``collection_name``; each adapter subclasses it and
 says what ``store`` may be (a LlamaIndex index or vector store, a LangChain
-``VectorStore``), and the LangChain one adds its other ways to name a collection.
+``VectorStore``), and the LangChain one adds a ready ``retriever``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from thresholded.strict import StrictArguments
 class CollectionSpec(StrictArguments, BaseModel):
     """One collection to search, with its own floor, candidate count and timeout.
 
-    ``store`` is what to search (given first, or as ``store=``). Its floor comes from
+    ``store`` is what to search (given first, or as ``store=``), or ``uri`` and
+    ``collection_name`` (with ``db_name`` and ``token``) name a Milvus collection, which is
+    reopened (it must exist). Its floor comes from
     ``profile`` (a calibration profile of this collection; ``collection`` names the
     profile's collection when it is not the store's own), else from ``policy``, else
     from the retriever's global policy. ``retrieve_k`` candidates are fetched (default:
@@ -43,6 +46,14 @@ class CollectionSpec(StrictArguments, BaseModel):
     name: str | None = None
     metric: Metric | None = None
     """The store's metric (``IP``, ``COSINE``, ``L2``), for stores it cannot be read from."""
+    uri: str | None = None
+    """A Milvus URI (a Milvus Lite file, or ``http://host:19530``), with ``collection_name``."""
+    collection_name: str | None = None
+    """The Milvus collection, with ``uri``."""
+    db_name: str | None = None
+    """The Milvus database; default: the server's default database."""
+    token: str = ""
+    """The Milvus server's token (``user:password``), with ``uri``."""
 
     def __init__(self, store: Any = None, /, **data: Any) -> None:
         """``CollectionSpec(store, name=...)``: the store may come first, unnamed."""
@@ -51,6 +62,20 @@ class CollectionSpec(StrictArguments, BaseModel):
                 raise TypeError("CollectionSpec got the store twice: positionally and as store=")
             data["store"] = store
         super().__init__(**data)
+
+    def named_by_uri(self, others: int, ways: str) -> bool:
+        """Whether the spec names a Milvus collection by URI: exactly one of that and the
+        ``others`` ways given (``ways`` lists them for the error), else a ``ValueError``."""
+        by_uri = self.uri is not None or self.collection_name is not None
+        if others + by_uri != 1:
+            raise ValueError(
+                f"give exactly one of {ways}, or uri=... and collection_name=... (and db_name=...)"
+            )
+        if by_uri and not (self.uri and self.collection_name):
+            raise ValueError("a collection named by URI needs both uri and collection_name")
+        if not by_uri and (self.db_name or self.token):
+            raise ValueError("db_name and token belong to a collection named by URI")
+        return by_uri
 
     @field_validator("name")
     @classmethod

@@ -14,8 +14,35 @@ from pathlib import Path
 from typing import Any
 
 from thresholded.errors import CollectionNotFoundError, UnsafeFilterError
-from thresholded.milvus_lite import is_lite_uri
+from thresholded.milvus_lite import is_lite_uri, lite_engine_version
 from thresholded.strict import list_of_strings
+
+METRIC_NAMES = ("metric_type", "similarity_metric")
+"""What Milvus (``metric_type``) and LlamaIndex (``similarity_metric``) call the metric that
+the helpers of both adapters take as ``metric=``."""
+
+
+def refuse_metric_named_otherwise(function: str, kwargs: dict[str, Any]) -> None:
+    """Point ``metric_type=`` or ``similarity_metric=`` to ``metric=``, the one name."""
+    for name in METRIC_NAMES:
+        if name in kwargs:
+            raise TypeError(
+                f"{function}() got {name}={kwargs[name]!r}: the metric is metric= here, "
+                f"pass metric={kwargs[name]!r} instead"
+            )
+
+
+def refuse_read_metric(function: str, kwargs: dict[str, Any], *also: str) -> None:
+    """Refuse the metric (under any of its names), and ``also``, that a reopened
+    collection's index already says."""
+    for name in ("metric", *METRIC_NAMES, *also):
+        if name in kwargs:
+            source = "vector field" if name == "dim" else "index"
+            raise TypeError(
+                f"{function}() got {name}={kwargs[name]!r}, which it reads from the "
+                f"collection's {source}: leave it out (a new collection is built with "
+                f"{name if name == 'dim' else 'metric'}=...)"
+            )
 
 
 def require_lite_file(uri: str, collection_name: str) -> None:
@@ -28,6 +55,27 @@ def require_lite_file(uri: str, collection_name: str) -> None:
             "in, or build it first (milvus_store in LlamaIndex, milvus_from_documents in "
             "LangChain)"
         )
+
+
+def partition_key_of(description: dict[str, Any]) -> str | None:
+    """The partition key field of a described collection, or None."""
+    fields = description.get("fields", [])
+    return next((f["name"] for f in fields if f.get("is_partition_key")), None)
+
+
+def refuse_lite_partition_key(uri: str, collection_name: str, field: str | None) -> None:
+    """Refuse a partition key field on Milvus Lite 2.x, which evaluates no filter on such a
+    collection: every filtered search, and every fetch by id, fails with "Invalid expr"."""
+    engine = lite_engine_version()
+    if field is None or not is_lite_uri(uri) or engine is None or not engine.startswith("2."):
+        return
+    raise ValueError(
+        f"collection {collection_name!r} has the partition key field {field!r}, and Milvus "
+        f"Lite {engine} evaluates no filter on such a collection: every filtered search, and "
+        "every fetch of stored vectors by id, fails with 'Invalid expr ...: invalid "
+        f"parameter'. On Milvus Lite keep {field!r} as plain metadata (leave "
+        "partition_key_field out) and filter on it with filters=; or use a Milvus server"
+    )
 
 
 def describe_existing(

@@ -53,6 +53,16 @@ def wait_for_milvus_lite(uri: str, timeout: float = LITE_STARTUP_TIMEOUT) -> Non
         time.sleep(0.02)
 
 
+def lite_engine_version() -> str | None:
+    """The installed Milvus Lite's version, or None where ``milvus_lite`` is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("milvus-lite")
+    except PackageNotFoundError:
+        return None
+
+
 def import_server_manager() -> Any | None:
     """Milvus Lite's server manager, or None where ``milvus_lite`` is not installed.
 

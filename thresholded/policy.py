@@ -225,7 +225,9 @@ class RetrievalPolicy(BaseModel):
         if collection is not None and profile.collection not in (None, collection):
             raise ProfileError(
                 f"profile {path} was measured for collection {profile.collection!r}, "
-                f"not {collection!r}"
+                f"not {collection!r}: calibrate this collection (thresholded calibrate), or, "
+                "if it holds the sections the profile was measured on, pass "
+                f"collection={profile.collection!r}"
             )
         measured = {
             "min_similarity": profile.min_similarity,

@@ -553,11 +553,36 @@ def test_a_langchain_collection_named_by_uri_keeps_the_same(fixture):
     assert {d.id: d.reason.value for d in report.dropped} == DROPPED
 
 
-def test_a_collection_spec_names_its_collection_one_way():
+def test_a_llama_index_collection_named_by_uri_keeps_the_same(fixture):
+    """The README gives both adapters "the same CollectionSpec (... or a Milvus uri and
+    collection_name)"; LlamaIndex's took a store only: "unexpected keyword arguments 'uri',
+    'collection_name'"."""
+    if fixture.kind != "milvus":
+        pytest.skip("a collection named by URI lives on Milvus")
+    uri = fixture.llama_index.vector_store.uri
+    spec = li.CollectionSpec(uri=uri, collection_name="contract", name="kb")
+    retriever = li.MultiCollectionRetriever([spec], POLICY, embed_model=FixedEmbedding())
+    report = retriever.retrieve_with_report(QUESTION)
+    assert [n.node.node_id for n in report.kept] == KEPT
+    assert {d.id: d.reason.value for d in report.dropped} == DROPPED
+    assert retriever.collection_names == ("kb",)
+
+
+SPEC_STORES = {
+    "langchain": (lc, lambda: InMemoryVectorStore(FixedEmbeddings())),
+    "llama_index": (li, SimpleVectorStore),
+}
+
+
+@pytest.mark.parametrize("framework", SPEC_STORES)
+def test_a_collection_spec_names_its_collection_one_way(framework):
+    adapter, store = SPEC_STORES[framework]
     with pytest.raises(ValueError, match="exactly one of store="):
-        lc.CollectionSpec(name="x")
+        adapter.CollectionSpec(name="x")
     with pytest.raises(ValueError, match="both uri and collection_name"):
-        lc.CollectionSpec(uri="kb.db")
+        adapter.CollectionSpec(uri="kb.db")
+    with pytest.raises(ValueError, match="db_name and token belong to a collection named by URI"):
+        adapter.CollectionSpec(store(), db_name="faqs")
 
 
 # The answer gate ------------------------------------------------------------------------------

@@ -256,3 +256,47 @@ def test_calibrate_index_reads_a_plain_milvus_store_s_own_collection(
     )
     result = calibrate_index(ours, minilm_embed_model, form, progress=False)
     assert {row.top_pid for row in result.rows} <= {"refunds", "hours"}
+
+
+def test_stores_with_fields_of_their_own_calibrate_through_them(
+    tmp_path: Path, minilm_embed_model
+) -> None:
+    """A store built with its own field names (LangChain ``text_field``, ``vector_field``,
+    ``primary_field``; LlamaIndex ``embedding_field``) is searched through them, and was
+    refused by calibration: "match neither the LlamaIndex layout nor the LangChain one"."""
+    from langchain_core.documents import Document
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.schema import TextNode
+
+    from langchain_thresholded.calibration import calibrate_vectorstore
+    from langchain_thresholded.embeddings import minilm_embeddings
+    from langchain_thresholded.milvus import milvus_from_documents
+    from llama_index_thresholded.calibration import calibrate_index
+    from llama_index_thresholded.milvus import milvus_store
+    from thresholded.calibration import SimpleForm
+
+    texts = {"refunds": "Refunds are paid within 14 days.", "hours": "We open at nine."}
+    form = SimpleForm(
+        should_match=("When are refunds paid?",), should_not_match=("Weather in Mumbai?",)
+    )
+    lc = milvus_from_documents(
+        [Document(id=i, page_content=t) for i, t in texts.items()],
+        minilm_embeddings(),
+        uri=str(tmp_path / "lc.db"),
+        collection_name="kb",
+        text_field="body",
+        vector_field="emb",
+        primary_field="doc_pk",
+    )
+    theirs = calibrate_vectorstore(lc, form, progress=False)
+    assert [row.top_pid for row in theirs.rows][:1] == ["refunds"]
+
+    store = milvus_store(str(tmp_path / "li.db"), "kb", dim=384, embedding_field="emb")
+    VectorStoreIndex(
+        [TextNode(id_=i, text=t) for i, t in texts.items()],
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=minilm_embed_model,
+    )
+    ours = calibrate_index(store, minilm_embed_model, form, progress=False)
+    assert [row.top_pid for row in ours.rows][:1] == ["refunds"]
+    assert ours.rows[0].top == pytest.approx(theirs.rows[0].top, abs=1e-4)

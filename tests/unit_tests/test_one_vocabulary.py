@@ -337,6 +337,14 @@ def test_a_profile_of_another_collection_is_refused(build, profile):
 
 
 @pytest.mark.parametrize("build", ADAPTERS)
+def test_a_profile_of_another_collection_says_how_to_go_on(build, profile):
+    """The refusal named the two collections and no way on: a collection copied under
+    another name holds the sections the profile was measured on."""
+    with pytest.raises(ProfileError, match=r"thresholded calibrate.*pass collection='kb'"):
+        build(policy=BESIDE_A_PROFILE, profile=profile("kb"), collection="faq")
+
+
+@pytest.mark.parametrize("build", ADAPTERS)
 def test_a_profile_of_a_named_collection_needs_collection_on_a_store_that_names_none(
     build, profile
 ):
@@ -404,7 +412,7 @@ def test_collection_without_a_profile_is_refused(build):
 
 
 # CollectionSpec -------------------------------------------------------------------------------
-LANGCHAIN_ONLY = {"retriever", "uri", "collection_name", "db_name", "token"}
+LANGCHAIN_ONLY = {"retriever"}
 
 
 def test_both_collection_specs_have_the_same_fields():
@@ -420,6 +428,10 @@ def test_both_collection_specs_have_the_same_fields():
         "timeout",
         "name",
         "metric",
+        "uri",
+        "collection_name",
+        "db_name",
+        "token",
     } == llama
 
 

@@ -295,6 +295,24 @@ def test_the_milvus_helpers_name_their_own_words_for_what_they_set(tmp_path):
         )
 
 
+@pytest.mark.parametrize("name", ["metric_type", "similarity_metric"])
+def test_the_metric_under_another_name_points_to_metric_in_both_adapters(tmp_path, name):
+    """``metric_type=`` (Milvus's word) went on to the store: LlamaIndex listed every option
+    the store takes, and LangChain said "Milvus.__init__() got an unexpected keyword
+    argument", for ``similarity_metric=`` (LlamaIndex's word) too."""
+    uri = str(tmp_path / "metric.db")
+    emb = DeterministicFakeEmbedding(size=4)
+    with pytest.raises(TypeError, match=rf"{name}=.*pass metric='COSINE'"):
+        li.milvus_store(uri, "c", dim=4, **{name: "COSINE"})
+    with pytest.raises(TypeError, match=rf"{name}=.*pass metric='COSINE'"):
+        lc.milvus_from_documents([], emb, uri=uri, collection_name="c", **{name: "COSINE"})
+    li.milvus_store(uri, "c", dim=4)
+    with pytest.raises(TypeError, match=rf"{name}='IP'.*reads from the collection"):
+        li.existing_milvus_store(uri, "c", **{name: "IP"})
+    with pytest.raises(TypeError, match=rf"{name}='IP'.*reads from the collection"):
+        lc.existing_milvus_store(uri, "c", embeddings=emb, **{name: "IP"})
+
+
 @pytest.mark.parametrize("adapter", ["llama_index", "langchain"])
 def test_reopening_a_milvus_lite_file_that_is_not_there_names_the_path(tmp_path, adapter):
     """A misspelt file path read "collection 'kb' does not exist at ./kb_typo.db; it has: []",

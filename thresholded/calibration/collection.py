@@ -91,16 +91,31 @@ class StoredCorpus:
     metric: Metric | None = None
 
 
-def detect_layout(description: dict[str, Any]) -> Layout:
-    """The adapter layout of a described collection; an error naming its fields otherwise."""
+def detect_layout(description: dict[str, Any], given: Layout | None = None) -> Layout:
+    """The adapter layout of a described collection, or ``given`` (a store's own field
+    names) when every field it names is there; an error naming its fields otherwise."""
     names = {f.get("name") for f in description.get("fields", [])}
+    if given is not None:
+        return _present(given, names)
     for layout in LAYOUTS:
         if {layout.id_field, layout.vector_field, layout.text_field} <= names:
             return layout
     raise ValueError(
         f"collection fields {sorted(n for n in names if n)} match neither the LlamaIndex "
-        "layout (id, embedding, text) nor the LangChain one (pk, vector, text)"
+        "layout (id, embedding, text) nor the LangChain one (pk, vector, text): calibrate "
+        "through the store that names them, calibrate_index(store, ...) or "
+        "calibrate_vectorstore(store, ...)"
     )
+
+
+def _present(layout: Layout, names: set[Any]) -> Layout:
+    missing = sorted({layout.id_field, layout.vector_field, layout.text_field} - names)
+    if missing:
+        raise ValueError(
+            f"the {layout.name} store names the fields {missing}, which the collection does "
+            f"not have; its fields are {sorted(n for n in names if n)}"
+        )
+    return layout
 
 
 def _dimension(description: dict[str, Any], field: str) -> int:
@@ -178,6 +193,7 @@ def read_collection(
     batch_size: int = 512,
     progress: bool = True,
     client: Any = None,
+    layout: Layout | None = None,
     **client_options: Any,
 ) -> StoredCorpus:
     """Read every section (under ``filter``) and its stored vector, in batches.
@@ -185,13 +201,16 @@ def read_collection(
     The collection is read at ``uri``, through a connection of its own, or through
     ``client``, an open ``MilvusClient`` (e.g. a vector store's), when ``uri`` is None.
     ``dimension``, when given, must be the vector field's: the model that embeds the
-    questions has to be the one the collection was built with.
+    questions has to be the one the collection was built with. ``layout`` names the id,
+    vector and text fields (a store's own); by default the adapters' layouts are tried.
     """
     if client is not None:
         if uri is not None or client_options:
             raise TypeError("read_collection takes a uri (and its client options) or a client")
         where = "the client's server"
-        return _read(client, collection, where, id_field, filter, dimension, batch_size, progress)
+        return _read(
+            client, collection, where, id_field, filter, dimension, batch_size, progress, layout
+        )
     if uri is None:
         raise TypeError("read_collection needs the collection's uri or an open client")
     from pymilvus import MilvusClient
@@ -204,7 +223,9 @@ def read_collection(
     # client may have been hung up on by the server
     own = MilvusClient(uri=uri, dedicated=True, **client_options)
     try:
-        return _read(own, collection, uri, id_field, filter, dimension, batch_size, progress)
+        return _read(
+            own, collection, uri, id_field, filter, dimension, batch_size, progress, layout
+        )
     finally:
         own.close()
 
@@ -218,11 +239,12 @@ def _read(
     dimension: int | None,
     batch_size: int,
     progress: bool,
+    given: Layout | None,
 ) -> StoredCorpus:
     from tqdm import tqdm
 
     description = describe_existing(client, collection, uri=where)
-    layout = detect_layout(description)
+    layout = detect_layout(description, given)
     dim = _dimension(description, layout.vector_field)
     if dimension is not None and dimension != dim:
         raise DimensionMismatchError(

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from thresholded.calibration.collection import read_collection, resolve_gold
+from thresholded.calibration.collection import Layout, read_collection, resolve_gold
 from thresholded.calibration.crossval import CrossValidation, cross_validate
 from thresholded.calibration.curve import trade_off
 from thresholded.calibration.data import Passage, Question, SimpleForm, same_text
@@ -219,6 +219,7 @@ def calibrate_collection(
     progress: bool = True,
     client_options: dict[str, Any] | None = None,
     client: Any = None,
+    layout: Layout | None = None,
     **options: Any,
 ) -> CalibrationResult | SimpleCalibrationResult:
     """Calibrate on an existing Milvus collection: its sections and stored vectors.
@@ -228,7 +229,8 @@ def calibrate_collection(
 
     Only the questions are embedded. ``questions`` are JSON Lines questions (gold
     ids matched with the primary key, or the metadata key ``id_field``) or a simple
-    form. ``filter`` (a Milvus expression) calibrates under a metadata filter.
+    form. ``filter`` (a Milvus expression) calibrates under a metadata filter. ``layout``
+    names the id, vector and text fields (by default the adapters' layouts are tried).
     Other ``options`` are those of :func:`calibrate` or :func:`calibrate_simple`.
     """
     raw = embedder.model_id
@@ -241,6 +243,7 @@ def calibrate_collection(
         dimension=model.dimension,
         progress=progress,
         client=client,
+        layout=layout,
         **(client_options or {}),
     )
     corpus = list(stored.passages)

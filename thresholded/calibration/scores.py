@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from thresholded.calibration.data import Passage, Question
+from thresholded.calibration.data import UNDETERMINED, Passage, Question
 
 __all__ = ["PairScores", "allowed_passages", "score_pairs"]
 
@@ -94,6 +94,12 @@ def allowed_passages(corpus: Sequence[Passage], passages: str) -> list[Passage]:
     allowed = [p for p in corpus if passages == "all" or p.lang == passages]
     if not allowed:
         langs = sorted({p.lang for p in corpus})
+        if langs == [UNDETERMINED]:
+            raise ValueError(
+                f"no passages in language {passages!r}: the corpus names no language (no "
+                "passage has a 'lang'): give the passages their 'lang', or calibrate over "
+                "them all (passages all, the default)"
+            )
         raise ValueError(f"no passages in language {passages!r} (the corpus has {langs} and all)")
     return allowed
 

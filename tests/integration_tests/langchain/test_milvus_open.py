@@ -253,3 +253,90 @@ def test_documents_with_ids_load_again_into_an_auto_id_collection(
         )
     (count,) = store.client.query("support", filter="", output_fields=["count(*)"])
     assert count["count(*)"] >= len(docs)
+
+
+def test_auto_id_that_contradicts_the_ids_is_refused_before_anything_is_created(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    """``auto_id=True`` with ``ids=`` dropped the ids (langchain-milvus printed a line), and
+    ``auto_id=False`` without any id generated keys all the same."""
+    from pymilvus import MilvusClient
+
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    docs = documents(support_texts)
+    ids = [f"my-{doc.id}" for doc in docs]
+    with pytest.raises(ValueError, match=r"auto_id=True.*ids="):
+        milvus_from_documents(docs, minilm, uri=uri, collection_name="a", auto_id=True, ids=ids)
+    unnamed = [Document(page_content=doc.page_content) for doc in docs]
+    with pytest.raises(ValueError, match=r"auto_id=False.*ids="):
+        milvus_from_documents(unnamed, minilm, uri=uri, collection_name="b", auto_id=False)
+    client = MilvusClient(uri=uri)
+    assert client.list_collections() == []
+    client.close()
+
+    store = milvus_from_documents(
+        docs, minilm, uri=uri, collection_name="c", auto_id=False, ids=ids
+    )
+    rows = store.client.query("c", filter="", output_fields=["pk"], limit=100)
+    assert sorted(row["pk"] for row in rows) == sorted(ids)
+
+
+def test_auto_id_that_contradicts_an_existing_collection_is_refused(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    from langchain_thresholded.milvus import existing_milvus_store, milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    milvus_from_documents(documents(support_texts), minilm, uri=uri, collection_name="kb")
+    with pytest.raises(ValueError, match=r"auto_id=True.*'kb'.*auto_id=False"):
+        existing_milvus_store(uri, "kb", embeddings=minilm, auto_id=True)
+    assert existing_milvus_store(uri, "kb", embeddings=minilm, auto_id=False).auto_id is False
+
+
+def _lite_2() -> bool:
+    from thresholded.milvus_lite import lite_engine_version
+
+    return (lite_engine_version() or "").startswith("2.")
+
+
+@pytest.mark.skipif(
+    not _lite_2(), reason="Milvus Lite 2.x evaluates no filter on such a collection"
+)
+def test_a_partition_key_on_milvus_lite_2_is_refused_naming_the_field(
+    tmp_path: Path, minilm: Any, support_texts: dict[str, tuple[str, str]]
+) -> None:
+    """Milvus Lite 2.5 created the collection, then failed every search of the retriever
+    (its fetch of stored vectors by id, any filter) with "Invalid expr ...: invalid
+    parameter", which named neither the partition key nor a way out."""
+    from pymilvus import DataType, MilvusClient
+
+    from langchain_thresholded.milvus import existing_milvus_store, milvus_from_documents
+    from llama_index_thresholded.milvus import existing_milvus_store as llama_index_store
+
+    uri = str(tmp_path / "kb.db")
+    docs = [
+        Document(page_content=d.page_content, metadata={**d.metadata, "tenant": "a"})
+        for d in documents(support_texts)
+    ]
+    with pytest.raises(ValueError, match=r"partition key field 'tenant'.*Milvus Lite 2\."):
+        milvus_from_documents(
+            docs, minilm, uri=uri, collection_name="kb", partition_key_field="tenant"
+        )
+    client = MilvusClient(uri=uri)
+    assert client.list_collections() == []
+
+    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=True)
+    schema.add_field("id", DataType.VARCHAR, max_length=64, is_primary=True)
+    schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=384)
+    schema.add_field("text", DataType.VARCHAR, max_length=1024)
+    schema.add_field("tenant", DataType.VARCHAR, max_length=16, is_partition_key=True)
+    index = client.prepare_index_params()
+    index.add_index("embedding", index_type="FLAT", metric_type="IP")
+    client.create_collection("made", schema=schema, index_params=index)
+    client.close()
+    with pytest.raises(ValueError, match=r"partition key field 'tenant'"):
+        llama_index_store(uri, "made")
+    with pytest.raises(ValueError, match=r"partition key field 'tenant'"):
+        existing_milvus_store(uri, "made", embeddings=minilm, vector_field="embedding")

@@ -108,3 +108,26 @@ def test_nodes_indexed_again_under_their_ids_replace_their_rows(
     policy = RetrievalPolicy(min_similarity=0.0, top_k=2, max_per_source=None, max_chars=None)
     retriever = ThresholdedRetriever(index, policy, neighbours=0, parent_summaries=False)
     assert len(retriever.retrieve("How do I get a refund?")) == 2
+
+
+def test_a_collection_whose_vector_field_is_named_otherwise_names_its_fields(
+    tmp_path: Path,
+) -> None:
+    """The collection exists: a CollectionNotFoundError sent the README's
+    ``except CollectionNotFoundError:`` on to build it again, and named no field to pass."""
+    from pymilvus import MilvusClient
+
+    from thresholded.milvus_lite import wait_for_milvus_lite
+
+    uri = str(tmp_path / "fields.db")
+    wait_for_milvus_lite(uri)
+    client = MilvusClient(uri=uri)
+    client.create_collection("kb", dimension=8, vector_field_name="emb")
+    client.close()
+
+    with pytest.raises(
+        ValueError, match=r"no dense vector field 'embedding'.*\['emb'\].*embedding_field="
+    ) as raised:
+        existing_milvus_store(uri, "kb")
+    assert not isinstance(raised.value, CollectionNotFoundError)
+    assert existing_milvus_store(uri, "kb", embedding_field="emb").dim == 8

@@ -175,6 +175,20 @@ def test_a_corpus_of_one_language_needs_no_lang(tmp_path: Path) -> None:
         load_corpus(path)
 
 
+def test_a_passage_language_asked_of_a_corpus_that_names_none_says_so(tmp_path: Path) -> None:
+    """The documented simple-form command (``--passages en``) over a corpus without ``lang``
+    said "no passages in language 'en' (the corpus has ['und'] and all)"."""
+    from thresholded.calibration.scores import allowed_passages
+
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"pid": "a", "text": "x"}\n{"pid": "b", "text": "y"}\n', encoding="utf-8")
+    corpus = load_corpus(path)
+    with pytest.raises(ValueError, match=r"names no language.*'lang'.*passages all") as raised:
+        allowed_passages(corpus, "en")
+    assert "und" not in str(raised.value)
+    assert allowed_passages(corpus, "all") == corpus
+
+
 def test_a_folder_or_plain_text_as_corpus_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="is a folder: expected a JSON Lines file of passages"):
         load_corpus(tmp_path)

@@ -73,3 +73,11 @@ def test_an_unchanged_wrapped_retriever_is_searched_as_copied(corpus: Any) -> No
     assert [d.id for d in retriever.invoke(QUERY)] == ["b", "a"]
     copy = retriever.model_copy(update={"filters": {"tenant": "a"}})
     assert [d.id for d in copy.invoke(QUERY)] == ["a"]
+
+
+def test_a_retriever_given_as_vectorstore_says_to_wrap_it(corpus: Any) -> None:
+    """``vectorstore=store.as_retriever()`` was a pydantic "Input should be an instance of
+    VectorStore", which named no way on; LlamaIndex's retriever names ``from_retriever``."""
+    base = corpus([("a", 0.75, {})]).store.as_retriever()
+    with pytest.raises(TypeError, match=r"got VectorStoreRetriever.*from_retriever"):
+        ThresholdedRetriever(vectorstore=base, policy=POLICY)

@@ -16,7 +16,12 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
-from langchain_core.runnables.base import RunnableBindingBase
+from langchain_core.runnables.base import (
+    RunnableBindingBase,
+    RunnableLambda,
+    RunnableSequence,
+    coerce_to_runnable,
+)
 from langchain_core.runnables.config import patch_config
 from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.runnables.utils import AddableDict
@@ -115,12 +120,13 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     its bound arguments applied, and has matched nothing when it returns nothing."""
     answer_chain: Runnable[Any, Any]
     """Answers from the context, e.g. ``prompt | llm``. It gets the input (a dict, or
-    ``{question_key: question}``) with the context under ``context_key``."""
+    ``{question_key: question}``) with the context under ``context_key``. A function or a
+    dict of them is made a runnable, as in an LCEL chain."""
     no_match_message: str = DEFAULT_NO_MATCH_MESSAGE
     """The answer when nothing matched, such as how to reach a human."""
     query_chain: Runnable[Any, str] | None = None
     """Turns the input into the search query, e.g. a question-rewriting chain for a
-    conversation. Default: the question itself."""
+    conversation (a function is made a runnable). Default: the question itself."""
     question_key: str = "question"
     """Where a dict input holds the question, and where a question given as a ``str`` is
     passed to ``answer_chain``."""
@@ -166,13 +172,26 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             )
         return value
 
+    @field_validator("answer_chain", "query_chain", mode="before")
+    @classmethod
+    def _a_runnable(cls, value: Any) -> Any:
+        """A function or a dict of them is made a runnable, as it is in an LCEL chain."""
+        if value is None or isinstance(value, Runnable):
+            return value
+        if callable(value) or isinstance(value, dict):
+            return coerce_to_runnable(value)
+        raise ValueError(
+            f"expected a runnable, a function or a dict of them, got {type(value).__name__}"
+        )
+
     @model_validator(mode="after")
     def _resolve_answer_type(self) -> AbstainingChain:
-        kind = self.answer_type or _answer_type_of(self.answer_chain.OutputType)
+        declared = _declared_output(self.answer_chain)
+        kind = self.answer_type or _answer_type_of(declared)
         if kind is None:
             raise ValueError(
                 f"cannot tell whether answer_chain returns a str or a message (its OutputType "
-                f"is {self.answer_chain.OutputType!r}): set answer_type='str' or 'message'"
+                f"is {declared!r}): set answer_type='str' or 'message'"
             )
         self._answer_type = kind
         return self
@@ -389,6 +408,20 @@ def _no_match_flags(retrieved: _Retrieved) -> dict[str, Any]:
     if retrieved.abstained_by is None:
         return {NOTHING_MATCHED: True}
     return {NOTHING_MATCHED: True, ABSTAINED_BY: retrieved.abstained_by}
+
+
+def _declared_output(chain: Runnable[Any, Any]) -> Any:
+    """The chain's ``OutputType``; a function's return annotation resolved where it is
+    written as a string (``from __future__ import annotations``)."""
+    while isinstance(chain, RunnableSequence):
+        chain = chain.last
+    if isinstance(chain, RunnableLambda) and isinstance(chain.OutputType, str):
+        function = getattr(chain, "func", None) or getattr(chain, "afunc", None)
+        try:
+            return typing.get_type_hints(function).get("return", chain.OutputType)
+        except (NameError, TypeError):  # a name the function's module cannot resolve
+            return chain.OutputType
+    return chain.OutputType
 
 
 def _answer_type_of(output_type: Any) -> AnswerType | None:

@@ -539,3 +539,28 @@ def test_a_call_s_keyword_arguments_are_refused_in_every_method(retriever, metho
     with pytest.raises(TypeError, match=r"not filters: set them on the retriever.*call_filters"):
         CALLS[method](chain, filters={"source": "elsewhere"})
     assert calls.count == 0
+
+
+def test_a_function_is_taken_as_the_answer_and_query_chain(retriever):
+    """As in an LCEL chain, a function is a runnable: its return annotation says the type."""
+
+    def answer(inputs: dict[str, Any]) -> str:
+        return f"From: {inputs['context']}"
+
+    def query(inputs: dict[str, Any]) -> str:
+        return inputs["topic"]
+
+    chain = AbstainingChain(
+        retriever=retriever,
+        answer_chain=answer,
+        query_chain=query,
+        question_key="topic",
+        no_match_message=NO_MATCH,
+    )
+    assert chain.invoke({"topic": QUERY}) == f"From: {REFUNDS}"
+    assert chain.invoke({"topic": OTHER_QUERY}) == NO_MATCH
+
+
+def test_an_answer_chain_that_is_not_runnable_is_named(retriever):
+    with pytest.raises(ValueError, match=r"(?s)answer_chain.*expected a runnable.*got str"):
+        AbstainingChain(retriever=retriever, answer_chain="prompt | llm")

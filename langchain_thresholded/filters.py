@@ -6,7 +6,8 @@ A call's ``filters=`` (and a retriever's ``filters`` field) is a structured filt
   self-query retriever's LLM writes): ``eq``, ``ne``, ``gt``, ``gte``, ``lt``, ``lte``,
   ``in``, ``nin``, ``contain`` (a stored list holds the value, or a stored string the text)
   and ``like`` (a substring), under
-  ``and``, ``or`` and ``not`` ("none of");
+  ``and``, ``or`` and ``not`` ("none of"); a ``like`` value holding ``%`` is refused (it
+  is no wildcard here);
 - or a dict: ``{"doc_type": "public"}`` (equal), ``{"year": {"$gte": 2020}}``, with
   ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, ``$contains``,
   ``$any``, ``$all``, ``$text_match``, ``$text_match_insensitive`` (not on Milvus) and
@@ -79,9 +80,26 @@ def to_filter(filters: Any) -> Filter | None:
 def _structured(item: Comparison | Operation) -> Filter:
     if isinstance(item, Comparison):
         op = _COMPARATORS[str(getattr(item.comparator, "value", item.comparator))]
+        if op is Op.TEXT_MATCH:
+            _no_wildcard(item.attribute, item.value)
         return Condition(item.attribute, op, item.value)
     children = tuple(_nested(a) for a in item.arguments)
     return Group(Combine(str(getattr(item.operator, "value", item.operator))), children)
+
+
+def _no_wildcard(key: str, value: Any) -> None:
+    """Refuse ``%`` in a ``like`` value. ``like`` is a substring here, but LangChain's own
+    translators write its value into a LIKE pattern (Milvus, DashVector, MyScale), where
+    ``%`` is a wildcard, so a self-query LLM or an agent may write ``like "%internal%"``:
+    read as those characters, no section would match it, and under ``not`` every one would,
+    the sections it meant to leave out included."""
+    if isinstance(value, str) and "%" in value:
+        raise UnsafeFilterError(
+            f"like on {key!r} is a substring match, and its value {value!r} holds '%', which "
+            "would be matched as a character, not as a wildcard: give the text alone "
+            f"(like {value.replace('%', '')!r}), or {{{key!r}: {{'$text_match': ...}}}} for "
+            "a text that holds '%'"
+        )
 
 
 def _nested(item: Any) -> Filter:

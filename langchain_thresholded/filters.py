@@ -28,7 +28,7 @@ from langchain_core.structured_query import Comparison, Operation
 
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Combine, Condition, Filter, Group, Op
-from thresholded.filters.model import all_of
+from thresholded.filters.model import all_of, check_no_wildcard
 
 _COMPARATORS = {
     "eq": Op.EQ,
@@ -58,6 +58,7 @@ _DICT_OPS = {
     "$text_match_insensitive": Op.TEXT_MATCH_INSENSITIVE,
     "$is_empty": Op.IS_EMPTY,
 }
+_LITERAL = "'$text_match' (its dict form)"
 _DICT_GROUPS = {"$and": Combine.AND, "$or": Combine.OR, "$not": Combine.NOT}
 
 
@@ -80,26 +81,11 @@ def to_filter(filters: Any) -> Filter | None:
 def _structured(item: Comparison | Operation) -> Filter:
     if isinstance(item, Comparison):
         op = _COMPARATORS[str(getattr(item.comparator, "value", item.comparator))]
-        if op is Op.TEXT_MATCH:
-            _no_wildcard(item.attribute, item.value)
+        if op is Op.TEXT_MATCH:  # LangChain's translators write it into a LIKE pattern
+            check_no_wildcard(item.attribute, item.value, operator="like", instead=_LITERAL)
         return Condition(item.attribute, op, item.value)
     children = tuple(_nested(a) for a in item.arguments)
     return Group(Combine(str(getattr(item.operator, "value", item.operator))), children)
-
-
-def _no_wildcard(key: str, value: Any) -> None:
-    """Refuse ``%`` in a ``like`` value. ``like`` is a substring here, but LangChain's own
-    translators write its value into a LIKE pattern (Milvus, DashVector, MyScale), where
-    ``%`` is a wildcard, so a self-query LLM or an agent may write ``like "%internal%"``:
-    read as those characters, no section would match it, and under ``not`` every one would,
-    the sections it meant to leave out included."""
-    if isinstance(value, str) and "%" in value:
-        raise UnsafeFilterError(
-            f"like on {key!r} is a substring match, and its value {value!r} holds '%', which "
-            "would be matched as a character, not as a wildcard: give the text alone "
-            f"(like {value.replace('%', '')!r}), or {{{key!r}: {{'$text_match': ...}}}} for "
-            "a text that holds '%'"
-        )
 
 
 def _nested(item: Any) -> Filter:

@@ -6,7 +6,8 @@ A call's ``filters=`` (and a retriever's ``filters`` field) is a structured filt
   self-query retriever's LLM writes): ``eq``, ``ne``, ``gt``, ``gte``, ``lt``, ``lte``,
   ``in``, ``nin``, ``contain`` (a stored list holds the value, or a stored string the text)
   and ``like`` (a substring), under
-  ``and``, ``or`` and ``not`` ("none of");
+  ``and``, ``or`` and ``not`` ("none of"); a ``like`` value holding ``%`` is refused (it
+  is no wildcard here);
 - or a dict: ``{"doc_type": "public"}`` (equal), ``{"year": {"$gte": 2020}}``, with
   ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, ``$contains``,
   ``$any``, ``$all``, ``$text_match``, ``$text_match_insensitive`` (not on Milvus) and
@@ -27,7 +28,7 @@ from langchain_core.structured_query import Comparison, Operation
 
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Combine, Condition, Filter, Group, Op
-from thresholded.filters.model import all_of
+from thresholded.filters.model import all_of, check_no_wildcard
 
 _COMPARATORS = {
     "eq": Op.EQ,
@@ -57,6 +58,7 @@ _DICT_OPS = {
     "$text_match_insensitive": Op.TEXT_MATCH_INSENSITIVE,
     "$is_empty": Op.IS_EMPTY,
 }
+_LITERAL = "'$text_match' (its dict form)"
 _DICT_GROUPS = {"$and": Combine.AND, "$or": Combine.OR, "$not": Combine.NOT}
 
 
@@ -79,6 +81,8 @@ def to_filter(filters: Any) -> Filter | None:
 def _structured(item: Comparison | Operation) -> Filter:
     if isinstance(item, Comparison):
         op = _COMPARATORS[str(getattr(item.comparator, "value", item.comparator))]
+        if op is Op.TEXT_MATCH:  # LangChain's translators write it into a LIKE pattern
+            check_no_wildcard(item.attribute, item.value, operator="like", instead=_LITERAL)
         return Condition(item.attribute, op, item.value)
     children = tuple(_nested(a) for a in item.arguments)
     return Group(Combine(str(getattr(item.operator, "value", item.operator))), children)

@@ -19,6 +19,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.runnables.base import RunnableBindingBase
+from langchain_core.runnables.configurable import RunnableConfigurableFields
 from langchain_core.stores import BaseStore
 from langchain_core.structured_query import Expr
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
@@ -240,7 +241,8 @@ class EngineRetriever(StrictArguments, BaseRetriever):
                 "for each (configurable_alternatives chooses among retrievers you built), and "
                 "expose call_filters to narrow one"
             )
-        return super().configurable_fields(**kwargs)
+        made = super().configurable_fields(**kwargs)
+        return ConfiguredCopies(default=made.default, fields=made.fields)
 
     @abstractmethod
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
@@ -796,6 +798,22 @@ def filters_of_call(options: dict[str, Any], configured: Any = None) -> tuple[An
         )
     where = all_of(to_filter(configured), *(to_filter(f) for f in given))
     return where, {"search_kwargs": extra} if extra else {}
+
+
+class ConfiguredCopies(RunnableConfigurableFields):
+    """LangChain's configurable retriever, whose configured retriever is a copy of the
+    retriever with the configured fields (``model_copy(update=...)``, validated as the
+    constructor validates them). LangChain builds it anew from the fields alone, which
+    loses what the retriever holds beside them: the settings ``from_retriever`` copied of
+    the wrapped retriever, so a search after it changed (a tenant's filter set on it) went
+    on with the copied ones, where the retriever itself refuses it."""
+
+    def _prepare(self, config: RunnableConfig | None = None) -> tuple[Any, RunnableConfig]:
+        built, config = super()._prepare(config)
+        if built is self.default:
+            return built, config
+        configured = {name: getattr(built, name) for name in self.fields}
+        return self.default.model_copy(update=configured), config
 
 
 def check_call_filters_read(retriever: EngineRetriever, config: RunnableConfig | None) -> None:

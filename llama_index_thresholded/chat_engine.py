@@ -47,6 +47,7 @@ from llama_index_thresholded.query_engine import (
     NOTHING_MATCHED,
     NoMatchMessage,
     check_message,
+    check_postprocessors,
     no_match_response,
     none_added,
 )
@@ -161,6 +162,7 @@ class _Abstaining:
         with_report = getattr(retriever, "retrieve_with_report", None)
         report = None if with_report is None else with_report(message)
         retrieved = retriever.retrieve(message) if report is None else report.items
+        check_postprocessors(retriever, retrieved, self._node_postprocessors)  # type: ignore[attr-defined]
         nodes = retrieved
         for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
             nodes = postprocessor.postprocess_nodes(nodes, query_bundle=QueryBundle(message))
@@ -171,6 +173,7 @@ class _Abstaining:
         with_report = getattr(retriever, "aretrieve_with_report", None)
         report = None if with_report is None else await with_report(message)
         retrieved = await retriever.aretrieve(message) if report is None else report.items
+        check_postprocessors(retriever, retrieved, self._node_postprocessors)  # type: ignore[attr-defined]
         nodes = retrieved
         for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
             nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=QueryBundle(message))

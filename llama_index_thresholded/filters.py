@@ -23,7 +23,7 @@ from llama_index.core.vector_stores.types import (
 
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Combine, Condition, Filter, Group, Op
-from thresholded.filters.model import kind
+from thresholded.filters.model import check_no_wildcard, kind
 
 _STORE_SAFE = frozenset({Op.EQ, Op.NE, Op.IN, Op.NIN, Op.IS_EMPTY})
 """Operators LlamaIndex's in-memory stores apply without raising on a value of another type."""
@@ -65,7 +65,10 @@ def _group(filters: MetadataFilters) -> Group:
 
 
 def _condition(item: MetadataFilter) -> Condition:
-    return Condition(item.key, Op(FilterOperator(item.operator).value), item.value)
+    op = Op(FilterOperator(item.operator).value)
+    if op is Op.TEXT_MATCH:  # LlamaIndex's Milvus store writes it into a LIKE pattern
+        check_no_wildcard(item.key, item.value, operator="text_match", instead="CONTAINS")
+    return Condition(item.key, op, item.value)
 
 
 def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:

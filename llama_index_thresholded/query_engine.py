@@ -16,7 +16,7 @@ conversation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -29,6 +29,7 @@ from llama_index.core.base.response.schema import (
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.storage.docstore import BaseDocumentStore
 
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
@@ -109,6 +110,31 @@ def none_added(
             "postprocessors that only reorder, rescore or drop nodes"
         )
     return [_unlinked(n) if id(n.node) not in returned else n for n in nodes]
+
+
+def check_postprocessors(
+    retriever: Any, retrieved: list[NodeWithScore], postprocessors: Sequence[Any]
+) -> None:
+    """Refuse, before they run, node postprocessors that read sections from a docstore
+    (``PrevNextNodePostprocessor``, ``AutoPrevNextNodePostprocessor``) where the retriever
+    holds some back (:func:`none_added`). What they read is held to none of its filters,
+    and their own span hands it to every span handler (a tracing integration records it as
+    the span's output) before :func:`none_added` could refuse it: an internal neighbour's
+    text, or an internal parent's metadata in a stored copy's relationships. Behind such a
+    retriever they can only add a section past its filters, or nothing."""
+    readers = sorted({type(p).__name__ for p in postprocessors if _reads_docstore(p)})
+    if readers and _holds_back(retriever, retrieved):
+        raise UnsafeFilterError(
+            f"the node postprocessors {readers} read sections from the docstore, held to none "
+            f"of the filters, doc_ids, node_ids or store restrictions of "
+            f"{type(retriever).__name__}, and their spans would pass what they read to every "
+            "span handler: attach neighbours and summaries with the retriever's own "
+            "neighbours= and parent_summaries=, which are held to them"
+        )
+
+
+def _reads_docstore(postprocessor: Any) -> bool:
+    return isinstance(getattr(postprocessor, "docstore", None), BaseDocumentStore)
 
 
 def _unlinked(node: NodeWithScore) -> NodeWithScore:
@@ -200,11 +226,13 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
 
     def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         retrieved = self._retriever.retrieve(query_bundle)
+        check_postprocessors(self._retriever, retrieved, self._node_postprocessors)
         nodes = self._apply_node_postprocessors(retrieved, query_bundle=query_bundle)
         return none_added(self._retriever, retrieved, nodes)
 
     async def aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         retrieved = await self._retriever.aretrieve(query_bundle)
+        check_postprocessors(self._retriever, retrieved, self._node_postprocessors)
         nodes = await self._async_apply_node_postprocessors(retrieved, query_bundle=query_bundle)
         return none_added(self._retriever, retrieved, nodes)
 
@@ -237,6 +265,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
                 nodes, why = self.retrieve(query_bundle), None
             else:
                 report = with_report(query_bundle)
+                check_postprocessors(self._retriever, report.items, self._node_postprocessors)
                 nodes = self._apply_node_postprocessors(report.items, query_bundle=query_bundle)
                 nodes = none_added(self._retriever, report.items, nodes)
                 why = abstained_by_of(report)
@@ -256,6 +285,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
                 nodes, why = await self.aretrieve(query_bundle), None
             else:
                 report = await with_report(query_bundle)
+                check_postprocessors(self._retriever, report.items, self._node_postprocessors)
                 nodes = await self._async_apply_node_postprocessors(
                     report.items, query_bundle=query_bundle
                 )

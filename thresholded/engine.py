@@ -19,6 +19,7 @@ import asyncio
 import contextvars
 import functools
 import logging
+import math
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -478,12 +479,12 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
         return Found(0, select([], stage.policy, stage.floor))
     args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
     hits, pushed = yield from _search(collection, args)
-    candidates, outside = within_filters([stage], _candidates(stage, hits))
+    candidates, outside = _candidates(stage, hits)
     while _short_within_filters(stage, args, hits, candidates, outside):
         k, radius = _widened(stage, args.k, candidates), _kept_radius(args, pushed)
         args = replace(args, k=k, radius=radius, widened=True)
         hits, pushed = yield from _search(collection, args)
-        candidates, outside = within_filters([stage], _candidates(stage, hits))
+        candidates, outside = _candidates(stage, hits)
     candidates, outside = _nearest_within(stage.policy.top_k, candidates, outside)
     if stage.metric is not None and stage.metric.needs_unit_vectors:
         yield from _check_stored_norms(stage, candidates)
@@ -645,19 +646,54 @@ def _search(
         return hits, False
 
 
-def _candidates(stage: Stage[T], hits: Sequence[tuple[T, float | None]]) -> list[Candidate[T]]:
-    """The hits as candidates, dense scores converted from the store's metric to cosines."""
+def _candidates(
+    stage: Stage[T], hits: Sequence[tuple[T, float | None]]
+) -> tuple[list[Candidate[T]], list[Dropped[T]]]:
+    """The hits as candidates, dense scores converted from the store's metric to cosines:
+    those within the stage's filters, and the others, dropped as ``outside_filters``
+    (:func:`within_filters`). Only the scores within them are checked: a section outside
+    says nothing, and an error naming its score would say it to the caller the filters
+    hold it from, so a score of one that cannot be a cosine reads as none (NaN)."""
+    inside = _within_each(stage, [item for item, _ in hits])
     collection = stage.collection
     backend, source_key = collection.backend, stage.policy.source_key
-    scores = [_number(raw, backend.name) for _, raw in hits]
+    scores = [
+        _score(raw, backend.name, checked) for (_, raw), checked in zip(hits, inside, strict=True)
+    ]
     if stage.metric is not None:  # range-checked, whatever the metric
-        scores = to_cosines(scores, stage.metric, store=backend.name)
+        scores = to_cosines(scores, stage.metric, store=backend.name, unchecked=_not(inside))
     kind, name = collection.score_kind, collection.name
-    candidates = []
-    for (item, _), score in zip(hits, scores, strict=True):
+    within: list[Candidate[T]] = []
+    outside: list[Dropped[T]] = []
+    for (item, _), score, ok in zip(hits, scores, inside, strict=True):
         item_id, source, chars = backend.identify(item, source_key)
-        candidates.append(Candidate(item, item_id, score, kind, source, chars, collection=name))
-    return candidates
+        cand = Candidate(item, item_id, score, kind, source, chars, collection=name)
+        if ok:
+            within.append(cand)
+        else:
+            outside.append(Dropped(cand, DropReason.OUTSIDE_FILTERS))
+    return within, outside
+
+
+def _within_each(stage: Stage[T], items: Sequence[T]) -> list[bool]:
+    """Whether each item lies within the stage's filters and restrictions (:func:`is_within`)."""
+    if stage.where is None and not stage.collection.backend.restricted:
+        return [True] * len(items)
+    return [is_within(stage, item) for item in items]
+
+
+def _not(flags: Sequence[bool]) -> list[bool]:
+    return [not flag for flag in flags]
+
+
+def _score(raw: Any, store: str, checked: bool) -> float | None:
+    """A raw score as a float (:func:`_number`); one that is no number is NaN, unchecked."""
+    if checked:
+        return _number(raw, store)
+    try:
+        return _number(raw, store)
+    except ScoreRangeError:
+        return math.nan
 
 
 def _number(raw: Any, store: str) -> float | None:

@@ -120,22 +120,38 @@ def to_cosine(raw: float, metric: Metric | str, *, store: str = "the store") -> 
 
 
 def to_cosines(
-    raws: Sequence[float | None], metric: Metric | str, *, store: str = "the store"
+    raws: Sequence[float | None],
+    metric: Metric | str,
+    *,
+    store: str = "the store",
+    unchecked: Sequence[bool] | None = None,
 ) -> list[float | None]:
     """:func:`to_cosine` of every score that can be compared (see :func:`is_valid_score`),
-    in one pass; the others (None, NaN, infinities) are left as they are."""
+    in one pass; the others (None, NaN, infinities) are left as they are. A score marked in
+    ``unchecked`` (a section outside the filters, which no error may name) that cannot be a
+    cosine is NaN instead of a :class:`ScoreRangeError`."""
     metric = Metric.parse(metric)
     offset, scale = _LINEAR[metric]
     cosines: list[float | None] = []
-    for raw in raws:
+    for i, raw in enumerate(raws):
         if raw is None or not math.isfinite(raw):
             cosines.append(raw)
             continue
         cosine = offset + scale * raw
         if not -1.0 <= cosine <= 1.0:
-            cosine = _clamped(raw, cosine, metric, store)
+            if unchecked is not None and unchecked[i]:
+                cosine = _clamped_or_nan(cosine)
+            else:
+                cosine = _clamped(raw, cosine, metric, store)
         cosines.append(cosine)
     return cosines
+
+
+def _clamped_or_nan(cosine: float) -> float:
+    """A cosine a hair outside [-1, 1] clamped; one further out NaN (no usable score)."""
+    if abs(cosine) > 1.0 + COSINE_RANGE_TOLERANCE:
+        return math.nan
+    return min(1.0, max(-1.0, cosine))
 
 
 def _clamped(raw: float, cosine: float, metric: Metric, store: str) -> float:

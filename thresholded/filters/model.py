@@ -162,6 +162,20 @@ def check_not_marks(f: Filter | None, marks: Mapping[str, str]) -> None:
             )
 
 
+def check_no_wildcard(key: str, value: object, *, operator: str, instead: str) -> None:
+    """Refuse ``%`` in the value of a framework's substring match (``operator``: its name
+    there) whose own stores write the value into a LIKE pattern, where ``%`` is a wildcard
+    (LangChain's ``like``, LlamaIndex's TEXT_MATCH on Milvus). TEXT_MATCH reads it as a
+    character: ``%internal%`` would match no section, and under NOT every one, the sections
+    it meant to leave out included. ``instead`` names the filter for a text that holds it."""
+    if isinstance(value, str) and "%" in value:
+        raise UnsafeFilterError(
+            f"{operator} on {key!r} is a substring match, and its value {value!r} holds '%', "
+            "which would be matched as a character, not as a wildcard: give the text alone "
+            f"({value.replace('%', '')!r}), or {instead} for a text that holds '%'"
+        )
+
+
 def fold(f: Filter) -> Filter | bool:
     """``f`` without the parts whose result is known without looking at a row:
     ``IN []`` never holds, ``NIN []`` always does, ``ANY []`` never, ``ALL []`` always.

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from thresholded import InexactFilterError, RetrievalPolicy
+from thresholded import InexactFilterError, RetrievalPolicy, ScoreRangeError
 from thresholded.engine import Collection, Question, SearchArgs, drive, plan, retrieve
 from thresholded.filters import Condition, Op
 from thresholded.scores import Metric
@@ -144,3 +144,32 @@ def test_past_the_widest_search_the_call_is_an_error(monkeypatch: pytest.MonkeyP
     with pytest.raises(InexactFilterError, match=r"its 36 nearest rows hold only 0 of the 9"):
         run(store)
     assert store.asked == [9, 18, 36]
+
+
+class LongVectorStore(UnfilteredStore):
+    """Its ``int-long`` row has a stored vector of norm 2 under IP: its raw score, 1.8, is
+    no cosine. Its ``score`` row gives ``score`` as its raw score, whatever it is."""
+
+    def __init__(self, score: Any) -> None:
+        super().__init__({"int-long": (0.9, "internal"), "pub": (0.5, "public")})
+        self.score = score
+
+    def metric(self, filters: Any) -> Metric:
+        return Metric.IP
+
+    def search(self, args: SearchArgs) -> list[tuple[str, Any]]:
+        return [("int-long", self.score), ("pub", 0.5)]
+
+
+@pytest.mark.parametrize("score", [1.7999999523162842, -3.25, "n/a"])
+def test_a_score_outside_the_filters_that_is_no_cosine_neither_fails_nor_is_named(score):
+    # It was a ScoreRangeError quoting the internal section's score, raised to the caller.
+    result = run(LongVectorStore(score))
+    assert kept(result) == ["pub"]
+    assert result.selection.outside_filters == 1
+
+
+def test_the_same_score_within_the_filters_is_still_an_error():
+    store = LongVectorStore(1.7999999523162842)
+    with pytest.raises(ScoreRangeError, match=r"1\.79"):
+        drive(retrieve(plan(Question("q"), [Collection(store)], POLICY)))

@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from langchain_core.runnables import ConfigurableField
 
 from langchain_thresholded import MultiCollectionRetriever, ThresholdedRetriever
 from thresholded import RetrievalPolicy
@@ -81,3 +82,33 @@ def test_a_retriever_given_as_vectorstore_says_to_wrap_it(corpus: Any) -> None:
     base = corpus([("a", 0.75, {})]).store.as_retriever()
     with pytest.raises(TypeError, match=r"got VectorStoreRetriever.*from_retriever"):
         ThresholdedRetriever(vectorstore=base, policy=POLICY)
+
+
+@pytest.mark.parametrize("exposed", ["call_filters", "policy"])
+def test_a_configured_search_after_the_wrapped_retriever_changed_is_refused(
+    corpus: Any, exposed: str
+) -> None:
+    """LangChain builds each configured retriever anew from its fields: what
+    ``from_retriever`` copied was not among them, and b came back under the config."""
+    _, base, retriever = wrapped(corpus)
+    configurable = retriever.configurable_fields(**{exposed: ConfigurableField(id="x")})
+    value = {"tenant": {"$ne": "c"}} if exposed == "call_filters" else POLICY
+    config: Any = {"configurable": {"x": value}}
+    assert sorted(d.id for d in configurable.invoke(QUERY, config=config)) == ["a", "b"]
+    base.search_kwargs["filter"] = tenant_a
+    for call in (
+        lambda: configurable.invoke(QUERY, config=config),
+        lambda: configurable.batch([QUERY, QUERY], config=[config, config]),
+        lambda: asyncio.run(configurable.ainvoke(QUERY, config=config)),
+    ):
+        with pytest.raises(ValueError, match=r"changed after from_retriever"):
+            call()
+
+
+def test_a_configured_copy_holds_the_configured_value(corpus: Any) -> None:
+    _, _, retriever = wrapped(corpus)
+    configurable = retriever.configurable_fields(call_filters=ConfigurableField(id="x"))
+    config: Any = {"configurable": {"x": {"tenant": "a"}}}
+    assert [d.id for d in configurable.invoke(QUERY, config=config)] == ["a"]
+    assert sorted(d.id for d in configurable.invoke(QUERY)) == ["a", "b"]
+    assert retriever.call_filters is None  # the retriever itself is left as it was

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import (
@@ -212,6 +214,28 @@ class Kit:
         """The question on e0, the orthogonal question on e7, and any extra texts."""
         vectors = {QUESTION: E0, ORTHOGONAL: E7, **(extra or {})}
         return HandEmbedding(vectors=vectors, model_name=model_name)
+
+
+class Recorder(SimpleSpanHandler):
+    """Every span's arguments and result, as text (a tracing integration records them
+    as the span's input and output)."""
+
+    seen: list[str] = Field(default_factory=list)
+
+    def prepare_to_exit_span(
+        self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any
+    ) -> Any:
+        self.seen.append(f"{id_} {bound_args!r} {result!r}")
+        return super().prepare_to_exit_span(id_, bound_args, instance, result, **kwargs)
+
+
+@pytest.fixture
+def recorder() -> Any:
+    dispatcher = get_dispatcher()
+    handler = Recorder()
+    dispatcher.add_span_handler(handler)
+    yield handler
+    dispatcher.span_handlers.remove(handler)
 
 
 @pytest.fixture

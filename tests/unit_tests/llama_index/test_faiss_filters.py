@@ -55,3 +55,29 @@ def test_a_multi_collection_retriever_s_filters_hold_on_faiss(kit, faiss_index):
         [faiss_index], policy=kit.policy(min_similarity=0.5), filters=only("doc_type", "public")
     )
     assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["pub-a", "pub-c"]
+
+
+@pytest.fixture
+def faiss_index_with_a_long_internal_vector(kit):
+    from llama_index.vector_stores.faiss import FaissVectorStore
+
+    long_internal = [2.0 * x for x in kit.vec(0.9, 2)]  # its IP score: 1.8
+    nodes = [
+        kit.section("pub-a", 0.5, axis=1, doc_type="public"),
+        kit.section("int-b", embedding=long_internal, doc_type="internal"),
+    ]
+    store = FaissVectorStore(faiss_index=faiss.IndexFlatIP(kit.DIM))
+    return kit.build_index(nodes, kit.embedding(), store=store)
+
+
+def test_a_score_outside_the_filters_neither_fails_the_call_nor_is_named(
+    kit, faiss_index_with_a_long_internal_vector
+):
+    index = faiss_index_with_a_long_internal_vector
+    public = only("doc_type", "public")
+    single = ThresholdedRetriever(index, kit.policy(min_similarity=0.3), filters=public)
+    assert ids(single.retrieve_with_report(kit.QUESTION)) == ["pub-a"]
+    multi = MultiCollectionRetriever([index], policy=kit.policy(min_similarity=0.3))
+    report = multi.retrieve_with_report(kit.QUESTION, filters=public)
+    assert ids(report) == ["pub-a"]
+    assert "1.8" not in " ".join(s.describe() for s in report.collections)

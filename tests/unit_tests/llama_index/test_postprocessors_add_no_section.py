@@ -4,11 +4,14 @@ neighbour, read from the docstore) would bring it past the retriever's filters."
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from llama_index.core.llms import MockLLM
 from llama_index.core.postprocessor import LongContextReorder, PrevNextNodePostprocessor
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.retrievers import QueryFusionRetriever
-from llama_index.core.schema import NodeRelationship
+from llama_index.core.schema import NodeRelationship, NodeWithScore
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import (
@@ -87,9 +90,24 @@ async def answered(call, retriever, postprocessors, kit):
 async def test_a_neighbour_added_past_the_filters_is_refused(kit, kind, call):
     index = public_then_internal(kit)
     retriever = retriever_of(kind, index, kit, PUBLIC)
-    with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section") as raised:
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore") as raised:
         await answered(call, retriever, [next_section(index)], kit)
     assert "internal" not in str(raised.value)
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("kind", ["single", "multi"])
+async def test_a_docstore_reading_postprocessor_is_refused_before_its_span(
+    kit, kind, call, recorder
+):
+    """The engine refused the section the PrevNextNodePostprocessor added, after it ran: its
+    span's result, the internal neighbour's text, had gone to every span handler."""
+    index = public_then_internal(kit)
+    retriever = retriever_of(kind, index, kit, PUBLIC)
+    with pytest.raises(UnsafeFilterError, match="PrevNextNodePostprocessor"):
+        await answered(call, retriever, [next_section(index)], kit)
+    assert recorder.seen, "no span recorded"
+    assert not [seen for seen in recorder.seen if "INTERNAL ONLY" in seen]
 
 
 @pytest.mark.parametrize("call", CALLS)
@@ -116,7 +134,7 @@ def test_an_engine_over_another_retriever_still_refuses_an_added_section(kit):
     original.no_match_message = "Ask a human."
     swapped = original.with_retriever(retriever_of("single", index, kit, PUBLIC))
     assert isinstance(swapped, AbstainingQueryEngine)
-    with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section"):
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
         swapped.query(kit.QUESTION)
     abstaining = original.with_retriever(retriever_of("single", index, kit, PUBLIC))
     abstaining._node_postprocessors = []
@@ -138,7 +156,7 @@ async def test_a_neighbour_added_behind_a_fusion_retriever_is_refused(kit, kind,
     neighbour went to the LLM and came back in source_nodes."""
     index = public_then_internal(kit)
     retriever = fused(retriever_of(kind, index, kit, PUBLIC))
-    with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section"):
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
         await answered(call, retriever, [next_section(index)], kit)
 
 
@@ -180,13 +198,30 @@ def public_pair_under_an_internal_parent(kit):
 
 
 @pytest.mark.parametrize("call", CALLS)
-async def test_a_section_swapped_for_its_stored_copy_names_no_other_by_more_than_id(kit, call):
+async def test_a_section_swapped_for_its_stored_copy_names_no_other_by_more_than_id(
+    kit, call, recorder
+):
     """A PrevNextNodePostprocessor puts b's previous section, a, back as the docstore holds
     it, in place of the copy the retriever returned: no section is added, but the stored
-    copy's relationships carry the internal parent's metadata, which reached source_nodes."""
+    copy's relationships carry the internal parent's metadata. It reached source_nodes, and
+    (until the postprocessor was refused before it ran) every span handler."""
     index = public_pair_under_an_internal_parent(kit)
     retriever = retriever_of("single", index, kit, PUBLIC)
-    nodes = call(retriever, [previous_section(index)], kit)
+    with pytest.raises(UnsafeFilterError, match="PrevNextNodePostprocessor"):
+        nodes = call(retriever, [previous_section(index)], kit)
+        if not isinstance(nodes, list):
+            await nodes
+    assert not [seen for seen in recorder.seen if "Merger plan" in seen]
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_section_a_postprocessor_swaps_for_a_stored_copy_names_no_other(kit, call):
+    """A postprocessor (here one that reads no docstore) that returns the docstore's copy
+    of a section in place of the retriever's: its relationships name other sections by id
+    only in source_nodes."""
+    index = public_pair_under_an_internal_parent(kit)
+    retriever = retriever_of("single", index, kit, PUBLIC)
+    nodes = call(retriever, [StoredCopies(stored=index.docstore.docs)], kit)
     if not isinstance(nodes, list):
         nodes = await nodes
     assert sorted(n.node.node_id for n in nodes) == ["a", "b"]
@@ -198,12 +233,10 @@ async def test_a_section_swapped_for_its_stored_copy_names_no_other_by_more_than
                 assert related.hash is None
 
 
-@pytest.mark.parametrize("call", CALLS)
-async def test_a_stored_copy_of_a_multi_collection_section_is_refused(kit, call):
-    """A multi-collection retriever's section is its collection and its id: the docstore's
-    copy names no collection, so it is not one the retriever returned."""
-    index = public_pair_under_an_internal_parent(kit)
-    retriever = retriever_of("multi", index, kit, PUBLIC)
-    with pytest.raises(UnsafeFilterError, match="postprocessors added 1 section") as raised:
-        await answered(call, retriever, [previous_section(index)], kit)
-    assert "Merger plan" not in str(raised.value)
+class StoredCopies(BaseNodePostprocessor):
+    """Puts each node back as ``stored`` holds it (a cache of the docstore's nodes)."""
+
+    stored: dict[str, Any]
+
+    def _postprocess_nodes(self, nodes: list[Any], query_bundle: Any = None) -> list[Any]:
+        return [NodeWithScore(node=self.stored[n.node.node_id], score=n.score) for n in nodes]

@@ -11,11 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
-from pydantic import Field
 
 from llama_index_thresholded import (
     AbstainingQueryEngine,
@@ -29,27 +25,6 @@ SECRET = "The layoff plan."
 PUBLIC = MetadataFilters(
     filters=[MetadataFilter(key="doc_type", value="pub", operator=FilterOperator.TEXT_MATCH)]
 )
-
-
-class Recorder(SimpleSpanHandler):
-    """Every span's arguments and result, as text."""
-
-    seen: list[str] = Field(default_factory=list)
-
-    def prepare_to_exit_span(
-        self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any
-    ) -> Any:
-        self.seen.append(f"{id_} {bound_args!r} {result!r}")
-        return super().prepare_to_exit_span(id_, bound_args, instance, result, **kwargs)
-
-
-@pytest.fixture
-def recorder() -> Any:
-    dispatcher = get_dispatcher()
-    handler = Recorder()
-    dispatcher.add_span_handler(handler)
-    yield handler
-    dispatcher.span_handlers.remove(handler)
 
 
 def retrievers(kit: Any) -> list[Any]:

@@ -7,6 +7,8 @@ vector store's objects are never mutated.
 from __future__ import annotations
 
 import functools
+import operator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -101,20 +103,29 @@ def unlinked_result(result: Result[BaseNode]) -> Result[BaseNode]:
     candidates (``Report.selection``) and the dropped nodes, and a span handler reads the
     report, so a node kept, attached or dropped names no other section but by its id."""
     selection: Selection[BaseNode] = result.selection
+    kept = _each(_unlinked_candidate, selection.kept)
+    attached = _each(_unlinked_candidate, selection.attached)
+    dropped = _each(_unlinked_drop, selection.dropped)
+    if kept is selection.kept and attached is selection.attached and dropped is selection.dropped:
+        return result
+    changed = replace(selection, kept=kept, attached=attached, dropped=dropped)
+    return replace(result, selection=changed)
 
-    def each(candidate: Candidate[BaseNode]) -> Candidate[BaseNode]:
-        node = unlinked(candidate.item)
-        return candidate if node is candidate.item else replace(candidate, item=node)
 
-    return replace(
-        result,
-        selection=replace(
-            selection,
-            kept=tuple(map(each, selection.kept)),
-            attached=tuple(map(each, selection.attached)),
-            dropped=tuple(Dropped(each(d.candidate), d.reason) for d in selection.dropped),
-        ),
-    )
+def _each(change: Callable[[Any], Any], items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``change`` applied to every item: ``items`` itself when it changed none of them."""
+    changed = tuple(map(change, items))
+    return items if all(map(operator.is_, changed, items)) else changed
+
+
+def _unlinked_candidate(candidate: Candidate[BaseNode]) -> Candidate[BaseNode]:
+    node = unlinked(candidate.item)
+    return candidate if node is candidate.item else replace(candidate, item=node)
+
+
+def _unlinked_drop(drop: Dropped[BaseNode]) -> Dropped[BaseNode]:
+    candidate = _unlinked_candidate(drop.candidate)
+    return drop if candidate is drop.candidate else Dropped(candidate, drop.reason)
 
 
 def _without_object(node: BaseNode) -> dict[str, None]:

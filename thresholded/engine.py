@@ -642,9 +642,10 @@ def _candidates(stage: Stage[T], hits: Sequence[tuple[T, float | None]]) -> list
     """The hits as candidates, dense scores converted from the store's metric to cosines."""
     collection = stage.collection
     backend, source_key = collection.backend, stage.policy.source_key
-    scores = [_number(raw, backend.name) for _, raw in hits]
+    store = backend.name
+    scores = [_number(raw, store) for _, raw in hits]
     if stage.metric is not None:  # range-checked, whatever the metric
-        scores = to_cosines(scores, stage.metric, store=backend.name)
+        scores = to_cosines(scores, stage.metric, store=store)
     kind, name = collection.score_kind, collection.name
     candidates = []
     for (item, _), score in zip(hits, scores, strict=True):

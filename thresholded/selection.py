@@ -276,7 +276,7 @@ def _check_cosine_range(items: Sequence[Candidate[Any]]) -> None:
     limit = 1.0 + COSINE_RANGE_TOLERANCE
     for cand in items:
         cosine = cand.floor_score
-        if cosine is not None and math.isfinite(cosine) and abs(cosine) > limit:
+        if cosine is not None and not -limit <= cosine <= limit and math.isfinite(cosine):
             raise ScoreRangeError(
                 f"result {cand.id!r} has the cosine {cosine!r}, outside [-1, 1]: it is not a "
                 "cosine similarity (a reranker's or a text-search score, or a distance, read "

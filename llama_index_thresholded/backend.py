@@ -733,7 +733,8 @@ def _texts(items: Sequence[BaseNode]) -> list[str]:
 def _not_text(result: VectorStoreQueryResult) -> list[str]:
     """Ids the docstore must supply: non-text nodes, or every node of a text-less store."""
     if result.nodes is not None:
-        return [n.node_id for n in result.nodes if n.get_type() != ObjectType.TEXT]
+        text = ObjectType.TEXT  # read once: an enum member is read slowly off its class
+        return [n.node_id for n in result.nodes if n.get_type() != text]
     return []
 
 

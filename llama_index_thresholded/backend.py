@@ -733,7 +733,8 @@ def _texts(items: Sequence[BaseNode]) -> list[str]:
 def _not_text(result: VectorStoreQueryResult) -> list[str]:
     """Ids the docstore must supply: non-text nodes, or every node of a text-less store."""
     if result.nodes is not None:
-        return [n.node_id for n in result.nodes if n.get_type() != ObjectType.TEXT]
+        text = ObjectType.TEXT  # read once: an enum member is read slowly off its class
+        return [n.node_id for n in result.nodes if n.get_type() != text]
     return []
 
 
@@ -745,14 +746,16 @@ def _hits(
     scores = result.similarities
     if result.nodes is not None:
         by_id = {n.node_id: n for n in fetched}
-        nodes = [by_id.get(n.node_id, n) for n in result.nodes]
+        nodes = [by_id.get(n.node_id, n) for n in result.nodes] if by_id else result.nodes
     elif result.ids is not None:  # a store without text (SimpleVectorStore): the docstore has it
         node_ids = [index.index_struct.nodes_dict[i] for i in result.ids]
         docstore = {n.node_id: n for n in index.docstore.get_nodes(node_ids)}
         nodes = [docstore[i] for i in node_ids]
     else:
         raise ValueError("the vector store's query result has neither nodes nor ids")
-    return [(node, scores[i] if scores is not None else None) for i, node in enumerate(nodes)]
+    if scores is None:
+        return [(node, None) for node in nodes]
+    return list(zip(nodes, scores, strict=True))
 
 
 def _milvus_result(store: Any, hits: Any) -> VectorStoreQueryResult:

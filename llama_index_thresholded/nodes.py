@@ -7,6 +7,8 @@ vector store's objects are never mutated.
 from __future__ import annotations
 
 import functools
+import operator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +38,8 @@ MARK_KEYS = metadata_keys.MARKS
 def source_of(node: BaseNode, source_key: str) -> str | None:
     """The node's source: its ``source_key`` metadata, else the document it came from."""
     value = node.metadata.get(source_key)
-    if value is not None and str(value) != "":
-        return str(value)
-    return node.ref_doc_id
+    source = "" if value is None else str(value)
+    return source if source else node.ref_doc_id
 
 
 def text_length(node: BaseNode) -> int:
@@ -73,24 +74,23 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
     else:
         metadata = {k: v for k, v in stored.items() if k not in MARK_KEYS}
         metadata.update(marks)
-    return updated_copy(
-        node,
-        {
-            "metadata": metadata,
-            "excluded_llm_metadata_keys": _hidden(node.excluded_llm_metadata_keys),
-            "excluded_embed_metadata_keys": _hidden(node.excluded_embed_metadata_keys),
-            "embedding": None,
-            "relationships": _by_id_only(node.relationships),
-            **_without_object(node),
-        },
-    )
+    update = {
+        "metadata": metadata,
+        "excluded_llm_metadata_keys": _hidden(node.excluded_llm_metadata_keys),
+        "excluded_embed_metadata_keys": _hidden(node.excluded_embed_metadata_keys),
+        "embedding": None,
+        "relationships": _by_id_only(node.relationships),
+    }
+    if _holds_object(node):
+        update["obj"] = None
+    return updated_copy(node, update)
 
 
 def unlinked(node: BaseNode) -> BaseNode:
     """``node`` naming other nodes by id only: a copy without an ``IndexNode``'s object and
     without the metadata and hashes its relationships copy from other nodes; the node itself
     when it holds none of them. The node is left as it was."""
-    update: dict[str, Any] = _without_object(node)
+    update: dict[str, Any] = {"obj": None} if _holds_object(node) else {}
     if any(map(_names_more_than_id, node.relationships.values())):
         update["relationships"] = _by_id_only(node.relationships)
     return updated_copy(node, update) if update else node
@@ -101,29 +101,39 @@ def unlinked_result(result: Result[BaseNode]) -> Result[BaseNode]:
     candidates (``Report.selection``) and the dropped nodes, and a span handler reads the
     report, so a node kept, attached or dropped names no other section but by its id."""
     selection: Selection[BaseNode] = result.selection
-
-    def each(candidate: Candidate[BaseNode]) -> Candidate[BaseNode]:
-        node = unlinked(candidate.item)
-        return candidate if node is candidate.item else replace(candidate, item=node)
-
-    return replace(
-        result,
-        selection=replace(
-            selection,
-            kept=tuple(map(each, selection.kept)),
-            attached=tuple(map(each, selection.attached)),
-            dropped=tuple(Dropped(each(d.candidate), d.reason) for d in selection.dropped),
-        ),
-    )
+    kept = _each(_unlinked_candidate, selection.kept)
+    attached = _each(_unlinked_candidate, selection.attached)
+    dropped = _each(_unlinked_drop, selection.dropped)
+    if kept is selection.kept and attached is selection.attached and dropped is selection.dropped:
+        return result
+    changed = replace(selection, kept=kept, attached=attached, dropped=dropped)
+    return replace(result, selection=changed)
 
 
-def _without_object(node: BaseNode) -> dict[str, None]:
-    """An ``IndexNode``'s object (``obj``: the node it stands for, which a store keeps with
-    it) left out, as it names it by its ``index_id``: the filters judge the ``IndexNode``'s
-    own metadata, and its object may be a section outside them, which a recursive
-    retriever around this one (``QueryFusionRetriever``) returns in its place."""
+def _each(change: Callable[[Any], Any], items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``change`` applied to every item: ``items`` itself when it changed none of them."""
+    changed = tuple(map(change, items))
+    return items if all(map(operator.is_, changed, items)) else changed
+
+
+def _unlinked_candidate(candidate: Candidate[BaseNode]) -> Candidate[BaseNode]:
+    node = unlinked(candidate.item)
+    return candidate if node is candidate.item else replace(candidate, item=node)
+
+
+def _unlinked_drop(drop: Dropped[BaseNode]) -> Dropped[BaseNode]:
+    candidate = _unlinked_candidate(drop.candidate)
+    return drop if candidate is drop.candidate else Dropped(candidate, drop.reason)
+
+
+def _holds_object(node: BaseNode) -> bool:
+    """Whether the node is an ``IndexNode`` holding its object (``obj``: the node it stands
+    for, which a store keeps with it), which a copy leaves out, as it names it by its
+    ``index_id``: the filters judge the ``IndexNode``'s own metadata, and its object may be
+    a section outside them, which a recursive retriever around this one
+    (``QueryFusionRetriever``) returns in its place."""
     # read from the fields: pydantic answers a missing attribute slowly, by raising
-    return {"obj": None} if node.__dict__.get("obj") is not None else {}
+    return node.__dict__.get("obj") is not None
 
 
 def _by_id_only(relationships: dict[NodeRelationship, RelatedNodeType]) -> dict:

@@ -28,10 +28,8 @@ def updated_copy(model: M, update: Mapping[str, Any]) -> M:
     only: a new object of the same class whose other fields are the original's values."""
     cls = type(model)
     copy = cls.__new__(cls)
-    fields = model.__dict__.copy()
-    fields.update(update)
-    _set(copy, "__dict__", fields)
-    _set(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__ | update.keys())
+    _set(copy, "__dict__", {**model.__dict__, **update})
+    _set(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__.union(update))
     extra = model.__pydantic_extra__
     _set(copy, "__pydantic_extra__", None if extra is None else dict(extra))
     private = model.__pydantic_private__

@@ -761,13 +761,16 @@ def _attachment_walks(
     call: Call[T], selection: Selection[T]
 ) -> list[tuple[Collection[T], Callable[[], Pipeline[list[Candidate[T]]]]]]:
     """One walk per collection with kept sections, for those sections only."""
+    attaching = [stage for stage in call.stages if stage.collection.attachments.enabled]
+    if not attaching:
+        return []
     kept: dict[str, list[Candidate[T]]] = {}
     for cand in selection.kept:
         kept.setdefault(cand.collection, []).append(cand)
     walks = []
-    for stage in call.stages:
+    for stage in attaching:
         collection = stage.collection
-        if collection.attachments.enabled and collection.name in kept:
+        if collection.name in kept:
             sections = kept[collection.name]
             walks.append((collection, _walking(stage, sections, call.policy.source_key)))
     return walks

@@ -25,7 +25,7 @@ class ScoreKind(StrEnum):
     UNKNOWN = "unknown"
 
     def __str__(self) -> str:
-        return self.value
+        return self._value_  # the plain string (``value`` is a property, read more slowly)
 
     @classmethod
     def parse(cls, value: ScoreKind | str) -> ScoreKind:

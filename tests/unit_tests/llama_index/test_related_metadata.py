@@ -15,6 +15,9 @@ from llama_index.core.schema import IndexNode, NodeRelationship, RelatedNodeInfo
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriever
+from llama_index_thresholded.nodes import unlinked_result
+from thresholded.engine import Question, Result
+from thresholded.selection import Candidate, Dropped, DropReason, Selection
 
 SECRET = "The layoff plan."
 PUBLIC = MetadataFilters(filters=[MetadataFilter(key="doc_type", value="public")])
@@ -109,3 +112,30 @@ def test_a_report_names_no_section_outside_the_filters_through_its_candidates(ki
             assert "Layoffs" not in repr(report) and SECRET not in repr(report)
     assert below.next_node.metadata["title"] == "Layoffs in Q3"
     assert pointer.obj is internal
+
+
+def test_candidates_that_name_other_nodes_by_id_only_are_reported_as_they_are() -> None:
+    """Unlinking rebuilds only what names more than an id: a result with nothing to unlink
+    is reported as the engine returned it, and a drop with nothing to unlink is the same
+    drop, beside one whose node is copied without its related metadata."""
+    plain = [TextNode(id_=f"n{i}", text="A section.") for i in range(3)]
+    linked = TextNode(id_="linked", text="A section.")
+    linked.relationships[NodeRelationship.NEXT] = RelatedNodeInfo(
+        node_id="int", metadata={"title": "Layoffs in Q3"}
+    )
+    candidates = [Candidate(node, node.node_id, 0.9) for node in (*plain, linked)]
+    kept, dropped = candidates[:2], [Dropped(c, DropReason.BEYOND_TOP_K) for c in candidates[2:]]
+
+    clean = _result(kept, dropped[:1])
+    assert unlinked_result(clean) is clean
+
+    mixed = unlinked_result(_result(kept, dropped))
+    assert mixed.selection.kept == tuple(kept) and mixed.selection.dropped[0] is dropped[0]
+    copied = mixed.selection.dropped[1].candidate.item
+    assert copied is not linked and copied.next_node.metadata == {}
+    assert linked.next_node.metadata == {"title": "Layoffs in Q3"}
+
+
+def _result(kept: list[Candidate], dropped: list[Dropped]) -> Result:
+    selection = Selection(tuple(kept), (), tuple(dropped), min_similarity=0.5)
+    return Result(Question("q"), selection)

@@ -475,10 +475,30 @@ def question_of(query: QueryType) -> Question:
     if isinstance(query, str):
         return Question(query)
     if isinstance(query, QueryBundle):
+        _check_embedding_strs(query)
         return Question(query.query_str, query.embedding, query)
     raise TypeError(
         f"the question must be a str or a QueryBundle, got {type(query).__name__}: {query!r}"
     )
+
+
+def _check_embedding_strs(query: QueryBundle) -> None:
+    """A bundle without its own vector is embedded from its ``embedding_strs``: none, or a
+    blank one, would search with the vector of nothing."""
+    if query.embedding is not None or query.custom_embedding_strs is None:
+        return
+    if not query.custom_embedding_strs:
+        raise ValueError(
+            "the QueryBundle's custom_embedding_strs is empty: there is no text to embed the "
+            "question from; give the texts, leave it None to embed query_str, or give "
+            "embedding="
+        )
+    blank = [i for i, text in enumerate(query.custom_embedding_strs) if not text.strip()]
+    if blank:
+        raise ValueError(
+            f"the QueryBundle's custom_embedding_strs{blank} is empty: a blank text would "
+            "be embedded into the question's vector; leave it out"
+        )
 
 
 def _both(*filters: MetadataFilters | None) -> MetadataFilters | None:

@@ -7,7 +7,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import QueryBundle, TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 
 import langchain_thresholded as lc
@@ -62,3 +62,20 @@ def test_a_policy_given_as_a_dict_is_read_as_a_stored_policy(llama_retriever):
         llama_retriever.retrieve_with_report("q", policy={"min_similarty": 0.3})
     with pytest.raises(TypeError, match="RetrievalPolicy or its dict"):
         li.ThresholdedRetriever(llama_retriever._index, "min_similarity=0.3")
+
+
+@pytest.mark.parametrize(
+    ("strs", "named"), [([], r"custom_embedding_strs is empty"), (["q", " "], r"strs\[1\]")]
+)
+def test_a_query_bundle_with_no_text_to_embed_is_refused(llama_retriever, strs, named):
+    """LlamaIndex said "No embeddings to aggregate", or searched with a blank text's vector."""
+    bundle = QueryBundle("a question", custom_embedding_strs=strs)
+    with pytest.raises(ValueError, match=named):
+        llama_retriever.retrieve(bundle)
+    with pytest.raises(ValueError, match=named):
+        llama_retriever.retrieve_with_report(bundle)
+
+
+def test_a_query_bundle_with_its_own_vector_needs_no_text(llama_retriever):
+    bundle = QueryBundle("a question", custom_embedding_strs=[], embedding=[1.0, 0.0])
+    assert [n.node.node_id for n in llama_retriever.retrieve(bundle)] == ["a"]

@@ -50,7 +50,7 @@ def format_report(report: Report[NodeWithScore]) -> str:
     """The kept context with scores and sources, its attachments, and the drops with reasons."""
     lines = [f"Q: {report.query}"]
     if report.nothing_matched:
-        lines.append(f"  {DEFAULT_NO_MATCH_MESSAGE}")
+        lines.append(f"  {DEFAULT_NO_MATCH_MESSAGE} ({_why_nothing(report)})")
     for node in report.kept:
         meta = node.node.metadata
         lines.append(f"  [{node.score:.3f}] {meta.get('source')} / {meta.get('section')}")
@@ -63,9 +63,11 @@ def format_report(report: Report[NodeWithScore]) -> str:
         )
     counts = report.drop_counts()
     if counts:
-        lines.append("  dropped: " + ", ".join(f"{n} {reason}" for reason, n in counts.items()))
+        shown = "" if len(report.dropped) <= _SHOWN else f" (the best {_SHOWN} shown)"
+        drops = ", ".join(f"{n} {reason}" for reason, n in counts.items())
+        lines.append(f"  dropped: {drops}{shown}")
         by_score = sorted(report.dropped, key=lambda d: -(d.item.score or 0.0))
-        for drop in by_score[:6]:
+        for drop in by_score[:_SHOWN]:
             node = drop.item
             meta = node.node.metadata
             score = "  -  " if node.score is None else f"{node.score:.3f}"
@@ -73,6 +75,22 @@ def format_report(report: Report[NodeWithScore]) -> str:
                 f"    {score} {drop.reason.value:<16}{meta.get('source')} / {meta.get('section')}"
             )
     return "\n".join(lines)
+
+
+_SHOWN = 6
+"""Drops listed per question, the best scores first."""
+
+
+def _why_nothing(report: Report[NodeWithScore]) -> str:
+    """What emptied the answer, in the report's own figures."""
+    best = report.best_similarity
+    if report.emptied_by == "gate" and best is not None and report.gate is not None:
+        return f"the best section scored {best:.3f}, under the answer gate {report.gate:g}"
+    if report.emptied_by == "floor":
+        return f"every section scored under the floor {report.min_similarity:g}"
+    if report.emptied_by == "filters":
+        return "no section lies within the filters"
+    return f"emptied by {report.emptied_by}"
 
 
 def run_demo(

@@ -229,6 +229,11 @@ def test_the_demo_cli(
     blocks = {block.splitlines()[0]: block for block in out.split("Q: ")[1:]}
     assert set(blocks) == {WEATHER, REFUND}
     assert "No relevant information found." in blocks[WEATHER]
+    # and why: the best section's score under the gate, and how many of the drops are listed
+    assert re.search(
+        r"found\. \(the best section scored 0\.\d{3}, under the answer gate 0\.33\)", out
+    )
+    assert re.search(r"dropped: 12 below_gate \(the best 6 shown\)", blocks[WEATHER])
     assert "refund-policy" not in blocks[WEATHER].split("dropped")[0]
     assert "refund-policy" in blocks[REFUND]
     assert "No relevant information found." not in blocks[REFUND]

@@ -19,6 +19,11 @@ MILVUS_MAX_TOP_K = 16_384
 """The most results one Milvus search may ask for (its ``topK`` limit)."""
 
 
+def _percentage_hint(value: float) -> str:
+    """A threshold between 1 and 100 was most likely meant as a percentage of 1."""
+    return f" (a percentage? write {value / 100:g})" if 1.0 < value <= 100.0 else ""
+
+
 class RetrievalPolicy(BaseModel):
     """Which retrieved sections may reach the reranker and the prompt.
 
@@ -110,7 +115,10 @@ class RetrievalPolicy(BaseModel):
         if not math.isfinite(value):
             raise ValueError(f"must be finite, got {value!r}")
         if not -1.0 <= value <= 1.0:
-            raise ValueError(f"is a cosine similarity and must lie in [-1, 1], got {value!r}")
+            raise ValueError(
+                f"is a cosine similarity and must lie in [-1, 1], got {value!r}"
+                + _percentage_hint(value)
+            )
         return float(value)
 
     @field_validator("source_key")

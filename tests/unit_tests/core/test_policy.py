@@ -557,3 +557,15 @@ def test_a_numpy_floor_is_a_number() -> None:
         RetrievalPolicy(min_similarity=np.float32(1.5))
     with pytest.raises(ValidationError, match="must be a number"):
         RetrievalPolicy(min_similarity=np.bool_(True))
+
+
+@pytest.mark.parametrize("field", ["min_similarity", "min_top_similarity"])
+def test_a_threshold_written_as_a_percentage_says_the_fraction_meant(field: str) -> None:
+    """35 said only "must lie in [-1, 1], got 35"."""
+    with pytest.raises(ValidationError, match=r"a percentage\? write 0\.35"):
+        RetrievalPolicy(**{field: 35})
+    with pytest.raises(ValidationError, match=r"a percentage\? write 0\.35"):
+        RetrievalPolicy().with_overrides(**{field: 35})
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(**{field: 350})
+    assert "percentage" not in str(info.value)

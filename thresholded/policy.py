@@ -58,7 +58,8 @@ class RetrievalPolicy(BaseModel):
         description=(
             "Answer gate: when the best cosine among the candidates that passed the filters "
             "is below it, nothing is kept. None or 0 turns it off; no model has a default "
-            "gate, it must be calibrated (thresholded calibrate). Cosines only: hybrid "
+            "gate, it must be calibrated (thresholded calibrate); one at or under "
+            "min_similarity keeps what the floor alone keeps. Cosines only: hybrid "
             "results without a re-scored cosine do not count towards the best."
         ),
     )

@@ -519,8 +519,21 @@ class ThresholdedRetriever(EngineRetriever):
         return self._state().collection
 
     def as_policy(self) -> RetrievalPolicy:
-        """The retriever's policy: ``policy``, or its ``profile``'s."""
+        """The retriever's policy: ``policy``, or its ``profile``'s. The ``policy`` field
+        stays as it was given: with a ``profile``, its floor, gate and model are not those
+        in force."""
         return self._state().policy
+
+    @property
+    def min_similarity(self) -> float:
+        """The floor in force: ``policy``'s or its ``profile``'s, or its model's default."""
+        state = self._state()
+        return state.collection.floor(state.policy)
+
+    @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate in force (None or 0: off): ``policy``'s or its ``profile``'s."""
+        return self._state().policy.min_top_similarity
 
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         """One call: its policy with the call's overrides, its filters and store arguments."""

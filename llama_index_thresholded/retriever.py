@@ -404,6 +404,11 @@ class ThresholdedRetriever(EngineRetriever):
         return self._min_similarity
 
     @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate in force (None or 0: off): the policy's or its profile's."""
+        return self._policy.min_top_similarity
+
+    @property
     def metric(self) -> Metric | None:
         return self._collection.backend.metric(None)
 

@@ -325,6 +325,19 @@ def test_profile_and_collection_give_the_profile_s_floor(build, profile):
 
 
 @pytest.mark.parametrize("build", ADAPTERS)
+def test_both_retrievers_read_the_floor_and_gate_in_force_by_one_name(build, profile, tmp_path):
+    """LangChain's retriever had no ``min_similarity``, LlamaIndex's no ``min_top_similarity``;
+    LangChain's ``policy`` is the field as given (no floor, no gate beside a profile)."""
+    path = profile("kb", 0.8)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "min_top_similarity": 0.85}))
+    retriever = build(policy=BESIDE_A_PROFILE, profile=path, collection="kb", neighbours=0)
+    assert (retriever.min_similarity, retriever.min_top_similarity) == (0.8, 0.85)
+    plain = build(policy=POLICY, neighbours=0)
+    assert (plain.min_similarity, plain.min_top_similarity) == (POLICY.min_similarity, None)
+
+
+@pytest.mark.parametrize("build", ADAPTERS)
 def test_a_policy_s_own_floor_beside_a_profile_is_refused(build, profile):
     with pytest.raises(ValueError, match=r"sets min_similarity=0.5 \(the profile's: 0.8\)"):
         build(policy=POLICY, profile=profile("kb", 0.8), collection="kb")

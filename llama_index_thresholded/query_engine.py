@@ -179,6 +179,8 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
     """
 
     def __init__(self, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any):
+        accepted = [*named_parameters(RetrieverQueryEngine.__init__), "no_match_message"]
+        check_arguments(f"{type(self).__name__}()", kwargs, accepted)
         super().__init__(*args, **kwargs)
         self.no_match_message = no_match_message
 

@@ -149,3 +149,14 @@ def test_a_message_that_is_not_a_string_is_refused(kit, retriever, message):
     engine = AbstainingQueryEngine.from_args(retriever, llm=llm)
     with pytest.raises(TypeError, match="no_match_message must be a str"):
         engine.no_match_message = message
+
+
+def test_the_constructor_names_a_misspelt_keyword_as_from_args_does(retriever):
+    """It was Python's "RetrieverQueryEngine.__init__() got an unexpected keyword argument"."""
+    with pytest.raises(TypeError, match=r"AbstainingQueryEngine\(\).*'no_match_message'\?"):
+        AbstainingQueryEngine(retriever, no_match_mesage="I don't know.")
+    synthesizer = get_response_synthesizer(llm=MockLLM())
+    engine = AbstainingQueryEngine(
+        retriever, response_synthesizer=synthesizer, no_match_message="I don't know."
+    )
+    assert engine.no_match_message == "I don't know."

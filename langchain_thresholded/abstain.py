@@ -327,7 +327,8 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
         if self.question_key not in input:
             raise KeyError(
                 f"{type(self).__name__} reads the question from the input's "
-                f"{self.question_key!r} key; the input has {sorted(input)}"
+                f"{self.question_key!r} key; the input has {sorted(input)}: "
+                + _question_key_hint(input)
             )
         return input[self.question_key]
 
@@ -490,3 +491,10 @@ def _reporting(retriever: Any, name: str) -> Any:
     its ``__getattr__`` hands out the bound retriever's method with the binding's config but
     without its arguments, so the bound filters would not apply; it is invoked instead."""
     return getattr(retriever, name, None) if isinstance(retriever, BaseRetriever) else None
+
+
+def _question_key_hint(input: dict[str, Any]) -> str:
+    """The setting that reads the question from another key: the one key given, if one."""
+    if len(input) == 1:
+        return f"set question_key={next(iter(input))!r}"
+    return "set question_key to the key that holds the question"

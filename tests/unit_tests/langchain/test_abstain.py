@@ -502,6 +502,17 @@ def test_a_dict_input_without_the_question_key_is_named(retriever):
     assert chain.invoke({"question": QUERY, "tone": "brief"}).content == ANSWER
 
 
+def test_a_dict_input_under_one_other_key_says_which_question_key_to_set(retriever):
+    """It named the key read and the keys given, not the setting that reads another."""
+    chain = build("message", retriever, spy_model(Calls()))
+    with pytest.raises(KeyError, match=r"set question_key='input'"):
+        chain.invoke({"input": QUERY})
+    with pytest.raises(KeyError) as info:
+        chain.invoke({"input": QUERY, "tone": "brief"})
+    assert "set question_key" in str(info.value)  # which of them is not guessed
+    assert "question_key='" not in str(info.value)
+
+
 def test_the_passthrough_recipe_needs_a_retrieval_of_its_own(retriever, refunds):
     """The contrast: the usual LCEL recipe calls the LLM with an empty context."""
     calls = Calls()

@@ -57,7 +57,14 @@ from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PUSHDOWN_EPSILON, PushdownSwitch
 from thresholded.rescore import Vector, needs_cosine, rescore, wants_rescore
 from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
-from thresholded.scores import Metric, ScoreKind, check_unit_norm, is_valid_score, to_cosines
+from thresholded.scores import (
+    Metric,
+    ScoreKind,
+    check_has_direction,
+    check_unit_norm,
+    is_valid_score,
+    to_cosines,
+)
 from thresholded.selection import Candidate, Dropped, DropReason, Selection, attach, select
 
 logger = logging.getLogger(__name__)
@@ -457,6 +464,7 @@ def check_vector(vector: Vector | None, stage: Stage[Any]) -> None:
         raise DimensionMismatchError(
             f"the query embedding has {dim} dimensions, but {model} has {model.dimension}"
         )
+    check_has_direction(vector, what="query vector")
     if stage.metric is not None and stage.metric.needs_unit_vectors:
         check_unit_norm(vector)  # inner product and L2 are cosines on unit vectors only
 

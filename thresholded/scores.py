@@ -181,6 +181,18 @@ def check_unit_norm(vector: list[float] | tuple[float, ...], *, what: str = "que
         )
 
 
+def check_has_direction(vector: list[float] | tuple[float, ...], *, what: str) -> None:
+    """Refuse a vector of norm 0 or with a value that is not finite: no cosine with it is a
+    number, and every section would read as unrelated to it."""
+    norm = math.hypot(*vector)
+    if norm == 0.0 or not math.isfinite(norm):
+        raise NotUnitVectorError(
+            f"the {what} has norm {norm}: no cosine can be computed with it, and every "
+            "section would read as unrelated. The embedding model returned no usable vector "
+            "for this question: check the model, or the vector given with the question."
+        )
+
+
 def is_valid_score(score: float | None) -> bool:
     """A score that can be compared at all: present and finite."""
     return score is not None and math.isfinite(score)

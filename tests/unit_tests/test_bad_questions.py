@@ -13,6 +13,7 @@ from llama_index.core.vector_stores import SimpleVectorStore
 import langchain_thresholded as lc
 import llama_index_thresholded as li
 from thresholded import RetrievalPolicy
+from thresholded.errors import NotUnitVectorError
 
 POLICY = RetrievalPolicy(min_similarity=0.0)
 
@@ -79,3 +80,23 @@ def test_a_query_bundle_with_no_text_to_embed_is_refused(llama_retriever, strs, 
 def test_a_query_bundle_with_its_own_vector_needs_no_text(llama_retriever):
     bundle = QueryBundle("a question", custom_embedding_strs=[], embedding=[1.0, 0.0])
     assert [n.node.node_id for n in llama_retriever.retrieve(bundle)] == ["a"]
+
+
+@pytest.mark.parametrize("vector", [[0.0, 0.0], [float("nan"), 0.0], [float("inf"), 1.0]])
+def test_a_question_vector_with_no_direction_is_refused(llama_retriever, vector):
+    """Its cosines were NaN: under a floor it came back empty, as if nothing answered it,
+    and at floor 0 its sections were kept with a NaN similarity."""
+    with pytest.raises(NotUnitVectorError, match="no cosine can be computed"):
+        llama_retriever.retrieve(QueryBundle("a question", embedding=vector))
+
+
+def test_an_embedding_model_that_returns_zeros_is_refused(langchain_retriever):
+    class Zeros(DeterministicFakeEmbedding):
+        def embed_query(self, text: str) -> list[float]:
+            return [0.0] * self.size
+
+    retriever = lc.ThresholdedRetriever(
+        vectorstore=langchain_retriever.vectorstore, embeddings=Zeros(size=4), policy=POLICY
+    )
+    with pytest.raises(NotUnitVectorError, match="no cosine can be computed"):
+        retriever.invoke("a question")

@@ -122,6 +122,16 @@ class RetrievalPolicy(BaseModel):
             )
         return float(value)
 
+    @field_validator("max_per_source", "max_chars", "max_attachment_chars", mode="before")
+    @classmethod
+    def _zero_is_not_off(cls, value: Any) -> Any:
+        if type(value) is int and value == 0:
+            raise ValueError(
+                "must be 1 or more, got 0: None in a policy lifts it (0 turns off the floor "
+                "and the gate, but here it would keep nothing)"
+            )
+        return value
+
     @field_validator("source_key")
     @classmethod
     def _source_key_not_blank(cls, value: str) -> str:

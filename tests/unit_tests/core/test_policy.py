@@ -569,3 +569,15 @@ def test_a_threshold_written_as_a_percentage_says_the_fraction_meant(field: str)
     with pytest.raises(ValidationError) as info:
         RetrievalPolicy(**{field: 350})
     assert "percentage" not in str(info.value)
+
+
+@pytest.mark.parametrize("field", ["max_per_source", "max_chars", "max_attachment_chars"])
+def test_a_cap_or_budget_of_0_says_none_lifts_it(field: str) -> None:
+    """0 turns the floor and the gate off; here it said only "greater than or equal to 1"."""
+    with pytest.raises(ValidationError, match="None in a policy lifts it"):
+        RetrievalPolicy(**{field: 0})
+    with pytest.raises(ValidationError, match="None in a policy lifts it"):
+        RetrievalPolicy().with_overrides(**{field: 0})
+    assert getattr(RetrievalPolicy(**{field: None}), field) is None
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        RetrievalPolicy(**{field: -1})

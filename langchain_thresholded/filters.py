@@ -13,7 +13,8 @@ A call's ``filters=`` (and a retriever's ``filters`` field) is a structured filt
   ``$any``, ``$all``, ``$text_match``, ``$text_match_insensitive`` (not on Milvus) and
   ``$is_empty`` (value ``True``); several keys in
   one dict must all hold; ``{"$and": [...]}``, ``{"$or": [...]}`` and ``{"$not": [...]}``
-  (none of) combine dicts. An empty dict is no filter.
+  (none of) combine dicts. ``$or`` and ``$not`` given one dict of several keys (not a list)
+  are refused: "not both" or "neither"? An empty dict is no filter.
 
 A raw store filter (a Milvus ``expr`` string) is accepted only when the retriever is
 built, and is combined verbatim with everything else; never per call.
@@ -99,6 +100,7 @@ def _mapping(filters: Mapping[str, Any]) -> Filter:
     for key, value in filters.items():
         if key in _DICT_GROUPS:
             if isinstance(value, Mapping):
+                _one_filter(key, value)
                 value = [value]
             if not isinstance(value, list | tuple):
                 raise UnsafeFilterError(f"{key} takes a list of filters, got {value!r}")
@@ -116,6 +118,19 @@ def _mapping(filters: Mapping[str, Any]) -> Filter:
     if combined is None:
         raise UnsafeFilterError("an empty filter inside another means nothing: remove it")
     return combined
+
+
+def _one_filter(group: str, value: Mapping[str, Any]) -> None:
+    """Refuse ``$not`` or ``$or`` given one dict of several keys: the dict is one filter (all
+    of its keys), so ``{"$not": {"a": 1, "b": 2}}`` would be "not both", where "neither" is
+    as likely meant (MongoDB's ``$nor``), and ``$or`` would mean AND."""
+    if group == "$and" or len(value) < 2:
+        return
+    keys = ", ".join(map(repr, value))
+    raise UnsafeFilterError(
+        f"{group} given one dict of {len(value)} keys ({keys}) has no single meaning: give a "
+        f"list, [{{...}}, {{...}}] for each key on its own, or [{{...}}] for all of them together"
+    )
 
 
 def _conditions(key: str, ops: Mapping[str, Any]) -> list[Filter]:

@@ -303,6 +303,23 @@ class Call(Generic[T]):
     """Embeds the question (``embed_query``/``aembed_query``); default: the backend of the
     first collection that needs a vector (every collection uses one model)."""
 
+    @property
+    def floors(self) -> dict[str, float]:
+        """Each collection's floor in this call, by its name."""
+        return {stage.collection.name: stage.floor for stage in self.stages}
+
+    @property
+    def min_similarity(self) -> float:
+        """The lowest floor of its collections (a multi-collection report's
+        ``min_similarity``); over one collection, its floor."""
+        return min(stage.floor for stage in self.stages)
+
+    @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate on the merged result (each collection's own gate applies to its
+        candidates); None or 0: off."""
+        return self.policy.min_top_similarity
+
 
 def plan(
     question: Question,

@@ -33,6 +33,7 @@ from langchain_thresholded.backend import describe
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
+from thresholded.engine import Question, check_question
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
 from thresholded.provenance import Asked, Standing, marks_model, register, standing
@@ -199,7 +200,8 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     ) -> tuple[Embeddings, list[int], str] | None:
         """The embeddings, the positions of the documents this package did not produce and
         the query, when they are to be embedded for their cosines; None when nothing is.
-        Without embeddings, documents none of which can be judged are an error."""
+        Without embeddings, documents none of which can be judged are an error; so is a
+        blank query, as the retriever refuses it."""
         question = None if query is None else Asked(query)
         standings = [standing(doc, question) for doc in documents]
         ours = [doc for doc, s in zip(documents, standings, strict=True) if s is Standing.OURS]
@@ -218,6 +220,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
                 f"{type(self).__name__} computes cosines with embeddings and needs the query: "
                 "use compress_documents(documents, query)"
             )
+        check_question(Question(query))  # a blank query embeds into the vector of nothing
         return self.embeddings, foreign, query
 
     def _candidate(

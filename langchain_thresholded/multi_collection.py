@@ -142,6 +142,9 @@ class MultiCollectionRetriever(EngineRetriever):
     structured filter, combined with each collection's own) and ``search_kwargs`` (given
     to every store, without filters). Every document returned, attachments included,
     satisfies the filters in force in its collection.
+
+    ``floors`` (each collection's), ``min_similarity`` (the lowest of them) and
+    ``min_top_similarity`` (the merged result's gate) read the floors and gate in force.
     """
 
     _stage: ClassVar[str] = "multi_collection"
@@ -202,9 +205,14 @@ class MultiCollectionRetriever(EngineRetriever):
             _Member(spec, spec.retriever or self._member(spec))
             for spec in map(_spec, self.collections)
         )
-        where, _ = filters_of_call({}, self._filters())
-        plan(Question(""), self._searched(members), self.policy, filters=where)  # refused now
+        self._configured(members)  # a bad floor or filter is refused now
         return members
+
+    def _configured(self, members: tuple[_Member, ...] | None = None) -> Call[Document]:
+        """A call under the retriever's own settings (over ``members``, default: its own)."""
+        where, _ = filters_of_call({}, self._filters())
+        searched = self._searched(self._state() if members is None else members)
+        return plan(Question(""), searched, self.policy, filters=where)
 
     def _filters(self) -> Any:
         """``filters`` and ``call_filters``, ANDed: every call's filters narrow them."""
@@ -305,6 +313,21 @@ class MultiCollectionRetriever(EngineRetriever):
     @property
     def collection_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self._searched(self._state()))
+
+    @property
+    def floors(self) -> dict[str, float]:
+        """Each collection's floor in force."""
+        return self._configured().floors
+
+    @property
+    def min_similarity(self) -> float:
+        """The lowest floor in force, as a report's ``min_similarity`` (see ``floors``)."""
+        return self._configured().min_similarity
+
+    @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate in force on the merged result; None or 0: off."""
+        return self._configured().min_top_similarity
 
     def close(self) -> None:
         """Shut the thread pool down (searches still running finish in the background); a

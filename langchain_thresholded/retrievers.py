@@ -784,7 +784,9 @@ def policy_of_call(own: RetrievalPolicy, options: dict[str, Any]) -> RetrievalPo
     """The merged result's policy for one call: its ``policy``, ``k`` and the other
     :data:`thresholded.policy.CALL_OVERRIDES` it gives."""
     overrides = {name: options.get(name) for name in CALL_OVERRIDES if name != "top_k"}
-    return call_policy(own, options.get("policy"), top_k=options.get("k"), **overrides)
+    return call_policy(
+        own, options.get("policy"), named={"top_k": "k"}, top_k=options.get("k"), **overrides
+    )
 
 
 def filters_of_call(options: dict[str, Any], configured: Any = None) -> tuple[Any, dict[str, Any]]:

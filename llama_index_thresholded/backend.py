@@ -39,6 +39,7 @@ from llama_index_thresholded.scoring import (
     chroma_distances,
     collection_dimension,
     declared_mode_kind,
+    held_dimension,
     is_chroma_store,
     store_metric,
     store_uri,
@@ -110,7 +111,11 @@ class LlamaIndexBackend:
         if is_milvus_store(self._store):  # LlamaIndex's own store: its client had one loop
             async_client_per_loop(self._store)
         self._engine_dialect: Dialect | None = None
-        self.dimension = collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
+        self.declared_dimension = (
+            collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
+        )
+        """The dimension the store declares (a Milvus collection's, a store's ``dim``), read
+        once: the embedding model's identity takes it."""
         self.name = _store_name(self._store)
         self.attempt_timeout = _store_timeout(self._store)
         self.threaded = _needs_thread(self._store)
@@ -118,6 +123,16 @@ class LlamaIndexBackend:
     @property
     def vector_store(self) -> Any:
         return self._store
+
+    @property
+    def dimension(self) -> int | None:
+        """The dimension of the store's vectors, where it can be read: a question of another
+        dimension is a ``DimensionMismatchError`` naming both, raised before the search, not
+        the store's own error (Milvus's byte counts, numpy's shapes). A Milvus collection's
+        is read once; a ``SimpleVectorStore``'s at each call (it may be filled later)."""
+        if self.mode in _SEARCH_ONLY:
+            return None
+        return self.declared_dimension or held_dimension(self._store)
 
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Any = None) -> CallFilters:
@@ -483,7 +498,7 @@ def index_collection(
         policy=policy,
         name=name,
         score_kind=kind,
-        model=model_id_of(embed_model, backend.dimension),
+        model=model_id_of(embed_model, backend.declared_dimension),
         allow_model_mismatch=allow_model_mismatch,
         retry=retry or RetryPolicy(),
         timeout=timeout,

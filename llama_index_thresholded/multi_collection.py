@@ -136,6 +136,9 @@ class MultiCollectionRetriever(EngineRetriever):
     ``parent_levels`` say what is attached to each kept section, as in
     ``ThresholdedRetriever``; ``allow_model_mismatch`` applies a floor measured for
     another model. ``callback_manager`` and ``verbose`` are LlamaIndex's.
+
+    ``floors`` (each collection's), ``min_similarity`` (the lowest of them) and
+    ``min_top_similarity`` (the merged result's gate) read the floors and gate in force.
     """
 
     @strict_constructor
@@ -229,7 +232,17 @@ class MultiCollectionRetriever(EngineRetriever):
     @property
     def floors(self) -> dict[str, float]:
         """Each collection's floor in force."""
-        return {s.collection.name: s.floor for s in self._plan(Question("")).stages}
+        return self._plan(Question("")).floors
+
+    @property
+    def min_similarity(self) -> float:
+        """The lowest floor in force, as a report's ``min_similarity`` (see ``floors``)."""
+        return self._plan(Question("")).min_similarity
+
+    @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate in force on the merged result; None or 0: off."""
+        return self._plan(Question("")).min_top_similarity
 
     def to_dict(self) -> dict[str, Any]:
         floors = self.floors

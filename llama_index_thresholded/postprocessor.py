@@ -21,7 +21,9 @@ from pydantic import Field
 
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.nodes import asked, marked_copy, marks_of, source_of, text_length
+from llama_index_thresholded.retriever import question_of
 from thresholded import metadata_keys
+from thresholded.engine import check_question
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
 from thresholded.provenance import Asked, Standing, asked_of, marks_model, register, standing
@@ -192,7 +194,7 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         """The model, the nodes whose marks are not this question's and the question, when
         they are to be embedded for their cosines; None when nothing is. Without a model,
         nodes retrieved for another question, or nodes none of which can be judged, are an
-        error."""
+        error; so is a question with no text to embed, as the retriever refuses it."""
         question = asked(query)
         standings = [standing(n.node, question) for n in nodes]
         ours = [n for n, s in zip(nodes, standings, strict=True) if s is Standing.OURS]
@@ -212,6 +214,7 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
                 "question: pass the query bundle (postprocess_nodes(nodes, query_str=...))"
             )
         bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
+        check_question(question_of(bundle))  # a blank text embeds into the vector of nothing
         return self.embed_model, to_judge, bundle
 
     def _candidate(

@@ -176,6 +176,17 @@ def collection_dimension(vector_store: BasePydanticVectorStore) -> int | None:
     return declared
 
 
+def held_dimension(vector_store: object) -> int | None:
+    """The dimension of the vectors an in-memory ``SimpleVectorStore`` holds, read when asked
+    (it may be filled after a retriever was built); None when it holds none, or for another
+    store."""
+    if not is_named(vector_store, "SimpleVectorStore"):
+        return None
+    vectors = getattr(getattr(vector_store, "data", None), "embedding_dict", None)
+    first = next(iter(vectors.values()), None) if isinstance(vectors, dict) else None
+    return len(first) if isinstance(first, list | tuple) and first else None
+
+
 def store_uri(vector_store: object) -> str | None:
     """The URI a store connects to, where the store knows it (no pymilvus import needed).
 

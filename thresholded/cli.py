@@ -18,6 +18,24 @@ from thresholded.errors import ThresholdedError
 COMMANDS = ("demo", "calibrate", "bench")
 
 
+class DefaultsShown(argparse.HelpFormatter):
+    """Help that ends each option's text with its default, where it has one that says
+    something (not None, a switch's False or an empty string) and the text does not give
+    it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "(default" in text
+            or default in (None, "", argparse.SUPPRESS)
+            or isinstance(default, bool)
+            or not action.option_strings
+        ):
+            return action.help
+        return f"{text} (default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="thresholded",
@@ -27,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"thresholded.commands.{name}").register(sub)
+    for command in sub.choices.values():
+        command.formatter_class = DefaultsShown
     return parser
 
 

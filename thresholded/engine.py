@@ -303,6 +303,23 @@ class Call(Generic[T]):
     """Embeds the question (``embed_query``/``aembed_query``); default: the backend of the
     first collection that needs a vector (every collection uses one model)."""
 
+    @property
+    def floors(self) -> dict[str, float]:
+        """Each collection's floor in this call, by its name."""
+        return {stage.collection.name: stage.floor for stage in self.stages}
+
+    @property
+    def min_similarity(self) -> float:
+        """The lowest floor of its collections (a multi-collection report's
+        ``min_similarity``); over one collection, its floor."""
+        return min(stage.floor for stage in self.stages)
+
+    @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate on the merged result (each collection's own gate applies to its
+        candidates); None or 0: off."""
+        return self.policy.min_top_similarity
+
 
 def plan(
     question: Question,
@@ -487,13 +504,13 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
         return Found(0, select([], stage.policy, stage.floor))
     args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
     hits, pushed = yield from _search(collection, args)
-    candidates, outside = _candidates(stage, hits)
+    candidates, outside, order = _candidates(stage, hits)
     while _short_within_filters(stage, args, hits, candidates, outside):
         k, radius = _widened(stage, args.k, candidates), _kept_radius(args, pushed)
         args = replace(args, k=k, radius=radius, widened=True)
         hits, pushed = yield from _search(collection, args)
-        candidates, outside = _candidates(stage, hits)
-    candidates, outside = _nearest_within(stage.policy.top_k, candidates, outside)
+        candidates, outside, order = _candidates(stage, hits)
+    candidates, outside = _nearest_within(stage.policy.top_k, candidates, outside, order)
     if stage.metric is not None and stage.metric.needs_unit_vectors:
         yield from _check_stored_norms(stage, candidates)
     if collection.rescores(stage.policy) and vector is not None:
@@ -564,21 +581,18 @@ def _kept_radius(args: SearchArgs, pushed: bool) -> float | None:
 
 
 def _nearest_within(
-    k: int, inside: list[Candidate[T]], outside: list[Dropped[T]]
+    k: int, inside: list[Candidate[T]], outside: list[Dropped[T]], order: Sequence[bool]
 ) -> tuple[list[Candidate[T]], list[Dropped[T]]]:
     """The ``k`` nearest candidates within the filters, and the rows outside them that the
     store returned before the last of those: what a store applying the filters exactly
-    would have returned, and what it would have skipped. A widened search returns more."""
+    would have returned, and what it would have skipped. A widened search returns more.
+    ``order`` says of each row, in the store's order, whether it lies within the filters:
+    a row is before the last by that order, whatever its score (one outside the filters may
+    read as NaN)."""
     if len(inside) <= k:
         return inside, outside
-    last = inside[k - 1].score
-    nearer = [d for d in outside if _rank_of(d.candidate.score) <= _rank_of(last)]
-    return inside[:k], nearer
-
-
-def _rank_of(score: float | None) -> float:
-    """A score for ordering (nearest first): an unusable score sorts last."""
-    return -score if is_valid_score(score) else float("inf")  # type: ignore[operator]
+    last = [row for row, ok in enumerate(order) if ok][k - 1]
+    return inside[:k], outside[: order[:last].count(False)]
 
 
 def within_filters(
@@ -656,12 +670,13 @@ def _search(
 
 def _candidates(
     stage: Stage[T], hits: Sequence[tuple[T, float | None]]
-) -> tuple[list[Candidate[T]], list[Dropped[T]]]:
+) -> tuple[list[Candidate[T]], list[Dropped[T]], list[bool]]:
     """The hits as candidates, dense scores converted from the store's metric to cosines:
-    those within the stage's filters, and the others, dropped as ``outside_filters``
-    (:func:`within_filters`). Only the scores within them are checked: a section outside
-    says nothing, and an error naming its score would say it to the caller the filters
-    hold it from, so a score of one that cannot be a cosine reads as none (NaN)."""
+    those within the stage's filters, the others, dropped as ``outside_filters``
+    (:func:`within_filters`), and whether each hit lies within them, in the store's order.
+    Only the scores within them are checked: a section outside says nothing, and an error
+    naming its score would say it to the caller the filters hold it from, so a score of
+    one that cannot be a cosine reads as none (NaN)."""
     inside = _within_each(stage, [item for item, _ in hits])
     collection = stage.collection
     backend, source_key = collection.backend, stage.policy.source_key
@@ -680,7 +695,7 @@ def _candidates(
             within.append(cand)
         else:
             outside.append(Dropped(cand, DropReason.OUTSIDE_FILTERS))
-    return within, outside
+    return within, outside, inside
 
 
 def _within_each(stage: Stage[T], items: Sequence[T]) -> list[bool]:

@@ -9,7 +9,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from thresholded.errors import PolicyFileError, ProfileError
 from thresholded.files import DuplicateKeyError, atomic_write_text, loads_strict
@@ -363,13 +370,45 @@ CALL_OVERRIDES = ("top_k", "max_per_source", "max_chars", "over_fetch")
 and the floor and gate, which apply in every collection)."""
 
 
-def call_policy(own: RetrievalPolicy, policy: object = None, **overrides: Any) -> RetrievalPolicy:
+def call_policy(
+    own: RetrievalPolicy,
+    policy: object = None,
+    *,
+    named: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> RetrievalPolicy:
     """One call's policy: ``policy`` (a policy or its dict) in place of the retriever's
-    ``own``, with the call's :data:`CALL_OVERRIDES` (None: as it is)."""
+    ``own``, with the call's :data:`CALL_OVERRIDES` (None: as it is). ``named`` gives the
+    keyword a call passes a field by, where it is not the field's name (LangChain's ``k``
+    for ``top_k``): a value it refuses is named as the call gave it."""
     unknown = sorted(set(overrides) - set(CALL_OVERRIDES))
     if unknown:
         raise TypeError(f"a call cannot override {unknown}; it may: {list(CALL_OVERRIDES)}")
-    return (policy_or_none(policy) or own).with_overrides(**overrides)
+    try:
+        return (policy_or_none(policy) or own).with_overrides(**overrides)
+    except ValidationError as exc:
+        if not any(_field_of(error) in (named or {}) for error in exc.errors()):
+            raise
+        raise _as_called(exc, overrides, named or {}) from exc
+
+
+def _field_of(error: Mapping[str, Any]) -> Any:
+    """The policy field a validation error is about; None for the whole policy."""
+    return error["loc"][0] if error["loc"] else None
+
+
+def _as_called(
+    exc: ValidationError, overrides: Mapping[str, Any], named: Mapping[str, str]
+) -> ValueError:
+    """A refused override as the call gave it, e.g. ``k=0: Input should be greater than or
+    equal to 1``, not the field's name, which the call does not take."""
+    lines = []
+    for error in exc.errors():
+        field = _field_of(error)
+        name = "the policy" if field is None else named.get(field, field)
+        given = f"={overrides[field]!r}" if field in overrides else ""
+        lines.append(f"{name}{given}: {error['msg']}")
+    return ValueError("; ".join(lines))
 
 
 def policy_or_none(value: object, *, what: str = "policy") -> RetrievalPolicy | None:

@@ -337,6 +337,35 @@ def test_both_retrievers_read_the_floor_and_gate_in_force_by_one_name(build, pro
     assert (plain.min_similarity, plain.min_top_similarity) == (POLICY.min_similarity, None)
 
 
+def multi_of(build: Callable[..., Any], policy: RetrievalPolicy) -> Any:
+    """The corpus twice, as collections "high" (floor 0.8) and "low" (floor 0.6), merged
+    under ``policy`` by the adapter's multi-collection retriever."""
+    high, low = POLICY.with_overrides(min_similarity=0.8), POLICY.with_overrides(min_similarity=0.6)
+    if build is llama_index:
+        index = build(policy=POLICY)._index
+        specs = [li.CollectionSpec(index, name="high", policy=high, metric="COSINE")]
+        specs += [li.CollectionSpec(index, name="low", policy=low, metric="COSINE")]
+        return li.MultiCollectionRetriever(specs, policy, neighbours=0, pushdown=False)
+    store = build(policy=POLICY).vectorstore
+    specs = [lc.CollectionSpec(store, name="high", policy=high)]
+    specs += [lc.CollectionSpec(store, name="low", policy=low)]
+    return lc.MultiCollectionRetriever(collections=specs, policy=policy)
+
+
+@pytest.mark.parametrize("build", ADAPTERS)
+def test_both_multi_collection_retrievers_read_the_floors_and_gate_in_force(build):
+    """LangChain's multi-collection retriever had neither ``floors``, ``min_similarity`` nor
+    ``min_top_similarity``; LlamaIndex's only ``floors``. ``min_similarity`` is the lowest
+    floor, as the report's; ``min_top_similarity`` the gate on the merged result."""
+    gated = multi_of(build, POLICY.with_overrides(min_top_similarity=0.85))
+    assert gated.floors == {"high": 0.8, "low": 0.6}
+    assert (gated.min_similarity, gated.min_top_similarity) == (0.6, 0.85)
+    report = report_of(gated)
+    assert (report.min_similarity, report.gate) == (0.6, 0.85)
+    plain = multi_of(build, POLICY)
+    assert (plain.min_similarity, plain.min_top_similarity) == (0.6, None)
+
+
 @pytest.mark.parametrize("build", ADAPTERS)
 def test_a_policy_s_own_floor_beside_a_profile_is_refused(build, profile):
     with pytest.raises(ValueError, match=r"sets min_similarity=0.5 \(the profile's: 0.8\)"):

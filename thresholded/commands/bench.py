@@ -24,7 +24,12 @@ def register(subparsers: Any) -> None:
         "--queries", required=True, action="append", help="questions JSONL (repeatable)"
     )
     parser.add_argument("--model", required=True, help="minilm, use-multilingual, BAAI/bge-m3, dir")
-    parser.add_argument("--passages", choices=("en", "de", "all"), default="all")
+    parser.add_argument(
+        "--passages",
+        choices=("en", "de", "all"),
+        default="all",
+        help="passage language a search may return",
+    )
     floor = parser.add_mutually_exclusive_group(required=True)
     floor.add_argument("--profile", help="calibration profile JSON")
     floor.add_argument("--threshold", type=float, help="a cosine floor")
@@ -32,9 +37,13 @@ def register(subparsers: Any) -> None:
         "--gate", type=float, help="with --threshold: an answer gate on each question's best cosine"
     )
     parser.add_argument("--json", required=True, dest="json_out", help="write the figures here")
-    parser.add_argument("--top-k", type=int, default=4)
-    parser.add_argument("--over-fetch", type=int, default=3)
-    parser.add_argument("--max-per-source", type=int, default=2)
+    parser.add_argument("--top-k", type=int, default=4, help="sections kept per question")
+    parser.add_argument(
+        "--over-fetch", type=int, default=3, help="candidates fetched per section kept"
+    )
+    parser.add_argument(
+        "--max-per-source", type=int, default=2, help="sections kept per source document"
+    )
     parser.add_argument("--uri", help="Milvus URI (default: a temporary Milvus Lite file)")
     parser.set_defaults(run=run)
 

@@ -83,13 +83,16 @@ def register(subparsers: Any) -> None:
         help="only questions in this language (repeatable; default: every language)",
     )
     parser.add_argument(
-        "--mode", choices=("never-lose", "loss-budget", "separate"), default="never-lose"
+        "--mode",
+        choices=("never-lose", "loss-budget", "separate"),
+        default="never-lose",
+        help="how the floor and the gate are chosen from the measurements",
     )
     parser.add_argument(
         "--max-loss",
         type=_fraction,
         default=0.005,
-        help="loss-budget: share of answering passages a pair may lose (default 0.005)",
+        help="loss-budget: share of answering passages a pair may lose",
     )
     parser.add_argument(
         "--margin",

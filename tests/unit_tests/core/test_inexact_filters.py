@@ -173,3 +173,27 @@ def test_the_same_score_within_the_filters_is_still_an_error():
     store = LongVectorStore(1.7999999523162842)
     with pytest.raises(ScoreRangeError, match=r"1\.79"):
         drive(retrieve(plan(Question("q"), [Collection(store)], POLICY)))
+
+
+class UnreadableNearestStore(UnfilteredStore):
+    """Its nearest row, ``int-odd``, lies outside the filters and gives a score that is no
+    number (read as NaN, unchecked); the other rows are scored as usual."""
+
+    def __init__(self, rows: dict[str, tuple[float, str]]) -> None:
+        super().__init__({**rows, "int-odd": (0.99, "internal")})
+
+    def search(self, args: SearchArgs) -> list[tuple[str, Any]]:
+        hits = super().search(args)
+        return [(i, "n/a" if i == "int-odd" else score) for i, score in hits]
+
+
+def test_a_row_outside_the_filters_whose_score_reads_as_nan_is_counted():
+    """The widened search holds more candidates within the filters than asked for: the rows
+    outside them returned before the last candidate are counted, ``int-odd`` included (it
+    was left out: its NaN ranked it after every candidate, though the store returned it
+    first)."""
+    store = UnreadableNearestStore(rows(internal=7, public=10))
+    result = run(store)
+    assert store.asked == [9, 18]  # 1 public row in the first 9; 10 in 18, one more than asked
+    assert kept(result) == ["pub0", "pub1", "pub2"]
+    assert result.selection.outside_filters == 8  # int-odd and the 7 internal rows

@@ -10,6 +10,7 @@ from uuid import UUID
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler, Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
+from langchain_core.embeddings import Embeddings
 from pydantic import Field
 
 from langchain_thresholded import (
@@ -262,3 +263,31 @@ def test_a_stricter_compressor_drops_attachments_with_their_section(corpus, docs
         base_retriever=retriever,
     )
     assert ids(chain.invoke(Q)) == ["s1", "s0", "s2"]
+
+
+class OneVector(Embeddings):
+    """Every text on one unit vector; the queries it was asked to embed, recorded."""
+
+    def __init__(self) -> None:
+        self.query_calls: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.query_calls.append(text)
+        return [1.0, 0.0]
+
+
+@pytest.mark.parametrize("query", ["", "  \n"])
+async def test_a_blank_query_is_refused_as_the_retriever_refuses_it(query):
+    """The blank query was embedded and the documents judged against the vector of nothing,
+    where the retriever and LlamaIndex's postprocessor refuse it."""
+    embeddings = OneVector()
+    compressor = SimilarityThresholdCompressor(min_similarity=0.5, embeddings=embeddings)
+    foreign = [Document(id="x", page_content="text")]
+    with pytest.raises(ValueError, match="the question is empty"):
+        compressor.compress_documents(foreign, query)
+    with pytest.raises(ValueError, match="the question is empty"):
+        await compressor.acompress_documents(foreign, query)
+    assert embeddings.query_calls == []

@@ -136,6 +136,18 @@ def test_invalid_overrides_are_refused(retriever):
         retriever.invoke(Q, search_kwargs={"k": 3})
 
 
+@pytest.mark.parametrize("k", [0, -2, "3"])
+def test_a_bad_k_per_call_is_named_k(retriever, k):
+    """It was a ValidationError of RetrievalPolicy naming top_k, a keyword the call refuses."""
+    refused = "Input should be (greater than or equal to 1|a valid integer)$"
+    with pytest.raises(ValueError, match=rf"^k={k!r}: {refused}"):
+        retriever.invoke(Q, k=k)
+    multi = MultiCollectionRetriever(collections=[retriever], policy=POLICY)
+    with pytest.raises(ValueError, match=rf"^k={k!r}: ") as info:
+        multi.invoke(Q, k=k)
+    assert "top_k" not in str(info.value)
+
+
 def test_k_in_search_kwargs_is_refused(corpus):
     with pytest.raises(ValueError, match="top_k"):
         ThresholdedRetriever(vectorstore=corpus(SPECS).store, search_kwargs={"k": 3})

@@ -248,3 +248,29 @@ async def test_async_postprocess_matches_sync():
     sync = processor.postprocess_nodes(nodes, QueryBundle("q"))
     asynchronous = await processor.apostprocess_nodes(nodes, QueryBundle("q"))
     assert ids(asynchronous) == ids(sync) == ["a"]  # c: unscored
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        pytest.param("", id="empty-str"),
+        pytest.param(QueryBundle("   "), id="blank-query_str"),
+        pytest.param(QueryBundle("q", custom_embedding_strs=["q", " \t"]), id="blank-custom"),
+        pytest.param(QueryBundle("q", custom_embedding_strs=[]), id="no-custom"),
+    ],
+)
+async def test_a_question_with_nothing_to_embed_is_refused_as_the_retriever_refuses_it(kit, query):
+    """The bundle's blank texts were embedded into the question's vector, and the nodes
+    judged against the vector of nothing."""
+    blank = {text: kit.E0 for text in ("", "   ", " \t", "q")}
+    processor = SimilarityThresholdPostprocessor(
+        min_similarity=0.5, embed_model=kit.embedding(blank)
+    )
+    foreign = [NodeWithScore(node=TextNode(id_="x", text="q"), score=0.9)]
+    with pytest.raises(ValueError, match="empty"):
+        processor.select(foreign, query)
+    with pytest.raises(ValueError, match="empty"):
+        await processor.aselect(foreign, query)
+    with pytest.raises(ValueError, match="empty"):
+        index = kit.build_index([], kit.embedding(blank))
+        ThresholdedRetriever(index, kit.policy(min_similarity=0.5)).retrieve(query)

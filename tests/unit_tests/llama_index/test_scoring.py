@@ -115,6 +115,24 @@ def test_a_query_of_another_dimension_names_both_dimensions(kit, milvus_uri):
     assert "of 8" in message
 
 
+@pytest.mark.parametrize("filled", ["before", "after"])
+async def test_a_question_of_another_dimension_on_a_simple_store_names_both_dimensions(kit, filled):
+    """On a SimpleVectorStore it was numpy's "shapes (4,) and (8,) not aligned", from the
+    search; the store may be filled after the retriever was built."""
+    short = {"short question": [1.0, 0.0, 0.0, 0.0]}
+    index = kit.build_index(nodes(kit) if filled == "before" else [], kit.embedding(short))
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), metric="COSINE")
+    if filled == "after":
+        index.insert_nodes(nodes(kit))
+    bundle = QueryBundle(kit.QUESTION, embedding=[1.0, 0.0, 0.0, 0.0])
+    for question in (bundle, "short question"):
+        with pytest.raises(DimensionMismatchError, match=r"has 4 dimensions but .* of 8"):
+            retriever.retrieve(question)
+        with pytest.raises(DimensionMismatchError, match=r"has 4 dimensions but .* of 8"):
+            await retriever.aretrieve(question)
+    assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["n0", "n1"]
+
+
 @pytest.mark.parametrize("question", ["", "   ", "\n\t"])
 async def test_an_empty_question_is_refused(kit, question):
     index = kit.build_index(nodes(kit), kit.embedding())

@@ -367,7 +367,7 @@ def profiled_policy(
 
         measured_on = CalibrationProfile.load(profile).collection
         if measured_on is not None:
-            raise ValueError(
+            raise ProfileError(
                 f"profile {profile} was measured for collection {measured_on!r}, and the store "
                 "names no collection, so it cannot be checked that the profile is this "
                 f"store's: pass collection={measured_on!r} to say it is"

@@ -965,6 +965,9 @@ def _link(metadata: Mapping[str, Any], key: str) -> str | None:
 
 
 def _store_name(store: VectorStore) -> str:
+    """The store as messages name it: a wrapped retriever by its own type."""
+    if isinstance(store, RetrieverSource):
+        return type(store.retriever).__name__
     name = collection_name(store)
     kind = type(store).__name__
     return f"{kind} collection {name!r}" if name is not None else kind

@@ -39,6 +39,7 @@ from llama_index_thresholded.scoring import (
     chroma_distances,
     collection_dimension,
     declared_mode_kind,
+    held_dimension,
     is_chroma_store,
     store_metric,
     store_uri,
@@ -110,10 +111,23 @@ class LlamaIndexBackend:
         if is_milvus_store(self._store):  # LlamaIndex's own store: its client had one loop
             async_client_per_loop(self._store)
         self._engine_dialect: Dialect | None = None
-        self.dimension = collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
+        self.collection_dimension = (
+            collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
+        )
         self.name = _store_name(self._store)
         self.attempt_timeout = _store_timeout(self._store)
         self.threaded = _needs_thread(self._store)
+
+    @property
+    def dimension(self) -> int | None:
+        """The dimension of the store's vectors, where it can be read: the collection's, or
+        what an in-memory or FAISS store holds now (it may have been empty when the
+        retriever was built). A question of another dimension is then a
+        ``DimensionMismatchError`` naming both, not numpy's or FAISS's own error."""
+        if self.mode in _SEARCH_ONLY:
+            return None
+        held = held_dimension(self._store)
+        return held if held is not None else self.collection_dimension
 
     @property
     def vector_store(self) -> Any:
@@ -483,7 +497,7 @@ def index_collection(
         policy=policy,
         name=name,
         score_kind=kind,
-        model=model_id_of(embed_model, backend.dimension),
+        model=model_id_of(embed_model, backend.collection_dimension),
         allow_model_mismatch=allow_model_mismatch,
         retry=retry or RetryPolicy(),
         timeout=timeout,

@@ -335,12 +335,12 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     def _query(self, input: Any, config: RunnableConfig) -> str:
         if self.query_chain is None:
             return _text(self._question(input))
-        return _text(self.query_chain.invoke(input, config))
+        return _rewritten(self.query_chain.invoke(input, config))
 
     async def _aquery(self, input: Any, config: RunnableConfig) -> str:
         if self.query_chain is None:
             return _text(self._question(input))
-        return _text(await self.query_chain.ainvoke(input, config))
+        return _rewritten(await self.query_chain.ainvoke(input, config))
 
     def _retrieve(self, input: Any, config: RunnableConfig) -> _Retrieved:
         query = self._query(input, config)
@@ -483,6 +483,19 @@ def _text(query: Any) -> str:
         f"the search query must be a str, got {type(query).__name__}: end query_chain "
         "with StrOutputParser(), or give the question as a str"
     )
+
+
+def _rewritten(query: Any) -> str:
+    """What ``query_chain`` returned, as the search query; documents say it retrieves."""
+    if isinstance(query, list) and query and all(isinstance(d, Document) for d in query):
+        raise TypeError(
+            "query_chain returned documents, not the search query: it retrieves (as "
+            "create_history_aware_retriever's chain does), and the chain retrieves itself, "
+            "with retriever=. Give query_chain the rewriting part only: "
+            "RunnableBranch((lambda x: not x.get('chat_history'), itemgetter('input')), "
+            "contextualize_prompt | llm | StrOutputParser())"
+        )
+    return _text(query)
 
 
 def _reporting(retriever: Any, name: str) -> Any:

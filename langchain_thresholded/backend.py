@@ -134,7 +134,7 @@ class LangChainBackend:
         self._engine_dialect: Dialect | None = None
         self._milvus_dimension = _milvus_dimension(self._rows) if is_milvus(self._rows) else None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
-        self.name = _store_name(store)
+        self.name = store_name(store)
         self.threaded = _needs_thread(store)
         self.searches_by_vector = _by_vector(store) is not None
         """Whether the store searches by a given vector (else it embeds the question again)."""
@@ -529,7 +529,7 @@ def _check_read_back(store: Any, where: Filter | None) -> None:
     own = sorted(keys(where) & _own_fields(store))
     if own:
         raise UnsafeFilterError(
-            f"the filter names {', '.join(map(repr, own))}: a field of {_store_name(store)} "
+            f"the filter names {', '.join(map(repr, own))}: a field of {store_name(store)} "
             "that is not in the documents' metadata (the text or a vector), so the documents "
             "returned could not be checked against the filter. Filter on metadata keys only"
         )
@@ -537,7 +537,7 @@ def _check_read_back(store: Any, where: Filter | None) -> None:
     unread = [] if returned is None else sorted(keys(where) - returned)
     if unread:
         raise UnsafeFilterError(
-            f"the filter names {', '.join(map(repr, unread))}, which {_store_name(store)} does "
+            f"the filter names {', '.join(map(repr, unread))}, which {store_name(store)} does "
             "not read back: the store was opened with enable_dynamic_field=False, so its "
             "documents carry only the collection's declared fields, and could not be "
             "checked against the filter. Open the store with enable_dynamic_field=True "
@@ -554,7 +554,7 @@ def _check_not_primary_key(store: Any, where: Filter | None) -> None:
     pk = primary_field(store)
     if pk is not None and pk in keys(where):
         raise UnsafeFilterError(
-            f"the filter names {pk!r}, the primary key of {_store_name(store)}: langchain-milvus "
+            f"the filter names {pk!r}, the primary key of {store_name(store)}: langchain-milvus "
             "adds it to the documents its search returns, but the neighbours and summaries "
             "come from the docstore, whose documents do not carry it, so the filter could not "
             f"hold for them (each would pass {pk!r} != ...). Filter on a metadata key the "
@@ -964,7 +964,10 @@ def _link(metadata: Mapping[str, Any], key: str) -> str | None:
     return None if value is None or str(value) == "" else str(value)
 
 
-def _store_name(store: VectorStore) -> str:
+def store_name(store: VectorStore) -> str:
+    """The store as messages name it: a wrapped retriever by its own type."""
+    if isinstance(store, RetrieverSource):
+        return type(store.retriever).__name__
     name = collection_name(store)
     kind = type(store).__name__
     return f"{kind} collection {name!r}" if name is not None else kind

@@ -21,7 +21,7 @@ from thresholded.calibration import (
     SimpleForm,
     calibrate_collection,
 )
-from thresholded.calibration.collection import Layout, filter_expression
+from thresholded.calibration.collection import Layout, filter_expression, not_a_milvus_store
 
 __all__ = ["calibrate_vectorstore", "embedder_of"]
 
@@ -55,9 +55,11 @@ def calibrate_vectorstore(
     ``thresholded.calibration.calibrate``.
     """
     if not is_milvus(vectorstore):
-        raise TypeError(
-            "calibrate_vectorstore reads a Milvus collection through a langchain_milvus.Milvus "
-            f"store, got {type(vectorstore).__name__}"
+        raise not_a_milvus_store(
+            "calibrate_vectorstore",
+            "langchain_milvus.Milvus store",
+            vectorstore,
+            embedder="embedder_of(embeddings, model_id)",
         )
     embeddings = vectorstore.embeddings
     name = model_id or getattr(embeddings, "model_id", None)

@@ -36,6 +36,7 @@ from langchain_thresholded.backend import (
     primary_field,
     rows_store,
     source_settings,
+    store_name,
 )
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.ensemble import RetrieverSource, not_configurable
@@ -625,7 +626,7 @@ class ThresholdedRetriever(EngineRetriever):
         if isinstance(raw, str) and not is_milvus(self.vectorstore) and self.docstore is not None:
             raise ValueError(
                 f"search_kwargs holds a raw filter expression, which "
-                f"{type(self.vectorstore).__name__} cannot check for the neighbours and "
+                f"{store_name(self.vectorstore)} cannot check for the neighbours and "
                 "summaries fetched from the docstore: give filters=... instead"
             )
         own = [k for k in ("filter", "where", "where_document") if kwargs.get(k) is not None]
@@ -633,7 +634,7 @@ class ThresholdedRetriever(EngineRetriever):
         if own and self.docstore is not None and not (in_memory or is_milvus(self.vectorstore)):
             raise ValueError(
                 f"search_kwargs holds the store's own filter ({', '.join(own)}), which holds for "
-                f"the search of {type(self.vectorstore).__name__} but not for the neighbours "
+                f"the search of {store_name(self.vectorstore)} but not for the neighbours "
                 "and summaries fetched from the docstore: give it as filters=... (a structured "
                 "filter or a dict such as {'doc_type': 'faq'}), which holds for both"
             )
@@ -641,7 +642,7 @@ class ThresholdedRetriever(EngineRetriever):
             if not is_milvus(self.vectorstore):
                 raise ValueError(
                     f"expr is a Milvus boolean expression, but the store is "
-                    f"{type(self.vectorstore).__name__}: give filters=... instead"
+                    f"{store_name(self.vectorstore)}: give filters=... instead"
                 )
             base = kwargs.pop("expr", None) or kwargs.pop("filter", None)
             kwargs["expr"] = " and ".join(f"({e})" for e in (base, self.expr) if e)
@@ -657,9 +658,8 @@ class ThresholdedRetriever(EngineRetriever):
         embeds = needs_metric or wants_rescore(policy, self.score_kind)
         if embeds and self._store_embeddings() is None:
             raise ValueError(
-                f"{type(self.vectorstore).__name__} exposes no embeddings to embed the query "
-                "with: pass ThresholdedRetriever(embeddings=...), the model the store was "
-                "built with"
+                f"{store_name(self.vectorstore)} exposes no embeddings to embed the query "
+                "with: pass embeddings=..., the model the store was built with"
             )
         if self.embeddings is not None and not self.allow_model_mismatch:
             check_question_model(

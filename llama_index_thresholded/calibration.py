@@ -24,7 +24,7 @@ from thresholded.calibration import (
     SimpleForm,
     calibrate_collection,
 )
-from thresholded.calibration.collection import Layout, filter_expression
+from thresholded.calibration.collection import Layout, filter_expression, not_a_milvus_store
 
 __all__ = ["calibrate_index", "embedder_of"]
 
@@ -60,10 +60,13 @@ def calibrate_index(
     ``thresholded.calibration.calibrate`` (``passages``, ``mode``, ``gate_margin``...).
     """
     if not is_milvus_store(vector_store):
-        hint = ": pass index.vector_store" if hasattr(vector_store, "vector_store") else ""
-        raise TypeError(
-            "calibrate_index reads a Milvus collection through a MilvusVectorStore, got "
-            f"{type(vector_store).__name__}{hint}"
+        hint = " (pass index.vector_store)" if hasattr(vector_store, "vector_store") else ""
+        raise not_a_milvus_store(
+            "calibrate_index",
+            "MilvusVectorStore",
+            vector_store,
+            embedder="embedder_of(embed_model)",
+            hint=hint,
         )
     expression = (
         filters

@@ -27,6 +27,7 @@ from llama_index.core.base.response.schema import (
     StreamingResponse,
 )
 from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore import BaseDocumentStore
@@ -35,6 +36,7 @@ from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.errors import UnsafeFilterError
+from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
 from thresholded.report import ABSTAINED_BY, abstained_by_of
 from thresholded.strict import check_arguments, named_parameters
@@ -122,6 +124,7 @@ def check_postprocessors(
     the span's output) before :func:`none_added` could refuse it: an internal neighbour's
     text, or an internal parent's metadata in a stored copy's relationships. Behind such a
     retriever they can only add a section past its filters, or nothing."""
+    _check_no_cutoff_deletes_attachments(retrieved, postprocessors)
     readers = sorted({type(p).__name__ for p in postprocessors if _reads_docstore(p)})
     if readers and _holds_back(retriever, retrieved):
         raise UnsafeFilterError(
@@ -130,6 +133,24 @@ def check_postprocessors(
             f"{type(retriever).__name__}, and their spans would pass what they read to every "
             "span handler: attach neighbours and summaries with the retriever's own "
             "neighbours= and parent_summaries=, which are held to them"
+        )
+
+
+def _check_no_cutoff_deletes_attachments(
+    retrieved: list[NodeWithScore], postprocessors: Sequence[Any]
+) -> None:
+    """Refuse LlamaIndex's ``SimilarityPostprocessor`` where the retriever attached
+    neighbours or summaries: they carry no score, and it deletes every one of them."""
+    cutoffs = [p for p in postprocessors if isinstance(p, SimilarityPostprocessor)]
+    if not any(p.similarity_cutoff is not None for p in cutoffs):
+        return
+    attached = [n for n in retrieved if n.score is None and ATTACHED_ROLE in n.node.metadata]
+    if attached:
+        raise ValueError(
+            f"SimilarityPostprocessor would delete the {len(attached)} neighbours and summaries "
+            "the retriever attached (they carry no score, score=None): put "
+            "SimilarityThresholdPostprocessor(min_similarity=...) in its place, which keeps "
+            "each with its section, or set the floor in the retriever's policy"
         )
 
 

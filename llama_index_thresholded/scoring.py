@@ -177,14 +177,15 @@ def collection_dimension(vector_store: BasePydanticVectorStore) -> int | None:
 
 
 def held_dimension(vector_store: object) -> int | None:
-    """The dimension of the vectors an in-memory ``SimpleVectorStore`` holds, read when asked
-    (it may be filled after a retriever was built); None when it holds none, or for another
-    store."""
-    if not is_named(vector_store, "SimpleVectorStore"):
-        return None
-    vectors = getattr(getattr(vector_store, "data", None), "embedding_dict", None)
-    first = next(iter(vectors.values()), None) if isinstance(vectors, dict) else None
-    return len(first) if isinstance(first, list | tuple) and first else None
+    """The dimension of the vectors an in-memory or FAISS store holds (None while empty): a
+    question of another model is then a clear error, not numpy's or FAISS's."""
+    if is_faiss_store(vector_store):
+        index = vector_store._faiss_index  # type: ignore[attr-defined]
+        return int(index.d) if index.ntotal else None
+    if is_named(vector_store, "SimpleVectorStore"):
+        vectors = vector_store.data.embedding_dict  # type: ignore[attr-defined]
+        return len(next(iter(vectors.values()))) if vectors else None
+    return None
 
 
 def store_uri(vector_store: object) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import numbers
@@ -23,6 +24,16 @@ from thresholded.files import DuplicateKeyError, atomic_write_text, loads_strict
 from thresholded.models import ModelId, check_same_model, default_floor
 
 MILVUS_MAX_TOP_K = 16_384
+
+OTHER_NAMES = {
+    "similarity_cutoff": "min_similarity",
+    "score_threshold": "min_similarity",
+    "k": "top_k",
+    "similarity_top_k": "top_k",
+}
+"""The frameworks' names for policy fields: LlamaIndex's ``SimilarityPostprocessor``
+cutoff and LangChain's ``score_threshold`` are the floor; LangChain's ``k`` and
+LlamaIndex's ``similarity_top_k`` are ``top_k``."""
 """The most results one Milvus search may ask for (its ``topK`` limit)."""
 
 
@@ -112,6 +123,17 @@ class RetrievalPolicy(BaseModel):
             "embedded text) and apply the floor to that; the hybrid score and order stay."
         ),
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """An unknown field names the field meant: a framework's name for it, or the
+        nearest spelling."""
+        if isinstance(data, dict):
+            unknown = [key for key in data if key not in cls.model_fields]
+            if unknown:
+                raise ValueError("; ".join(_unknown_field(str(key)) for key in unknown))
+        return data
 
     @field_validator("min_similarity", "min_top_similarity", mode="before")
     @classmethod
@@ -307,6 +329,16 @@ def _no_measured_field_replaced(
         )
 
 
+def _unknown_field(key: str) -> str:
+    """What to write instead of the unknown policy field ``key``."""
+    meant = OTHER_NAMES.get(key) or next(
+        iter(difflib.get_close_matches(key, RetrievalPolicy.model_fields, n=1)), None
+    )
+    if meant is None:
+        return f"unknown field {key!r}; the fields are {', '.join(RetrievalPolicy.model_fields)}"
+    return f"unknown field {key!r}: write {meant}=..."
+
+
 def _same(key: str, given: Any, measured: Any) -> bool:
     """A field's two values agree: a model however it is spelled, else equal."""
     if key == "embedding_model":
@@ -342,7 +374,7 @@ def profiled_policy(
 
         measured_on = CalibrationProfile.load(profile).collection
         if measured_on is not None:
-            raise ValueError(
+            raise ProfileError(
                 f"profile {profile} was measured for collection {measured_on!r}, and the store "
                 "names no collection, so it cannot be checked that the profile is this "
                 f"store's: pass collection={measured_on!r} to say it is"

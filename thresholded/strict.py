@@ -29,10 +29,6 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_POLICY_FIELD_ALIASES = {"k": "top_k", "similarity_top_k": "top_k"}
-"""Other names for policy fields: LangChain's per-call ``k`` and LlamaIndex's retriever
-setting ``similarity_top_k`` are the policy's ``top_k``."""
-
 
 def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) -> None:
     """Raise ``TypeError`` naming every keyword of ``given`` that is not ``accepted``.
@@ -50,7 +46,7 @@ def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) ->
         if name in policy_fields:
             # a policy field is set in the policy: the nearest accepted name would mislead
             # (max_chars is not max_retries)
-            field = _POLICY_FIELD_ALIASES.get(name, name)
+            field = _other_names().get(name, name)
             hints.append(
                 f"{name!r} (a RetrievalPolicy field: pass policy=RetrievalPolicy({field}=...))"
             )
@@ -66,11 +62,17 @@ def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) ->
 
 
 def _policy_fields() -> frozenset[str]:
-    """The fields of :class:`~thresholded.policy.RetrievalPolicy`, and the other names of
-    its ``top_k`` (:data:`_POLICY_FIELD_ALIASES`)."""
+    """The fields of :class:`~thresholded.policy.RetrievalPolicy`, and the frameworks' names
+    for them (:data:`~thresholded.policy.OTHER_NAMES`)."""
     from thresholded.policy import RetrievalPolicy  # the policy module imports this one's users
 
-    return frozenset(RetrievalPolicy.model_fields) | frozenset(_POLICY_FIELD_ALIASES)
+    return frozenset(RetrievalPolicy.model_fields) | frozenset(_other_names())
+
+
+def _other_names() -> dict[str, str]:
+    from thresholded.policy import OTHER_NAMES
+
+    return OTHER_NAMES
 
 
 def check_call_options(

@@ -390,8 +390,10 @@ def test_a_profile_of_another_collection_says_how_to_go_on(build, profile):
 def test_a_profile_of_a_named_collection_needs_collection_on_a_store_that_names_none(
     build, profile
 ):
-    """An in-memory store names no collection: the caller says the profile is its own."""
-    with pytest.raises(ValueError, match=r"names no collection.*pass collection='kb'"):
+    """An in-memory store names no collection: the caller says the profile is its own. The
+    refusal is a ``ProfileError``, as for a store that names another collection (it was a
+    plain ``ValueError``, which ``except ProfileError`` let through)."""
+    with pytest.raises(ProfileError, match=r"names no collection.*pass collection='kb'"):
         build(policy=BESIDE_A_PROFILE, profile=profile("kb"))
     assert floor_of(build(policy=BESIDE_A_PROFILE, profile=profile(None, 0.7))) == 0.7
 

@@ -259,6 +259,19 @@ def test_the_policy_names_an_unknown_field(name: str, stores: Stores):
         VALIDATION_ERROR[name](stores, {"bogus": 1})
 
 
+@pytest.mark.parametrize("adapter", ["llama_index", "langchain"])
+def test_a_framework_s_name_for_the_floor_points_to_the_policy(adapter: str, stores: Stores):
+    """``similarity_cutoff`` (LlamaIndex's SimilarityPostprocessor) and ``score_threshold``
+    (LangChain's similarity_score_threshold) are the floor: the constructor says so, as it
+    does for ``min_similarity``. It named neither the policy nor the field."""
+    for name in ("similarity_cutoff", "score_threshold"):
+        with pytest.raises(TypeError, match=r"policy=RetrievalPolicy\(min_similarity=\.\.\.\)"):
+            if adapter == "llama_index":
+                li.ThresholdedRetriever(stores.index, **{name: 0.3})
+            else:
+                lc.ThresholdedRetriever(vectorstore=stores.store, **{name: 0.3})
+
+
 def test_the_milvus_store_takes_the_client_s_connection_options(tmp_path):
     """The check refuses misspellings, not what pymilvus reads: its connection options and
     the client's own arguments pass, and reach the store."""

@@ -39,11 +39,27 @@ __all__ = [
     "StoredCorpus",
     "detect_layout",
     "filter_expression",
+    "not_a_milvus_store",
     "read_collection",
     "resolve_gold",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def not_a_milvus_store(
+    what: str, wanted: str, store: Any, *, embedder: str, hint: str = ""
+) -> TypeError:
+    """The refusal of a store a collection cannot be read through, with the way to calibrate
+    any other store: from its sections' texts, embedded with the store's model (``embedder``:
+    the adapter's ``embedder_of(...)`` call)."""
+    return TypeError(
+        f"{what} reads a Milvus collection through a {wanted}, got {type(store).__name__}"
+        f"{hint}. Any other store is calibrated from its sections' texts: write them as JSON "
+        "Lines {pid, text} and run `thresholded calibrate --corpus sections.jsonl --queries "
+        "questions.yaml --model ...`, or, from Python, thresholded.calibration.calibrate_simple"
+        f"({embedder}, load_corpus('sections.jsonl'), load_simple_form('questions.yaml'))"
+    )
 
 
 def filter_expression(where: Filter | None, client: Any, *, given: Any) -> str:

@@ -187,6 +187,27 @@ def test_unknown_field_in_stored_policy_is_rejected() -> None:
     assert "treshold" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("similarity_cutoff", "min_similarity"),  # LlamaIndex's SimilarityPostprocessor
+        ("score_threshold", "min_similarity"),  # LangChain's similarity_score_threshold
+        ("similarity_top_k", "top_k"),  # LlamaIndex's retriever
+        ("k", "top_k"),  # LangChain's search_kwargs
+        ("min_similarty", "min_similarity"),  # a typo
+    ],
+)
+def test_an_unknown_field_names_the_field_meant(given: str, meant: str) -> None:
+    """A newcomer writes the floor or top_k under the name their framework gives it: the
+    error said only "Extra inputs are not permitted"."""
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(**{given: 0.3 if meant == "min_similarity" else 3})
+    message = str(info.value)
+    assert repr(given) in message and f"{meant}=" in message
+    with pytest.raises(ValidationError, match=f"{meant}="):
+        RetrievalPolicy.from_dict({given: 3})
+
+
 # Stored policies --------------------------------------------------------------------------
 
 

@@ -308,6 +308,31 @@ def rewriting(llm: FakeListChatModel) -> Any:
 HISTORY = [HumanMessage("How do refunds work?"), AIMessage("They are paid within 14 days.")]
 
 
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+async def test_a_retriever_given_as_query_chain_is_told_apart(run, retriever):
+    """``create_history_aware_retriever`` rewrites and retrieves: given as ``query_chain``,
+    it returned documents, and the error said only "must be a str, got list: end
+    query_chain with StrOutputParser()", which cannot fix it."""
+    from langchain_classic.chains import create_history_aware_retriever
+
+    rewrite_prompt = ChatPromptTemplate.from_messages(
+        [MessagesPlaceholder("chat_history"), ("human", "{input}")]
+    )
+    history_aware = create_history_aware_retriever(
+        spy_model(Calls(), QUERY), retriever, rewrite_prompt
+    )
+    chain = AbstainingChain.from_combine_docs_chain(
+        retriever,
+        create_stuff_documents_chain(spy_model(Calls()), QA_PROMPT),
+        query_chain=history_aware,
+    )
+    question = {"input": "And by card?", "chat_history": HISTORY}
+    with pytest.raises(TypeError, match="query_chain returned documents") as info:
+        await chain.ainvoke(question) if run == "ainvoke" else chain.invoke(question)
+    assert "create_history_aware_retriever" in str(info.value)
+    assert "StrOutputParser()" in str(info.value)
+
+
 @pytest.mark.parametrize("run", ["invoke", "ainvoke", "stream", "astream"])
 async def test_a_rewriting_llm_is_counted_apart_from_the_answering_one(run, retriever, refunds):
     for rewritten, answer_calls in ((OTHER_QUERY, 0), (QUERY, 1)):

@@ -85,3 +85,15 @@ def test_a_store_that_is_not_milvus_is_a_type_error() -> None:
 
     with pytest.raises(TypeError, match=r"langchain_milvus\.Milvus store, got InMemoryVectorStore"):
         calibrate_vectorstore(InMemoryVectorStore(HandEmbeddings()), FORM)
+
+
+def test_a_store_that_is_not_milvus_is_refused_saying_how_to_calibrate_it() -> None:
+    """The refusal named the store only: an InMemoryVectorStore's user was left without a
+    way to calibrate at all."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    form = SimpleForm(should_match=(ASKED,), should_not_match=(UNRELATED,))
+    with pytest.raises(TypeError, match=r"Milvus store, got InMemoryVectorStore") as info:
+        calibrate_vectorstore(InMemoryVectorStore(HandEmbeddings()), form)
+    assert "thresholded calibrate --corpus" in str(info.value)
+    assert "calibrate_simple" in str(info.value)

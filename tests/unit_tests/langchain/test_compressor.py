@@ -21,6 +21,8 @@ from langchain_thresholded import (
 from thresholded import NonCosineScoreError, Report, RetrievalPolicy
 from thresholded.provenance import register
 
+from .conftest import QUERY
+
 Q = "the question"
 
 
@@ -291,3 +293,27 @@ async def test_a_blank_query_is_refused_as_the_retriever_refuses_it(query):
     with pytest.raises(ValueError, match="the question is empty"):
         await compressor.acompress_documents(foreign, query)
     assert embeddings.query_calls == []
+
+
+def test_behind_a_multi_query_retriever_the_compressor_keeps_one_copy_of_each(corpus):
+    """README: ``MultiQueryRetriever`` over the retriever returns a section once per question
+    that found it (each copy carries its question's cosine, and ``unique_union`` compares whole
+    documents); the compressor with ``embeddings=`` keeps one, judged against the question."""
+    from langchain_classic.retrievers import ContextualCompressionRetriever, MultiQueryRetriever
+    from langchain_core.language_models import FakeListLLM
+
+    kb = corpus([("a", 0.75, {"source": "a"}), ("b", 0.5, {"source": "b"})])
+    kb.embeddings.vectors["first rewording"] = kb.embeddings.vectors[QUERY]
+    kb.embeddings.vectors["second rewording"] = kb.embeddings.vectors["a"]
+    retriever = ThresholdedRetriever(
+        vectorstore=kb.store, policy=RetrievalPolicy(min_similarity=0.25), neighbours=0
+    )
+    multi = MultiQueryRetriever.from_llm(
+        retriever=retriever, llm=FakeListLLM(responses=["first rewording\nsecond rewording"])
+    )
+    assert sorted(d.id for d in multi.invoke(QUERY)) == ["a", "a", "b", "b"]
+    once = ContextualCompressionRetriever(
+        base_compressor=SimilarityThresholdCompressor(min_similarity=0.6, embeddings=kb.embeddings),
+        base_retriever=multi,
+    )
+    assert [(d.id, d.metadata["similarity"]) for d in once.invoke(QUERY)] == [("a", 0.75)]

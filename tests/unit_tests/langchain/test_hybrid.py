@@ -187,6 +187,13 @@ def test_a_plain_retriever_keeps_its_order_and_reads_a_named_score(corpus: Any) 
     source = FixedRetriever(docs=docs)
     with pytest.raises(NonCosineScoreError, match=r"kind 'unknown'.*every result would pass"):
         ThresholdedRetriever.from_retriever(source, policy=POLICY, score_key="bm25")
+    # the retriever given is named, not the package's wrapper around it (RetrieverSource)
+    with pytest.raises(NonCosineScoreError, match=r"the scores of FixedRetriever are"):
+        ThresholdedRetriever.from_retriever(source, policy=POLICY, score_key="bm25")
+    with pytest.raises(ValueError, match=r"^FixedRetriever exposes no embeddings"):
+        ThresholdedRetriever.from_retriever(
+            source, policy=RESCORE, score_key="bm25", score_kind="bm25"
+        )
     retriever = ThresholdedRetriever.from_retriever(
         source, policy=POLICY, score_key="bm25", score_kind="bm25"
     )

@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 from llama_index.core.llms import MockLLM
-from llama_index.core.postprocessor import LongContextReorder, PrevNextNodePostprocessor
+from llama_index.core.postprocessor import (
+    LongContextReorder,
+    PrevNextNodePostprocessor,
+    SimilarityPostprocessor,
+)
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeRelationship, NodeWithScore
@@ -123,6 +127,19 @@ async def test_without_filters_a_neighbour_may_be_added(kit, call):
     retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=0)
     ids = await answered(call, retriever, [next_section(index)], kit)
     assert ids == ["public", "internal"]
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_similarity_postprocessor_deleting_attachments_is_refused(kit, call):
+    """``SimilarityPostprocessor`` deletes every neighbour and summary the retriever attached
+    (they carry no score): the engines answered from the kept sections alone, silently."""
+    index = public_then_internal(kit)
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=1)
+    cutoff = SimilarityPostprocessor(similarity_cutoff=0.5)
+    with pytest.raises(ValueError, match=r"SimilarityThresholdPostprocessor\(min_similarity="):
+        await answered(call, retriever, [cutoff], kit)
+    bare = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=0)
+    assert await answered(call, bare, [cutoff], kit) == ["public"]  # nothing to delete
 
 
 def test_an_engine_over_another_retriever_still_refuses_an_added_section(kit):

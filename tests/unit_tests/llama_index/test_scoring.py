@@ -133,6 +133,26 @@ async def test_a_question_of_another_dimension_on_a_simple_store_names_both_dime
     assert [n.node.node_id for n in retriever.retrieve(kit.QUESTION)] == ["n0", "n1"]
 
 
+@pytest.mark.parametrize("store", ["simple", "faiss"])
+def test_a_query_of_another_dimension_names_both_dimensions_in_memory(kit, store):
+    """LlamaIndex's default store (and FAISS) answered a question of another model with
+    numpy's "shapes (4,) and (8,) not aligned" (FAISS: a bare AssertionError)."""
+    vector_store = None
+    if store == "faiss":
+        faiss = pytest.importorskip("faiss")
+        from llama_index.vector_stores.faiss import FaissVectorStore
+
+        vector_store = FaissVectorStore(faiss_index=faiss.IndexFlatIP(kit.DIM))
+    index = kit.build_index(
+        nodes(kit),
+        kit.embedding({"short question": [1.0, 0.0, 0.0, 0.0]}),
+        store=vector_store,
+    )
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), neighbours=0)
+    with pytest.raises(DimensionMismatchError, match=r"4 dimensions.* of 8"):
+        retriever.retrieve("short question")
+
+
 @pytest.mark.parametrize("question", ["", "   ", "\n\t"])
 async def test_an_empty_question_is_refused(kit, question):
     index = kit.build_index(nodes(kit), kit.embedding())

@@ -210,12 +210,12 @@ class MultiCollectionRetriever(EngineRetriever):
 
     def _configured(self, members: tuple[_Member, ...] | None = None) -> Call[Document]:
         """A call under the retriever's own settings (over ``members``, default: its own)."""
-        where, _ = filters_of_call({}, self._filters())
         searched = self._searched(self._state() if members is None else members)
-        return plan(Question(""), searched, self.policy, filters=where)
+        return plan(Question(""), searched, self.policy)
 
     def _filters(self) -> Any:
-        """``filters`` and ``call_filters``, ANDed: every call's filters narrow them."""
+        """``filters`` and ``call_filters``, ANDed: each collection's own, besides its
+        retriever's (a call's filters narrow them)."""
         return all_of(to_filter(self.filters), to_filter(self.call_filters))
 
     def _searched(self, members: tuple[_Member, ...]) -> tuple[Collection[Document], ...]:
@@ -269,6 +269,7 @@ class MultiCollectionRetriever(EngineRetriever):
         keys = _narrowest(collection.allowed_filter_keys, self.allowed_filter_keys)
         return replace(
             collection,
+            where=all_of(collection.where, self._filters()),
             allowed_filter_keys=keys,
             policy=sub.as_policy() if _brings_a_policy(spec) else None,
             name=spec.name or _default_name(store, position),
@@ -342,7 +343,7 @@ class MultiCollectionRetriever(EngineRetriever):
     # One call ------------------------------------------------------------------------
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         options = check_options(self, kwargs, CALL_OPTIONS)
-        where, store_options = filters_of_call(options, self._filters())
+        where, store_options = filters_of_call(options)
         return plan(
             Question(query),
             self._searched(self._state()),

@@ -147,7 +147,7 @@ def test_no_internal_section_on_any_path(leaky: Any, path: tuple[str, str, str])
             continue
         # the call's own public filter, with the payload
         assert_public(returned(unbased, framework, mode, and_public(framework, call)))
-    plain = {"doc_type", "source", "restricted_to", "_", "__proto__"}
+    plain = {"doc_type", "source", "restricted_to", "_", "__proto__", "Doc_Type", "DOC_TYPE"}
     assert refused >= len(set(PAYLOADS["keys"]) - plain)
 
 
@@ -155,3 +155,51 @@ def and_public(framework: str, call: Any) -> Any:
     if framework == "llama_index":
         return MetadataFilters(filters=[PUBLIC_LI, call], condition=FilterCondition.AND)
     return {"$and": [PUBLIC_LC, call]}
+
+
+# Grouped filters, as an agent writes them from a user's words ------------------------------------
+def _c(key: str, op: FilterOperator, value: Any = None) -> MetadataFilter:
+    return MetadataFilter(key=key, operator=op, value=value)
+
+
+def _g(condition: FilterCondition, *filters: Any) -> MetadataFilters:
+    return MetadataFilters(filters=list(filters), condition=condition)
+
+
+OR, NOT, AND = FilterCondition.OR, FilterCondition.NOT, FilterCondition.AND
+INTERNAL = _c("doc_type", FilterOperator.EQ, "internal")
+GROUPED_LI = [
+    _g(OR, INTERNAL, _c("source", FilterOperator.EQ, "ops")),  # the restricted key, widened
+    _g(NOT, _c("doc_type", FilterOperator.EQ, "public")),
+    _g(OR, _g(NOT, _c("restricted_to", FilterOperator.IS_EMPTY)), INTERNAL),
+    _g(OR, _c("tags", FilterOperator.ANY, ["internal", "public"]), INTERNAL),
+    _g(AND, _g(OR, INTERNAL, _g(NOT, INTERNAL))),  # always true
+    _g(OR, _c("doc_type", FilterOperator.NIN, ["public"]), _c("doc_type", FilterOperator.NE, 1)),
+]
+GROUPED_LC = [
+    {"$or": [{"doc_type": "internal"}, {"source": "ops"}]},
+    {"$not": [{"doc_type": "public"}]},
+    {"$or": [{"restricted_to": {"$is_empty": False}}, {"doc_type": "internal"}]},
+    {"$or": [{"tags": {"$any": ["internal", "public"]}}, {"doc_type": "internal"}]},
+    {"$and": [{"$or": [{"doc_type": "internal"}, {"$not": [{"doc_type": "internal"}]}]}]},
+    {"$or": [{"doc_type": {"$nin": ["public"]}}, {"doc_type": {"$ne": 1}}]},
+]
+
+
+@pytest.mark.parametrize("path", PATHS, ids="-".join)
+def test_grouped_call_filters_only_narrow_on_any_path(
+    leaky: Any, path: tuple[str, str, str]
+) -> None:
+    """OR groups naming the restricted key, NOT of the retriever's own condition, IS_EMPTY
+    and list tests in a call's filters narrow the public-only filter, never widen it."""
+    framework, shape, mode = path
+    build: Callable[..., Any] = llama if framework == "llama_index" else langchain
+    public = PUBLIC_LI if framework == "llama_index" else PUBLIC_LC
+    based = build(leaky, shape, public)
+    found = [
+        returned(based, framework, mode, call)
+        for call in (GROUPED_LI if framework == "llama_index" else GROUPED_LC)
+    ]
+    for each in found:
+        assert_public(each)
+    assert {"h0", "h2", "f0", "f1"} <= {i for i, _ in found[4]}  # the group that always holds

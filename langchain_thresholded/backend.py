@@ -8,6 +8,7 @@ candidates and back. The pipeline itself is the engine's.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,16 +45,17 @@ from thresholded.filters import (
 )
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
+from thresholded.milvus_async import is_remote_client
 from thresholded.milvus_collection import checked_partitions, ids_matching, vector_dims
-from thresholded.milvus_expr import check_expression, membership
+from thresholded.milvus_expr import all_of_exprs, check_expression, membership
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
+from thresholded.stored_vectors import chroma_vectors, faiss_vectors
 
 FAISS_FILTER_ROWS = 10_000
 """A filtered FAISS search considers every row of an index up to this size."""
-_REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 _RAW_EXPR_KEYS = ("expr", "filter")
 """Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
 _ONLY_IDS = "ids"
@@ -117,7 +119,7 @@ class LangChainBackend:
         wrapped = _wrapped_retriever(store)
         self._rows = rows_store(store)
         rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
-        self._raw_expr = _all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
+        self._raw_expr = all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
         self._only_ids = _only_ids(rows_kwargs)
         self._partitions = (
@@ -131,7 +133,6 @@ class LangChainBackend:
             _no_namespace(rows_kwargs)
         _check_filters_read(self._rows, rows_kwargs, held=frozenset({_ONLY_IDS}))
         _check_members(store)
-        self._engine_dialect: Dialect | None = None
         self._milvus_dimension = _milvus_dimension(self._rows) if is_milvus(self._rows) else None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
         self.name = _store_name(store)
@@ -212,17 +213,17 @@ class LangChainBackend:
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
         ``filter``, both), verbatim, AND the filters written by the core."""
-        written = to_milvus(where, self._dialect()).expr
+        written = to_milvus(where, self._dialect).expr
         kwargs = {k: v for k, v in kwargs.items() if k not in _RAW_EXPR_KEYS}
-        expr = _all_of_exprs([self._raw_expr, written])
+        expr = all_of_exprs([self._raw_expr, written])
         if expr is not None:
             kwargs["expr"] = expr
         return kwargs
 
+    @functools.cached_property
     def _dialect(self) -> Dialect:
-        if self._engine_dialect is None:  # asked once: a server reports its version
-            self._engine_dialect = client_dialect(getattr(self._store, "client", None))
-        return self._engine_dialect
+        """Asked once: a server reports its version."""
+        return client_dialect(getattr(self._store, "client", None))
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: Mapping[str, Any]) -> Metric | None:
@@ -353,10 +354,9 @@ class LangChainBackend:
             _ensure_orm_connection(store)
             return _milvus_vectors(store, ids)
         if is_named(store, "FAISS") and hasattr(store, "index_to_docstore_id"):
-            return _faiss_vectors(store, ids)
+            return faiss_vectors(store.index, store.index_to_docstore_id, ids)
         if is_named(store, "Chroma") and hasattr(store, "_collection"):
-            found = store._collection.get(ids=ids, include=["embeddings"])
-            return {str(i): list(v) for i, v in zip(found["ids"], found["embeddings"], strict=True)}
+            return chroma_vectors(store._collection, ids)
         return {}
 
     async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
@@ -445,13 +445,6 @@ def _by_vector(store: VectorStore) -> Callable[..., list[tuple[Document, float]]
 def _in_memory_vectors(store: InMemoryVectorStore, ids: list[str]) -> dict[str, Vector]:
     entries = ((i, store.store.get(i)) for i in ids)
     return {i: entry["vector"] for i, entry in entries if entry and entry.get("vector") is not None}
-
-
-def _faiss_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
-    """A FAISS index's vectors, read back from their positions."""
-    wanted = set(ids)
-    positions = {i: pos for pos, i in store.index_to_docstore_id.items() if i in wanted}
-    return {i: [float(x) for x in store.index.reconstruct(int(p))] for i, p in positions.items()}
 
 
 def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
@@ -885,12 +878,6 @@ def _raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
-    """Milvus expressions that must all hold, as one; None when there are none."""
-    parts = [f"({e})" for e in exprs if e]
-    return " and ".join(parts) if parts else None
-
-
 def _no_namespace(search_kwargs: Mapping[str, Any]) -> None:
     """With a docstore, no Milvus ``namespace``: the neighbours and summaries fetched from it
     are checked by id against the expression and the partitions, never a namespace, so
@@ -974,9 +961,7 @@ def _needs_thread(store: Any) -> bool:
     """Async fan-out awaits a store's own async by-vector search only on a Milvus server."""
     if not is_milvus(store) or not hasattr(store, "asimilarity_search_with_score_by_vector"):
         return True
-    client = getattr(store, "client", None)
-    uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
-    return not uri.startswith(_REMOTE_SCHEMES)
+    return not is_remote_client(getattr(store, "client", None))
 
 
 def as_dropped(candidate: Candidate[Document]) -> Document:

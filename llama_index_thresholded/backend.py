@@ -8,6 +8,7 @@ pipeline itself is the engine's.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence, Sized
@@ -49,21 +50,21 @@ from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
-from thresholded.milvus_async import async_client_per_loop
+from thresholded.milvus_async import async_client_per_loop, is_remote_client
 from thresholded.milvus_collection import checked_partitions, ids_matching
-from thresholded.milvus_expr import membership
+from thresholded.milvus_expr import all_of_exprs, membership
 from thresholded.models import check_question_model
 from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.pushdown import PushdownSwitch
 from thresholded.rescore import Vector
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
+from thresholded.stored_vectors import chroma_vectors, faiss_vectors
 from thresholded.strict import list_of_strings
 
 logger = logging.getLogger(__name__)
 
 _SEARCH_ONLY = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
-_REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 ID_LISTS = ("doc_ids", "node_ids")
 PARTITIONS = "milvus_partition_names"
 """Where a Milvus store's keywords limit a search to the listed partitions."""
@@ -109,7 +110,6 @@ class LlamaIndexBackend:
         self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
         if is_milvus_store(self._store):  # LlamaIndex's own store: its client had one loop
             async_client_per_loop(self._store)
-        self._engine_dialect: Dialect | None = None
         self.dimension = collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
         self.name = _store_name(self._store)
         self.attempt_timeout = _store_timeout(self._store)
@@ -133,17 +133,14 @@ class LlamaIndexBackend:
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
         _check_filter_keys_returned(self._store, where)
-        written = to_milvus(where, self._dialect())
+        written = to_milvus(where, self._dialect)
         clauses = [written.expr, *self._store_restrictions()]
         if self._args["doc_ids"]:
             doc_id_field = getattr(self._store, "doc_id_field", "doc_id")
             clauses.append(membership(doc_id_field, self._args["doc_ids"]))
         if self._args["node_ids"]:
             clauses.append(membership("id", self._args["node_ids"]))
-        parts = [f"({c})" for c in clauses if c]
-        return CallFilters(
-            None, " and ".join(parts) if parts else None, keys=frozenset(keys(where))
-        )
+        return CallFilters(None, all_of_exprs(clauses), keys=frozenset(keys(where)))
 
     def _store_restrictions(self) -> list[str]:
         """What the retriever's ``vector_store_kwargs`` restrict, verbatim: a raw
@@ -159,10 +156,10 @@ class LlamaIndexBackend:
             clauses.append(_to_milvus_filter(None, kwargs["milvus_scalar_filters"]))
         return [c for c in clauses if c.strip()]
 
+    @functools.cached_property
     def _dialect(self) -> Dialect:
-        if self._engine_dialect is None:  # asked once: a server reports its version
-            self._engine_dialect = client_dialect(getattr(self._store, "client", None))
-        return self._engine_dialect
+        """Asked once: a server reports its version."""
+        return client_dialect(getattr(self._store, "client", None))
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: CallFilters) -> Metric | None:
@@ -326,7 +323,7 @@ class LlamaIndexBackend:
     def _milvus_allowed(self, ids: list[str]) -> set[str]:
         """The ids among ``ids`` inside the raw expressions and the partitions searched."""
         store = self._store
-        expr = " and ".join(f"({c})" for c in self._store_restrictions())
+        expr = all_of_exprs(self._store_restrictions())
         partitions = self._args["vector_store_kwargs"].get(PARTITIONS)
         return ids_matching(
             store.client, store.collection_name, "id", ids, expr, partitions=partitions
@@ -339,10 +336,9 @@ class LlamaIndexBackend:
         if is_milvus_store(store):
             return _milvus_vectors(store, store.client.query(**_by_id(store, ids)))
         if is_named(store, "FaissVectorStore"):
-            return _faiss_vectors(store, self._index, ids)
+            return faiss_vectors(store.client, self._index.index_struct.nodes_dict, ids)
         if is_named(store, "ChromaVectorStore"):
-            found = store._collection.get(ids=ids, include=["embeddings"])
-            return {str(i): list(v) for i, v in zip(found["ids"], found["embeddings"], strict=True)}
+            return chroma_vectors(store._collection, ids)
         if not self._store_can_fetch:
             return {}
         return _vectors(self._store_nodes(ids))
@@ -800,14 +796,6 @@ def _milvus_vectors(store: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, 
     return {i: v for i, v in found if v is not None}
 
 
-def _faiss_vectors(store: Any, index: VectorStoreIndex, ids: list[str]) -> dict[str, Vector]:
-    """A FAISS index's vectors of ``ids`` (node ids), read back from their positions."""
-    wanted = set(ids)
-    positions = {n: v for v, n in index.index_struct.nodes_dict.items() if n in wanted}
-    faiss_index = store.client
-    return {n: [float(x) for x in faiss_index.reconstruct(int(v))] for n, v in positions.items()}
-
-
 def _plain(vector: Any) -> Vector | None:
     """A vector as a list of floats (pymilvus may hand back its own sequence types)."""
     return vector if vector is None or isinstance(vector, list) else list(vector)
@@ -841,5 +829,4 @@ def _needs_thread(store: Any) -> bool:
     """Async fan-out awaits only a Milvus server's async client; all else runs in threads."""
     if not is_milvus_store(store) or getattr(store, "aclient", None) is None:
         return True
-    uri = str(getattr(getattr(store.client, "_config", None), "uri", "") or "")
-    return not uri.startswith(_REMOTE_SCHEMES)
+    return not is_remote_client(store.client)

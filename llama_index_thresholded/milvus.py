@@ -180,21 +180,26 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
             scores = [abs(s) for s in scores]
         return nodes, scores, ids
 
+    def _sparse_search_args(
+        self, query: VectorStoreQuery, string_expr: str, output_fields: list[str], **kwargs: Any
+    ) -> dict[str, Any]:
+        data, params = self._sparse_request(query, **kwargs)
+        return {
+            "collection_name": self.collection_name,
+            "data": data,
+            "anns_field": self.sparse_embedding_field,
+            "limit": query.similarity_top_k,
+            "filter": string_expr,
+            "output_fields": output_fields,
+            "search_params": params,
+            "partition_names": kwargs.get("milvus_partition_names"),
+        }
+
     def _sparse_search(
         self, query: VectorStoreQuery, string_expr: str, output_fields: list[str], **kwargs: Any
     ) -> _SearchResult:
-        data, params = self._sparse_request(query, **kwargs)
-        results = self.client.search(
-            collection_name=self.collection_name,
-            data=data,
-            anns_field=self.sparse_embedding_field,
-            limit=query.similarity_top_k,
-            filter=string_expr,
-            output_fields=output_fields,
-            search_params=params,
-            partition_names=kwargs.get("milvus_partition_names"),
-        )
-        return self._parse_sparse(results)
+        search = self._sparse_search_args(query, string_expr, output_fields, **kwargs)
+        return self._parse_sparse(self.client.search(**search))
 
     async def _async_sparse_search(
         self, query: VectorStoreQuery, string_expr: str, output_fields: list[str], **kwargs: Any
@@ -203,18 +208,8 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
             raise ValueError(
                 "async search needs the async client: create the store with use_async_client=True"
             )
-        data, params = self._sparse_request(query, **kwargs)
-        results = await self.aclient.search(
-            collection_name=self.collection_name,
-            data=data,
-            anns_field=self.sparse_embedding_field,
-            limit=query.similarity_top_k,
-            filter=string_expr,
-            output_fields=output_fields,
-            search_params=params,
-            partition_names=kwargs.get("milvus_partition_names"),
-        )
-        return self._parse_sparse(results)
+        search = self._sparse_search_args(query, string_expr, output_fields, **kwargs)
+        return self._parse_sparse(await self.aclient.search(**search))
 
 
 _CONNECTION_OPTIONS = (

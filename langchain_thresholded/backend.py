@@ -24,7 +24,7 @@ from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
-from langchain_thresholded.ensemble import RetrieverSource, is_ensemble
+from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
@@ -162,15 +162,12 @@ class LangChainBackend:
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Mapping[str, Any] | None = None) -> dict:
         """The store arguments of a call: the retriever's ``search_kwargs`` with the call's
-        (which may hold no store filter: it would replace the retriever's), and every filter
-        in force, sent to the store so that its search returns the nearest documents inside
-        them. On Milvus that is one ``expr``: the retriever's raw expressions (its ``expr``
-        and its ``filter``, both), verbatim, AND the filters written by the core. An
-        ``InMemoryVectorStore`` gets them as its ``filter`` function, a FAISS store as its
-        ``filter`` function on metadata, a Chroma store as a ``where`` clause (the parts
-        Chroma cannot express exactly are left out of it). Other stores get the
-        retriever's own arguments. Whatever the store did, the engine checks every document
-        against ``where``."""
+        (no store filter: it would replace the retriever's), and the filters in the form the
+        store reads, so that it searches inside them: on Milvus one ``expr``
+        (:meth:`_with_milvus_expr`), a ``filter`` function on an ``InMemoryVectorStore`` or
+        FAISS, a ``where`` clause on Chroma (what it cannot express exactly left out); other
+        stores get the retriever's own arguments. The engine checks every document
+        against ``where`` whatever the store did."""
         self.check_filter(where)
         extra = dict((options or {}).get("search_kwargs") or {})
         _no_store_filter_per_call(extra)
@@ -508,7 +505,7 @@ def _milvus_stores(store: Any, depth: int = 0) -> list[Any]:
     if not isinstance(store, RetrieverSource) or depth > 8:
         return []
     found = []
-    for member in _members(store.retriever):
+    for member in members_of(store.retriever):
         inner = getattr(member, "vectorstore", None)
         if isinstance(inner, VectorStore) and inner is not store:
             found += _milvus_stores(inner, depth + 1)
@@ -656,7 +653,7 @@ def _unheld_filters(store: VectorStore) -> list[str]:
         return []
     wrapped = _wrapped_retriever(store)
     if wrapped is None:
-        members = _members(store.retriever)
+        members = members_of(store.retriever)
         kwargs = [m.search_kwargs for m in members if isinstance(m, VectorStoreRetriever)]
         return sorted({key for each in kwargs for key in _filter_keys(each, _NOT_PER_CALL)})
     held: tuple[str, ...] = (_ONLY_IDS,)
@@ -674,7 +671,7 @@ def source_settings(store: VectorStore) -> list[Any]:
     if not isinstance(store, RetrieverSource):
         return []
     inner = store.retriever
-    return [inner, *((m, _fields(m)) for m in _members(inner))]
+    return [inner, *((m, _fields(m)) for m in members_of(inner))]
 
 
 def _fields(retriever: BaseRetriever) -> dict[str, Any]:
@@ -682,11 +679,6 @@ def _fields(retriever: BaseRetriever) -> dict[str, Any]:
     which an ensemble takes too: the backend reads nothing of it)."""
     names = getattr(type(retriever), "model_fields", None) or {}
     return {name: getattr(retriever, name, None) for name in names}
-
-
-def _members(retriever: BaseRetriever) -> list[BaseRetriever]:
-    """The retrievers whose documents a wrapped retriever returns: an ensemble's, or itself."""
-    return list(retriever.retrievers) if is_ensemble(retriever) else [retriever]  # type: ignore[attr-defined]
 
 
 def _check_members(store: VectorStore) -> None:
@@ -702,22 +694,14 @@ def _check_members(store: VectorStore) -> None:
             checked_partitions(partitions, argument=f"a member's {_PARTITIONS}")
 
 
-_READ_FILTERS = {
-    "milvus": frozenset({*_RAW_EXPR_KEYS, _PARTITIONS, _EXPR_PARAMS}),
-    "chroma": frozenset({"filter", "where_document", _ONLY_IDS}),
-    "in-memory": frozenset({"filter"}),
-}
-"""The store filters each known store's search reads."""
-
-
 def _filters_read(store: VectorStore) -> frozenset[str] | None:
     """The store filters ``store``'s search reads; None where it is not known."""
     if is_milvus(store):
-        return _READ_FILTERS["milvus"]
+        return frozenset({*_RAW_EXPR_KEYS, _PARTITIONS, _EXPR_PARAMS})
     if is_chroma(store):
-        return _READ_FILTERS["chroma"]
+        return frozenset({"filter", "where_document", _ONLY_IDS})
     if type(store) is InMemoryVectorStore or is_faiss(store):
-        return _READ_FILTERS["in-memory"]
+        return frozenset({"filter"})
     return None
 
 
@@ -732,8 +716,10 @@ def _check_filters_read(
     unknown arguments without a word (``where`` on Milvus or an ``InMemoryVectorStore``), so
     the restriction would not hold and every document would come back."""
     read = _filters_read(store)
-    read = None if read is None else read | held
-    unread = [] if read is None else [k for k in _filter_keys(search_kwargs) if k not in read]
+    if read is None:
+        return
+    read |= held
+    unread = [k for k in _filter_keys(search_kwargs) if k not in read]
     if unread:
         raise ValueError(
             f"{whose}search_kwargs {unread} are not filters {type(store).__name__}'s search "
@@ -758,7 +744,7 @@ def _store_members(
     if isinstance(retriever, RunnableWithFallbacks):
         inner, passed = [retriever.runnable, *retriever.fallbacks], kwargs
     elif is_ensemble(retriever):
-        inner, passed = _members(retriever), {}
+        inner, passed = members_of(retriever), {}
     elif isinstance(retriever, VectorStoreRetriever):
         return [(retriever, {**retriever.search_kwargs, **kwargs})]
     else:
@@ -774,7 +760,7 @@ def _unread_members(store: VectorStore) -> list[str]:
         return []
     if not is_ensemble(store.retriever):
         return [] if _readable(store.retriever) else [""]
-    members = enumerate(_members(store.retriever))
+    members = enumerate(members_of(store.retriever))
     return [f"'s member {i} ({type(m).__name__})" for i, m in members if not _readable(m)]
 
 
@@ -837,7 +823,7 @@ def _members_where(store: VectorStore) -> Filter | None:
     return: any member's filters (None when one of them has none)."""
     if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
         return None
-    wheres = [_member_where(m) if _filtered_only(m) else None for m in _members(store.retriever)]
+    wheres = [_member_where(m) if _filtered_only(m) else None for m in members_of(store.retriever)]
     if any(w is None for w in wheres):
         return None
     return wheres[0] if len(wheres) == 1 else Group(Combine.OR, tuple(wheres))

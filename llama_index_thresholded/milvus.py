@@ -1,23 +1,15 @@
 """Milvus stores set up for cosine thresholds: IP on unit vectors, Lite or server by URI.
 
-The same code serves Milvus Lite (a local file path as URI) and a Milvus
-server, standalone or distributed (``http://host:19530``).
-
-``CompatibleMilvusVectorStore`` makes SPARSE and TEXT_SEARCH queries work on
-every engine: LlamaIndex's store sends ``drop_ratio_search=0.2`` with them,
-which milvus-lite 3.x refuses ("only drop_ratio_search=0 is supported"), and
-milvus-lite 3.x returns BM25 scores negated, which would reverse their order
-once sorted by score. Its ``timeout`` gives every client call a deadline, which
-LlamaIndex's store does not pass through: without one, a frozen server holds a
-query forever. While the store is built, the deadline holds for connecting and for
-reading the collection's description: a server that is down or frozen then is a
-``SearchUnavailableError`` naming the URI, within the timeout. Creating, indexing
-and loading a collection may take longer on a busy server and keep no deadline.
-On a Milvus Lite file it waits until the engine listens before it connects
-(``thresholded.milvus_lite``). Its async calls work from any event loop: each loop
-gets an async client of its own (``thresholded.milvus_async``). Its clients keep
-gRPC keepalive pings within what servers accept (``thresholded.milvus_grpc``), so
-that no server closes them with GOAWAY ``too_many_pings``.
+The same code serves Milvus Lite (a local file path as URI) and a Milvus server,
+standalone or distributed (``http://host:19530``). :class:`CompatibleMilvusVectorStore`
+does what LlamaIndex's store does not on every engine: sparse and text search
+(LlamaIndex sends ``drop_ratio_search=0.2``, which milvus-lite 3.x refuses, and
+milvus-lite 3.x returns BM25 scores negated, which would reverse their order), a
+deadline for every call (``timeout``; creating, indexing and loading a collection keep
+none), waiting until a Milvus Lite file's engine listens (``thresholded.milvus_lite``),
+async calls from any event loop (``thresholded.milvus_async``), and gRPC keepalive pings
+within what servers accept (``thresholded.milvus_grpc``), so that none closes them with
+GOAWAY ``too_many_pings``.
 
 This module needs the ``llama-index-milvus`` extra; ``llama_index_thresholded``
 itself does not import it until one of its names is used.

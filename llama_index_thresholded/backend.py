@@ -200,8 +200,7 @@ class LlamaIndexBackend:
             result = _milvus_result(self._store, self._store.client.search(**search))
         else:
             result = self._store.query(query, **kwargs)
-        if is_milvus_store(self._store):
-            _check_rows_readable(self._store, result, args.filters)
+        _check_rows_readable(self._store, result, args.filters)
         missing = _not_text(result)
         fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
@@ -215,8 +214,7 @@ class LlamaIndexBackend:
             result = _milvus_result(self._store, await self._store.aclient.search(**search))
         else:
             result = await self._store.aquery(query, **kwargs)
-        if is_milvus_store(self._store):
-            _check_rows_readable(self._store, result, args.filters)
+        _check_rows_readable(self._store, result, args.filters)
         missing = _not_text(result)
         fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
@@ -674,10 +672,11 @@ def _check_filter_keys_returned(store: Any, where: Filter | None) -> None:
 
 
 def _check_rows_readable(store: Any, result: VectorStoreQueryResult, call: CallFilters) -> None:
-    """Refuse results of a filtered Milvus search whose rows hold no ``_node_content`` (a
-    collection written by another tool, LangChain say): LlamaIndex builds such a node from
-    the store's ``output_fields`` alone, with an id of its own, so a filter key outside them
-    reads as missing on every node, and the check of the results could not hold it."""
+    """Refuse results of a filtered Milvus search (``call.keys`` are set on Milvus only)
+    whose rows hold no ``_node_content`` (a collection written by another tool, LangChain
+    say): LlamaIndex builds such a node from the store's ``output_fields`` alone, with an id
+    of its own, so a filter key outside them reads as missing on every node, and the check
+    of the results could not hold it."""
     if not call.keys or result.nodes is None or result.ids is None:
         return
     returned = set(getattr(store, "output_fields", None) or ())

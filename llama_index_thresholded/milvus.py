@@ -34,6 +34,7 @@ from pymilvus import AsyncMilvusClient, Function, FunctionType
 from thresholded.errors import SearchUnavailableError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
+    dense_dimension,
     describe_existing,
     index_metric,
     partition_key_of,
@@ -41,7 +42,6 @@ from thresholded.milvus_collection import (
     refuse_metric_named_otherwise,
     refuse_read_metric,
     require_lite_file,
-    vector_dims,
 )
 from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import wait_for_milvus_lite
@@ -341,13 +341,7 @@ def _describe_existing(
         description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
         refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
         field = kwargs.get("embedding_field", "embedding")
-        vectors = vector_dims(description)
-        if field not in vectors:
-            raise ValueError(
-                f"collection {collection_name!r} has no dense vector field {field!r}; its "
-                f"vector fields are {sorted(vectors)}: pass embedding_field=..."
-            )
-        dim = vectors[field]
+        dim = dense_dimension(description, collection_name, field, argument="embedding_field")
         metric = Metric.parse(index_metric(client, collection_name, field) or Metric.IP).value
     finally:
         client.close()

@@ -8,6 +8,7 @@ candidates and back. The pipeline itself is the engine's.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
-from langchain_thresholded.ensemble import RetrieverSource, is_ensemble
+from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
@@ -44,16 +45,17 @@ from thresholded.filters import (
 )
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
+from thresholded.milvus_async import is_remote_client
 from thresholded.milvus_collection import checked_partitions, ids_matching, vector_dims
-from thresholded.milvus_expr import check_expression, membership
+from thresholded.milvus_expr import all_of_exprs, check_expression, membership
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
+from thresholded.stored_vectors import chroma_vectors, faiss_vectors
 
 FAISS_FILTER_ROWS = 10_000
 """A filtered FAISS search considers every row of an index up to this size."""
-_REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 _RAW_EXPR_KEYS = ("expr", "filter")
 """Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
 _ONLY_IDS = "ids"
@@ -117,7 +119,7 @@ class LangChainBackend:
         wrapped = _wrapped_retriever(store)
         self._rows = rows_store(store)
         rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
-        self._raw_expr = _all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
+        self._raw_expr = all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
         self._only_ids = _only_ids(rows_kwargs)
         self._partitions = (
@@ -131,7 +133,6 @@ class LangChainBackend:
             _no_namespace(rows_kwargs)
         _check_filters_read(self._rows, rows_kwargs, held=frozenset({_ONLY_IDS}))
         _check_members(store)
-        self._engine_dialect: Dialect | None = None
         self._milvus_dimension = _milvus_dimension(self._rows) if is_milvus(self._rows) else None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
         self.name = store_name(store)
@@ -161,15 +162,12 @@ class LangChainBackend:
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Mapping[str, Any] | None = None) -> dict:
         """The store arguments of a call: the retriever's ``search_kwargs`` with the call's
-        (which may hold no store filter: it would replace the retriever's), and every filter
-        in force, sent to the store so that its search returns the nearest documents inside
-        them. On Milvus that is one ``expr``: the retriever's raw expressions (its ``expr``
-        and its ``filter``, both), verbatim, AND the filters written by the core. An
-        ``InMemoryVectorStore`` gets them as its ``filter`` function, a FAISS store as its
-        ``filter`` function on metadata, a Chroma store as a ``where`` clause (the parts
-        Chroma cannot express exactly are left out of it). Other stores get the
-        retriever's own arguments. Whatever the store did, the engine checks every document
-        against ``where``."""
+        (no store filter: it would replace the retriever's), and the filters in the form the
+        store reads, so that it searches inside them: on Milvus one ``expr``
+        (:meth:`_with_milvus_expr`), a ``filter`` function on an ``InMemoryVectorStore`` or
+        FAISS, a ``where`` clause on Chroma (what it cannot express exactly left out); other
+        stores get the retriever's own arguments. The engine checks every document
+        against ``where`` whatever the store did."""
         self.check_filter(where)
         extra = dict((options or {}).get("search_kwargs") or {})
         _no_store_filter_per_call(extra)
@@ -212,17 +210,17 @@ class LangChainBackend:
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
         ``filter``, both), verbatim, AND the filters written by the core."""
-        written = to_milvus(where, self._dialect()).expr
+        written = to_milvus(where, self._dialect).expr
         kwargs = {k: v for k, v in kwargs.items() if k not in _RAW_EXPR_KEYS}
-        expr = _all_of_exprs([self._raw_expr, written])
+        expr = all_of_exprs([self._raw_expr, written])
         if expr is not None:
             kwargs["expr"] = expr
         return kwargs
 
+    @functools.cached_property
     def _dialect(self) -> Dialect:
-        if self._engine_dialect is None:  # asked once: a server reports its version
-            self._engine_dialect = client_dialect(getattr(self._store, "client", None))
-        return self._engine_dialect
+        """Asked once: a server reports its version."""
+        return client_dialect(getattr(self._store, "client", None))
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: Mapping[str, Any]) -> Metric | None:
@@ -353,10 +351,9 @@ class LangChainBackend:
             _ensure_orm_connection(store)
             return _milvus_vectors(store, ids)
         if is_named(store, "FAISS") and hasattr(store, "index_to_docstore_id"):
-            return _faiss_vectors(store, ids)
+            return faiss_vectors(store.index, store.index_to_docstore_id, ids)
         if is_named(store, "Chroma") and hasattr(store, "_collection"):
-            found = store._collection.get(ids=ids, include=["embeddings"])
-            return {str(i): list(v) for i, v in zip(found["ids"], found["embeddings"], strict=True)}
+            return chroma_vectors(store._collection, ids)
         return {}
 
     async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
@@ -447,13 +444,6 @@ def _in_memory_vectors(store: InMemoryVectorStore, ids: list[str]) -> dict[str, 
     return {i: entry["vector"] for i, entry in entries if entry and entry.get("vector") is not None}
 
 
-def _faiss_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
-    """A FAISS index's vectors, read back from their positions."""
-    wanted = set(ids)
-    positions = {i: pos for pos, i in store.index_to_docstore_id.items() if i in wanted}
-    return {i: [float(x) for x in store.index.reconstruct(int(p))] for i, p in positions.items()}
-
-
 def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
     """The vector field of ``ids`` in a langchain-milvus collection, in one query."""
     pk, field = str(store._primary_field), store._vector_field
@@ -515,7 +505,7 @@ def _milvus_stores(store: Any, depth: int = 0) -> list[Any]:
     if not isinstance(store, RetrieverSource) or depth > 8:
         return []
     found = []
-    for member in _members(store.retriever):
+    for member in members_of(store.retriever):
         inner = getattr(member, "vectorstore", None)
         if isinstance(inner, VectorStore) and inner is not store:
             found += _milvus_stores(inner, depth + 1)
@@ -663,7 +653,7 @@ def _unheld_filters(store: VectorStore) -> list[str]:
         return []
     wrapped = _wrapped_retriever(store)
     if wrapped is None:
-        members = _members(store.retriever)
+        members = members_of(store.retriever)
         kwargs = [m.search_kwargs for m in members if isinstance(m, VectorStoreRetriever)]
         return sorted({key for each in kwargs for key in _filter_keys(each, _NOT_PER_CALL)})
     held: tuple[str, ...] = (_ONLY_IDS,)
@@ -681,7 +671,7 @@ def source_settings(store: VectorStore) -> list[Any]:
     if not isinstance(store, RetrieverSource):
         return []
     inner = store.retriever
-    return [inner, *((m, _fields(m)) for m in _members(inner))]
+    return [inner, *((m, _fields(m)) for m in members_of(inner))]
 
 
 def _fields(retriever: BaseRetriever) -> dict[str, Any]:
@@ -689,11 +679,6 @@ def _fields(retriever: BaseRetriever) -> dict[str, Any]:
     which an ensemble takes too: the backend reads nothing of it)."""
     names = getattr(type(retriever), "model_fields", None) or {}
     return {name: getattr(retriever, name, None) for name in names}
-
-
-def _members(retriever: BaseRetriever) -> list[BaseRetriever]:
-    """The retrievers whose documents a wrapped retriever returns: an ensemble's, or itself."""
-    return list(retriever.retrievers) if is_ensemble(retriever) else [retriever]  # type: ignore[attr-defined]
 
 
 def _check_members(store: VectorStore) -> None:
@@ -709,22 +694,14 @@ def _check_members(store: VectorStore) -> None:
             checked_partitions(partitions, argument=f"a member's {_PARTITIONS}")
 
 
-_READ_FILTERS = {
-    "milvus": frozenset({*_RAW_EXPR_KEYS, _PARTITIONS, _EXPR_PARAMS}),
-    "chroma": frozenset({"filter", "where_document", _ONLY_IDS}),
-    "in-memory": frozenset({"filter"}),
-}
-"""The store filters each known store's search reads."""
-
-
 def _filters_read(store: VectorStore) -> frozenset[str] | None:
     """The store filters ``store``'s search reads; None where it is not known."""
     if is_milvus(store):
-        return _READ_FILTERS["milvus"]
+        return frozenset({*_RAW_EXPR_KEYS, _PARTITIONS, _EXPR_PARAMS})
     if is_chroma(store):
-        return _READ_FILTERS["chroma"]
+        return frozenset({"filter", "where_document", _ONLY_IDS})
     if type(store) is InMemoryVectorStore or is_faiss(store):
-        return _READ_FILTERS["in-memory"]
+        return frozenset({"filter"})
     return None
 
 
@@ -739,8 +716,10 @@ def _check_filters_read(
     unknown arguments without a word (``where`` on Milvus or an ``InMemoryVectorStore``), so
     the restriction would not hold and every document would come back."""
     read = _filters_read(store)
-    read = None if read is None else read | held
-    unread = [] if read is None else [k for k in _filter_keys(search_kwargs) if k not in read]
+    if read is None:
+        return
+    read |= held
+    unread = [k for k in _filter_keys(search_kwargs) if k not in read]
     if unread:
         raise ValueError(
             f"{whose}search_kwargs {unread} are not filters {type(store).__name__}'s search "
@@ -765,7 +744,7 @@ def _store_members(
     if isinstance(retriever, RunnableWithFallbacks):
         inner, passed = [retriever.runnable, *retriever.fallbacks], kwargs
     elif is_ensemble(retriever):
-        inner, passed = _members(retriever), {}
+        inner, passed = members_of(retriever), {}
     elif isinstance(retriever, VectorStoreRetriever):
         return [(retriever, {**retriever.search_kwargs, **kwargs})]
     else:
@@ -781,7 +760,7 @@ def _unread_members(store: VectorStore) -> list[str]:
         return []
     if not is_ensemble(store.retriever):
         return [] if _readable(store.retriever) else [""]
-    members = enumerate(_members(store.retriever))
+    members = enumerate(members_of(store.retriever))
     return [f"'s member {i} ({type(m).__name__})" for i, m in members if not _readable(m)]
 
 
@@ -844,7 +823,7 @@ def _members_where(store: VectorStore) -> Filter | None:
     return: any member's filters (None when one of them has none)."""
     if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
         return None
-    wheres = [_member_where(m) if _filtered_only(m) else None for m in _members(store.retriever)]
+    wheres = [_member_where(m) if _filtered_only(m) else None for m in members_of(store.retriever)]
     if any(w is None for w in wheres):
         return None
     return wheres[0] if len(wheres) == 1 else Group(Combine.OR, tuple(wheres))
@@ -883,12 +862,6 @@ def _raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:
             )
         found.append(check_expression(value))
     return found
-
-
-def _all_of_exprs(exprs: Sequence[str | None]) -> str | None:
-    """Milvus expressions that must all hold, as one; None when there are none."""
-    parts = [f"({e})" for e in exprs if e]
-    return " and ".join(parts) if parts else None
 
 
 def _no_namespace(search_kwargs: Mapping[str, Any]) -> None:
@@ -977,9 +950,7 @@ def _needs_thread(store: Any) -> bool:
     """Async fan-out awaits a store's own async by-vector search only on a Milvus server."""
     if not is_milvus(store) or not hasattr(store, "asimilarity_search_with_score_by_vector"):
         return True
-    client = getattr(store, "client", None)
-    uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
-    return not uri.startswith(_REMOTE_SCHEMES)
+    return not is_remote_client(getattr(store, "client", None))
 
 
 def as_dropped(candidate: Candidate[Document]) -> Document:

@@ -78,6 +78,11 @@ def is_ensemble(retriever: object) -> bool:
     return all(hasattr(retriever, name) for name in ("retrievers", "weights", "c"))
 
 
+def members_of(retriever: Any) -> list[Any]:
+    """The retrievers whose documents ``retriever`` returns: an ensemble's, or itself."""
+    return list(retriever.retrievers) if is_ensemble(retriever) else [retriever]
+
+
 class RetrieverSource(VectorStore):
     """A retriever seen as a store of scored candidates, for ``ThresholdedRetriever``.
 
@@ -182,7 +187,7 @@ class RetrieverSource(VectorStore):
     def max_rows(self) -> int | None:
         """The most rows a widened search asks for: :data:`MMR_MAX_ROWS` when it runs an MMR
         search (the retriever's, or an ensemble member's), else None (the engine's limit)."""
-        return MMR_MAX_ROWS if any(_is_mmr(r) for r in self._searched()) else None
+        return MMR_MAX_ROWS if any(_is_mmr(r) for r in members_of(self.retriever)) else None
 
     @property
     def max_rows_advice(self) -> str:
@@ -211,21 +216,16 @@ class RetrieverSource(VectorStore):
             )
         return "Give the wrapped retriever the filter itself"
 
-    def _searched(self) -> list[BaseRetriever]:
-        """The retrievers a search runs: an ensemble's members, or the retriever."""
-        if is_ensemble(self.retriever):
-            return list(self.retriever.retrievers)  # type: ignore[attr-defined]
-        return [self.retriever]
-
     def _searching_without_filters(self) -> str:
         if is_ensemble(self.retriever):
-            return f"ensemble of {len(self._searched())} members searches without the filters"
+            members = len(self.retriever.retrievers)  # type: ignore[attr-defined]
+            return f"ensemble of {members} members searches without the filters"
         return f"wrapped {type(self.retriever).__name__} searches without the filters"
 
     def _limits(self) -> str:
         """Each searched retriever that stops early (MMR) or keeps its own size, named."""
         notes = []
-        for position, retriever in enumerate(self._searched()):
+        for position, retriever in enumerate(members_of(self.retriever)):
             which = (
                 f"member {position} ({type(retriever).__name__})"
                 if is_ensemble(self.retriever)
@@ -309,8 +309,7 @@ def not_configurable(retriever: Any) -> None:
     without the call's config, so what the config sets (e.g. ``call_filters``, a tenant's
     filter) would silently not apply, and its defaults would be searched. Checked at every
     search too: the retriever's members may be changed after construction."""
-    members = list(retriever.retrievers) if is_ensemble(retriever) else [retriever]
-    for position, member in enumerate(members):
+    for position, member in enumerate(members_of(retriever)):
         inner = member
         while isinstance(inner, RunnableBindingBase):  # with_config(...), with_retry(), ...
             inner = inner.bound

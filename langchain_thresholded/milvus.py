@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from thresholded.errors import UnsupportedMetricError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
+    dense_dimension,
     describe_existing,
     index_metric,
     partition_key_of,
@@ -54,7 +55,6 @@ from thresholded.milvus_collection import (
     refuse_metric_named_otherwise,
     refuse_read_metric,
     require_lite_file,
-    vector_dims,
 )
 from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import wait_for_milvus_lite
@@ -371,12 +371,7 @@ def _existing_settings(
     description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
     refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
     names = [spec["name"] for spec in description.get("fields", [])]
-    vectors = vector_dims(description)
-    if vector_field not in vectors:
-        raise ValueError(
-            f"collection {collection_name!r} has no dense vector field {vector_field!r}; its "
-            f"vector fields are {sorted(vectors)}: pass vector_field=..."
-        )
+    dense_dimension(description, collection_name, vector_field, argument="vector_field")
     if text_field not in names:
         raise ValueError(
             f"collection {collection_name!r} has no text field {text_field!r}; its fields are "

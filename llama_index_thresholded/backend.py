@@ -8,6 +8,7 @@ pipeline itself is the engine's.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence, Sized
@@ -50,21 +51,21 @@ from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
-from thresholded.milvus_async import async_client_per_loop
+from thresholded.milvus_async import async_client_per_loop, is_remote_client
 from thresholded.milvus_collection import checked_partitions, ids_matching
-from thresholded.milvus_expr import membership
+from thresholded.milvus_expr import all_of_exprs, membership
 from thresholded.models import check_question_model
 from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.pushdown import PushdownSwitch
 from thresholded.rescore import Vector
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
+from thresholded.stored_vectors import chroma_vectors, faiss_vectors
 from thresholded.strict import list_of_strings
 
 logger = logging.getLogger(__name__)
 
 _SEARCH_ONLY = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
-_REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 ID_LISTS = ("doc_ids", "node_ids")
 PARTITIONS = "milvus_partition_names"
 """Where a Milvus store's keywords limit a search to the listed partitions."""
@@ -110,7 +111,6 @@ class LlamaIndexBackend:
         self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
         if is_milvus_store(self._store):  # LlamaIndex's own store: its client had one loop
             async_client_per_loop(self._store)
-        self._engine_dialect: Dialect | None = None
         self.declared_dimension = (
             collection_dimension(self._store) if mode not in _SEARCH_ONLY else None
         )
@@ -148,17 +148,14 @@ class LlamaIndexBackend:
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
         _check_filter_keys_returned(self._store, where)
-        written = to_milvus(where, self._dialect())
+        written = to_milvus(where, self._dialect)
         clauses = [written.expr, *self._store_restrictions()]
         if self._args["doc_ids"]:
             doc_id_field = getattr(self._store, "doc_id_field", "doc_id")
             clauses.append(membership(doc_id_field, self._args["doc_ids"]))
         if self._args["node_ids"]:
             clauses.append(membership("id", self._args["node_ids"]))
-        parts = [f"({c})" for c in clauses if c]
-        return CallFilters(
-            None, " and ".join(parts) if parts else None, keys=frozenset(keys(where))
-        )
+        return CallFilters(None, all_of_exprs(clauses), keys=frozenset(keys(where)))
 
     def _store_restrictions(self) -> list[str]:
         """What the retriever's ``vector_store_kwargs`` restrict, verbatim: a raw
@@ -174,10 +171,10 @@ class LlamaIndexBackend:
             clauses.append(_to_milvus_filter(None, kwargs["milvus_scalar_filters"]))
         return [c for c in clauses if c.strip()]
 
+    @functools.cached_property
     def _dialect(self) -> Dialect:
-        if self._engine_dialect is None:  # asked once: a server reports its version
-            self._engine_dialect = client_dialect(getattr(self._store, "client", None))
-        return self._engine_dialect
+        """Asked once: a server reports its version."""
+        return client_dialect(getattr(self._store, "client", None))
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: CallFilters) -> Metric | None:
@@ -218,8 +215,7 @@ class LlamaIndexBackend:
             result = _milvus_result(self._store, self._store.client.search(**search))
         else:
             result = self._store.query(query, **kwargs)
-        if is_milvus_store(self._store):
-            _check_rows_readable(self._store, result, args.filters)
+        _check_rows_readable(self._store, result, args.filters)
         missing = _not_text(result)
         fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
@@ -233,8 +229,7 @@ class LlamaIndexBackend:
             result = _milvus_result(self._store, await self._store.aclient.search(**search))
         else:
             result = await self._store.aquery(query, **kwargs)
-        if is_milvus_store(self._store):
-            _check_rows_readable(self._store, result, args.filters)
+        _check_rows_readable(self._store, result, args.filters)
         missing = _not_text(result)
         fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
@@ -341,7 +336,7 @@ class LlamaIndexBackend:
     def _milvus_allowed(self, ids: list[str]) -> set[str]:
         """The ids among ``ids`` inside the raw expressions and the partitions searched."""
         store = self._store
-        expr = " and ".join(f"({c})" for c in self._store_restrictions())
+        expr = all_of_exprs(self._store_restrictions())
         partitions = self._args["vector_store_kwargs"].get(PARTITIONS)
         return ids_matching(
             store.client, store.collection_name, "id", ids, expr, partitions=partitions
@@ -354,10 +349,9 @@ class LlamaIndexBackend:
         if is_milvus_store(store):
             return _milvus_vectors(store, store.client.query(**_by_id(store, ids)))
         if is_named(store, "FaissVectorStore"):
-            return _faiss_vectors(store, self._index, ids)
+            return faiss_vectors(store.client, self._index.index_struct.nodes_dict, ids)
         if is_named(store, "ChromaVectorStore"):
-            found = store._collection.get(ids=ids, include=["embeddings"])
-            return {str(i): list(v) for i, v in zip(found["ids"], found["embeddings"], strict=True)}
+            return chroma_vectors(store._collection, ids)
         if not self._store_can_fetch:
             return {}
         return _vectors(self._store_nodes(ids))
@@ -693,10 +687,11 @@ def _check_filter_keys_returned(store: Any, where: Filter | None) -> None:
 
 
 def _check_rows_readable(store: Any, result: VectorStoreQueryResult, call: CallFilters) -> None:
-    """Refuse results of a filtered Milvus search whose rows hold no ``_node_content`` (a
-    collection written by another tool, LangChain say): LlamaIndex builds such a node from
-    the store's ``output_fields`` alone, with an id of its own, so a filter key outside them
-    reads as missing on every node, and the check of the results could not hold it."""
+    """Refuse results of a filtered Milvus search (``call.keys`` are set on Milvus only)
+    whose rows hold no ``_node_content`` (a collection written by another tool, LangChain
+    say): LlamaIndex builds such a node from the store's ``output_fields`` alone, with an id
+    of its own, so a filter key outside them reads as missing on every node, and the check
+    of the results could not hold it."""
     if not call.keys or result.nodes is None or result.ids is None:
         return
     returned = set(getattr(store, "output_fields", None) or ())
@@ -815,14 +810,6 @@ def _milvus_vectors(store: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, 
     return {i: v for i, v in found if v is not None}
 
 
-def _faiss_vectors(store: Any, index: VectorStoreIndex, ids: list[str]) -> dict[str, Vector]:
-    """A FAISS index's vectors of ``ids`` (node ids), read back from their positions."""
-    wanted = set(ids)
-    positions = {n: v for v, n in index.index_struct.nodes_dict.items() if n in wanted}
-    faiss_index = store.client
-    return {n: [float(x) for x in faiss_index.reconstruct(int(v))] for n, v in positions.items()}
-
-
 def _plain(vector: Any) -> Vector | None:
     """A vector as a list of floats (pymilvus may hand back its own sequence types)."""
     return vector if vector is None or isinstance(vector, list) else list(vector)
@@ -856,5 +843,4 @@ def _needs_thread(store: Any) -> bool:
     """Async fan-out awaits only a Milvus server's async client; all else runs in threads."""
     if not is_milvus_store(store) or getattr(store, "aclient", None) is None:
         return True
-    uri = str(getattr(getattr(store.client, "_config", None), "uri", "") or "")
-    return not uri.startswith(_REMOTE_SCHEMES)
+    return not is_remote_client(store.client)

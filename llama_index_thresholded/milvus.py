@@ -1,23 +1,15 @@
 """Milvus stores set up for cosine thresholds: IP on unit vectors, Lite or server by URI.
 
-The same code serves Milvus Lite (a local file path as URI) and a Milvus
-server, standalone or distributed (``http://host:19530``).
-
-``CompatibleMilvusVectorStore`` makes SPARSE and TEXT_SEARCH queries work on
-every engine: LlamaIndex's store sends ``drop_ratio_search=0.2`` with them,
-which milvus-lite 3.x refuses ("only drop_ratio_search=0 is supported"), and
-milvus-lite 3.x returns BM25 scores negated, which would reverse their order
-once sorted by score. Its ``timeout`` gives every client call a deadline, which
-LlamaIndex's store does not pass through: without one, a frozen server holds a
-query forever. While the store is built, the deadline holds for connecting and for
-reading the collection's description: a server that is down or frozen then is a
-``SearchUnavailableError`` naming the URI, within the timeout. Creating, indexing
-and loading a collection may take longer on a busy server and keep no deadline.
-On a Milvus Lite file it waits until the engine listens before it connects
-(``thresholded.milvus_lite``). Its async calls work from any event loop: each loop
-gets an async client of its own (``thresholded.milvus_async``). Its clients keep
-gRPC keepalive pings within what servers accept (``thresholded.milvus_grpc``), so
-that no server closes them with GOAWAY ``too_many_pings``.
+The same code serves Milvus Lite (a local file path as URI) and a Milvus server,
+standalone or distributed (``http://host:19530``). :class:`CompatibleMilvusVectorStore`
+does what LlamaIndex's store does not on every engine: sparse and text search
+(LlamaIndex sends ``drop_ratio_search=0.2``, which milvus-lite 3.x refuses, and
+milvus-lite 3.x returns BM25 scores negated, which would reverse their order), a
+deadline for every call (``timeout``; creating, indexing and loading a collection keep
+none), waiting until a Milvus Lite file's engine listens (``thresholded.milvus_lite``),
+async calls from any event loop (``thresholded.milvus_async``), and gRPC keepalive pings
+within what servers accept (``thresholded.milvus_grpc``), so that none closes them with
+GOAWAY ``too_many_pings``.
 
 This module needs the ``llama-index-milvus`` extra; ``llama_index_thresholded``
 itself does not import it until one of its names is used.
@@ -42,6 +34,7 @@ from pymilvus import AsyncMilvusClient, Function, FunctionType
 from thresholded.errors import SearchUnavailableError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
+    dense_dimension,
     describe_existing,
     index_metric,
     partition_key_of,
@@ -49,7 +42,6 @@ from thresholded.milvus_collection import (
     refuse_metric_named_otherwise,
     refuse_read_metric,
     require_lite_file,
-    vector_dims,
 )
 from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import wait_for_milvus_lite
@@ -180,21 +172,26 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
             scores = [abs(s) for s in scores]
         return nodes, scores, ids
 
+    def _sparse_search_args(
+        self, query: VectorStoreQuery, string_expr: str, output_fields: list[str], **kwargs: Any
+    ) -> dict[str, Any]:
+        data, params = self._sparse_request(query, **kwargs)
+        return {
+            "collection_name": self.collection_name,
+            "data": data,
+            "anns_field": self.sparse_embedding_field,
+            "limit": query.similarity_top_k,
+            "filter": string_expr,
+            "output_fields": output_fields,
+            "search_params": params,
+            "partition_names": kwargs.get("milvus_partition_names"),
+        }
+
     def _sparse_search(
         self, query: VectorStoreQuery, string_expr: str, output_fields: list[str], **kwargs: Any
     ) -> _SearchResult:
-        data, params = self._sparse_request(query, **kwargs)
-        results = self.client.search(
-            collection_name=self.collection_name,
-            data=data,
-            anns_field=self.sparse_embedding_field,
-            limit=query.similarity_top_k,
-            filter=string_expr,
-            output_fields=output_fields,
-            search_params=params,
-            partition_names=kwargs.get("milvus_partition_names"),
-        )
-        return self._parse_sparse(results)
+        search = self._sparse_search_args(query, string_expr, output_fields, **kwargs)
+        return self._parse_sparse(self.client.search(**search))
 
     async def _async_sparse_search(
         self, query: VectorStoreQuery, string_expr: str, output_fields: list[str], **kwargs: Any
@@ -203,18 +200,8 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
             raise ValueError(
                 "async search needs the async client: create the store with use_async_client=True"
             )
-        data, params = self._sparse_request(query, **kwargs)
-        results = await self.aclient.search(
-            collection_name=self.collection_name,
-            data=data,
-            anns_field=self.sparse_embedding_field,
-            limit=query.similarity_top_k,
-            filter=string_expr,
-            output_fields=output_fields,
-            search_params=params,
-            partition_names=kwargs.get("milvus_partition_names"),
-        )
-        return self._parse_sparse(results)
+        search = self._sparse_search_args(query, string_expr, output_fields, **kwargs)
+        return self._parse_sparse(await self.aclient.search(**search))
 
 
 _CONNECTION_OPTIONS = (
@@ -354,13 +341,7 @@ def _describe_existing(
         description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
         refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
         field = kwargs.get("embedding_field", "embedding")
-        vectors = vector_dims(description)
-        if field not in vectors:
-            raise ValueError(
-                f"collection {collection_name!r} has no dense vector field {field!r}; its "
-                f"vector fields are {sorted(vectors)}: pass embedding_field=..."
-            )
-        dim = vectors[field]
+        dim = dense_dimension(description, collection_name, field, argument="embedding_field")
         metric = Metric.parse(index_metric(client, collection_name, field) or Metric.IP).value
     finally:
         client.close()

@@ -132,3 +132,12 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
+
+
+def is_remote_client(client: Any) -> bool:
+    """Whether a pymilvus client talks to a Milvus server (not to a Milvus Lite file)."""
+    uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
+    return uri.startswith(REMOTE_SCHEMES)

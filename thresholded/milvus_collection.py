@@ -103,6 +103,20 @@ def vector_dims(description: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def dense_dimension(
+    description: dict[str, Any], collection_name: str, field: str, *, argument: str
+) -> int:
+    """The dimension of a described collection's dense vector ``field``; a collection
+    without it is an error naming its vector fields and the ``argument`` that names one."""
+    vectors = vector_dims(description)
+    if field not in vectors:
+        raise ValueError(
+            f"collection {collection_name!r} has no dense vector field {field!r}; its "
+            f"vector fields are {sorted(vectors)}: pass {argument}=..."
+        )
+    return vectors[field]
+
+
 def index_metric(client: Any, collection_name: str, field: str) -> str | None:
     """The metric of the index on ``field``, as Milvus names it; None when it has no index."""
     for index_name in client.list_indexes(collection_name, field_name=field):

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters.keys import check_key
 
-__all__ = ["UnsafeFilterError", "field_name", "literal", "membership"]
+__all__ = ["UnsafeFilterError", "all_of_exprs", "field_name", "literal", "membership"]
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"'}
 _ALLOWED_CONTROL = {"\t"}
@@ -108,3 +108,9 @@ def membership(key: str, values: Sequence[object]) -> str:
     if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
         raise UnsafeFilterError(f"'in' needs a non-empty list of values for {key!r}")
     return f"{check_key(key)} in {literal(list(values))}"
+
+
+def all_of_exprs(exprs: Iterable[str | None]) -> str | None:
+    """Milvus expressions that must all hold, as one; None when there are none."""
+    parts = [f"({e})" for e in exprs if e]
+    return " and ".join(parts) if parts else None

@@ -452,7 +452,8 @@ def reference(world: World, setup: Setup) -> Expected:
     only, their parent summaries (``parent_levels`` up) and ``neighbours`` on each side,
     fetched hop by hop; a section already kept or attached is neither attached again nor
     walked through; one outside the filters is only counted (``outside``), and nothing is
-    reached through it. They follow their sections in order, per section: summaries
+    reached through it (under a call's filters, only one within the retriever's own is
+    counted). They follow their sections in order, per section: summaries
     nearest first, earlier neighbours farthest first, later ones; ``max_attachment_chars``
     skips what would overflow it (``attachment_budget``).
     """
@@ -501,7 +502,7 @@ def reference(world: World, setup: Setup) -> Expected:
     for item_id in attachments:
         item = by_id[item_id]
         if not all(c.holds(metadata_of(item)) for c in setup.conditions):
-            outside += 1
+            outside += counted_outside(setup, metadata_of(item))
             continue
         if policy.max_attachment_chars is not None and (
             used + item.chars > policy.max_attachment_chars
@@ -512,6 +513,14 @@ def reference(world: World, setup: Setup) -> Expected:
         attached.append(item_id)
     kept_ids, cosines = [s.id for s, _ in kept], [c for _, c in kept]
     return Expected(kept_ids, cosines, attached, sorted(dropped), outside)
+
+
+def counted_outside(setup: Setup, metadata: dict[str, Any]) -> bool:
+    """Whether a section outside the filters is counted: under a call's filters, only one
+    within the retriever's own (a count of the others would tell a call's filter which of
+    the sections the retriever holds back match it)."""
+    own = setup.filters
+    return setup.call_filters is None or own is None or own.holds(metadata)
 
 
 def walk(world: World, kept: Sequence[Section], setup: Setup) -> list[str]:

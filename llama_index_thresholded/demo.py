@@ -70,9 +70,10 @@ def format_report(report: Report[NodeWithScore]) -> str:
         for drop in by_score[:_SHOWN]:
             node = drop.item
             meta = node.node.metadata
-            score = "  -  " if node.score is None else f"{node.score:.3f}"
+            score = "   -  " if node.score is None else f"{node.score:6.3f}"
             lines.append(
                 f"    {score} {drop.reason.value:<16}{meta.get('source')} / {meta.get('section')}"
+                f"{report.attached_note(drop)}"
             )
     return "\n".join(lines)
 

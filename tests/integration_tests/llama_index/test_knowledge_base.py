@@ -241,6 +241,37 @@ def test_the_demo_cli(
     assert "internal" not in blocks[REFUND]  # the demo answers customers
 
 
+def drop_lines(block: str) -> list[str]:
+    return [line for line in block.splitlines() if re.match(r" {4,5}-?\d\.\d{3} ", line)]
+
+
+def test_the_demo_aligns_its_drops_and_tells_which_came_back_attached(
+    tmp_path: Any,
+    minilm_embed_model: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A negative score pushed its reason one column right; a section dropped by the source
+    cap, or below the floor, and then attached as a neighbour read as if it were left out."""
+    monkeypatch.setattr(demo_module, "load_embed_model", lambda name: minilm_embed_model)
+    assert cli.main(["demo", "--uri", str(tmp_path / "demo.db"), "-q", WEATHER, "-q", REFUND]) == 0
+    blocks = {b.splitlines()[0]: b for b in capsys.readouterr().out.split("Q: ")[1:]}
+    weather = drop_lines(blocks[WEATHER])
+    assert len(weather) == 6 and any(" -0." in line for line in weather)
+    assert {line.index("below_gate") for line in weather} == {11}
+    refund = drop_lines(blocks[REFUND])
+    neighbours = {
+        line.split(": ", 1)[1]
+        for line in blocks[REFUND].splitlines()
+        if line.startswith("  + neighbour of ")
+    }
+    assert neighbours
+    for line in refund:
+        came_back = line.split(maxsplit=2)[2].removesuffix(" (attached as neighbour)")
+        assert line.endswith(" (attached as neighbour)") == (came_back in neighbours), line
+    assert any(line.endswith("(attached as neighbour)") for line in refund)
+
+
 @pytest.mark.parametrize("doc_type", ["faqs", "internal"])
 def test_the_demo_refuses_a_doc_type_no_customer_section_has(
     tmp_path: Any, doc_type: str, capsys: pytest.CaptureFixture[str]

@@ -211,6 +211,18 @@ def test_question_languages_can_be_restricted(bilingual: tuple[World, list[Quest
     assert [s.pair for s in result.pairs] == ["en->en"]
 
 
+@pytest.mark.parametrize("langs", [["en", "fr"], ["EN"]])
+def test_a_question_language_no_question_has_is_refused_with_the_languages_there_are(
+    bilingual: tuple[World, list[Question]], langs: list[str]
+) -> None:
+    """--question-lang en --question-lang fr calibrated on the English questions alone,
+    without a word about fr; a language none had said only "check --question-lang"."""
+    world, questions = bilingual
+    wrong = next(lang for lang in langs if lang not in {"de", "en"})
+    with pytest.raises(ValueError, match=rf"no question is in {wrong!r}.*questions are in de, en"):
+        calibrate(world.embedder(), world.passages, questions, passages="en", question_langs=langs)
+
+
 def test_table_percentiles_top_k_and_origins() -> None:
     world = World([passage(f"A:{i}:en", "en") for i in range(5)])
     questions = [

@@ -113,10 +113,11 @@ def run_demo(
         if doc_type
         else None
     )
+    floor = retriever.min_similarity if min_similarity is None else min_similarity
     print(
-        f"Example knowledge base indexed in {uri}; floor {retriever.min_similarity:g}, "
+        f"Example knowledge base indexed in {uri}; floor {floor:g}, "
         f"gate {retriever.policy.min_top_similarity or 0:g} "
-        f"({retriever.policy.embedding_model}), top_k {retriever.policy.top_k}"
+        f"({retriever.policy.embedding_model}), top_k {top_k or retriever.policy.top_k}"
         + (f", doc_type={doc_type}" if doc_type else "")
         + "\n"
     )

@@ -282,3 +282,17 @@ def test_the_demo_refuses_a_doc_type_no_customer_section_has(
     assert cli.main(argv) == 2
     assert re.search(rf"doc_type '{doc_type}'.*faq, guide, policy", capsys.readouterr().err)
     assert not (tmp_path / "demo.db").exists()  # refused before anything was indexed
+
+
+def test_the_demo_header_tells_the_floor_and_top_k_of_the_run(
+    tmp_path: Any,
+    minilm_embed_model: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--min-similarity 0.5 --top-k 2 were applied, but the header said floor 0.33, top_k 4."""
+    monkeypatch.setattr(demo_module, "load_embed_model", lambda name: minilm_embed_model)
+    argv = ["demo", "--uri", str(tmp_path / "demo.db"), "-q", REFUND]
+    assert cli.main([*argv, "--min-similarity", "0.5", "--top-k", "2"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "; floor 0.5, gate 0.33 (" in header and header.endswith("top_k 2")

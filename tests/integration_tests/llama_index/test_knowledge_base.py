@@ -214,17 +214,27 @@ def test_minilm_without_a_profile_must_be_calibrated(kb_index: Any) -> None:
         ThresholdedRetriever(kb_index, RetrievalPolicy())
 
 
-def test_the_demo_cli(
+@pytest.fixture
+def demo_cli(
     tmp_path: Any,
     minilm_embed_model: Any,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:
+) -> Any:
+    """``thresholded demo ARGS`` on a fresh Milvus Lite file: its exit code and output."""
     # the session's model, so that the demo does not load its own copy
     monkeypatch.setattr(demo_module, "load_embed_model", lambda name: minilm_embed_model)
-    code = cli.main(["demo", "--uri", str(tmp_path / "demo.db"), "-q", WEATHER, "-q", REFUND])
+
+    def run(*args: str) -> tuple[int, str]:
+        code = cli.main(["demo", "--uri", str(tmp_path / "demo.db"), *args])
+        return code, capsys.readouterr().out
+
+    return run
+
+
+def test_the_demo_cli(demo_cli: Any) -> None:
+    code, out = demo_cli("-q", WEATHER, "-q", REFUND)
     assert code == 0
-    out = capsys.readouterr().out
     assert "floor 0.33" in out
     blocks = {block.splitlines()[0]: block for block in out.split("Q: ")[1:]}
     assert set(blocks) == {WEATHER, REFUND}
@@ -245,17 +255,12 @@ def drop_lines(block: str) -> list[str]:
     return [line for line in block.splitlines() if re.match(r" {4,5}-?\d\.\d{3} ", line)]
 
 
-def test_the_demo_aligns_its_drops_and_tells_which_came_back_attached(
-    tmp_path: Any,
-    minilm_embed_model: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_the_demo_aligns_its_drops_and_tells_which_came_back_attached(demo_cli: Any) -> None:
     """A negative score pushed its reason one column right; a section dropped by the source
     cap, or below the floor, and then attached as a neighbour read as if it were left out."""
-    monkeypatch.setattr(demo_module, "load_embed_model", lambda name: minilm_embed_model)
-    assert cli.main(["demo", "--uri", str(tmp_path / "demo.db"), "-q", WEATHER, "-q", REFUND]) == 0
-    blocks = {b.splitlines()[0]: b for b in capsys.readouterr().out.split("Q: ")[1:]}
+    code, out = demo_cli("-q", WEATHER, "-q", REFUND)
+    assert code == 0
+    blocks = {b.splitlines()[0]: b for b in out.split("Q: ")[1:]}
     weather = drop_lines(blocks[WEATHER])
     assert len(weather) == 6 and any(" -0." in line for line in weather)
     assert {line.index("below_gate") for line in weather} == {11}
@@ -284,15 +289,9 @@ def test_the_demo_refuses_a_doc_type_no_customer_section_has(
     assert not (tmp_path / "demo.db").exists()  # refused before anything was indexed
 
 
-def test_the_demo_header_tells_the_floor_and_top_k_of_the_run(
-    tmp_path: Any,
-    minilm_embed_model: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_the_demo_header_tells_the_floor_and_top_k_of_the_run(demo_cli: Any) -> None:
     """--min-similarity 0.5 --top-k 2 were applied, but the header said floor 0.33, top_k 4."""
-    monkeypatch.setattr(demo_module, "load_embed_model", lambda name: minilm_embed_model)
-    argv = ["demo", "--uri", str(tmp_path / "demo.db"), "-q", REFUND]
-    assert cli.main([*argv, "--min-similarity", "0.5", "--top-k", "2"]) == 0
-    header = capsys.readouterr().out.splitlines()[0]
+    code, out = demo_cli("-q", REFUND, "--min-similarity", "0.5", "--top-k", "2")
+    assert code == 0
+    header = out.splitlines()[0]
     assert "; floor 0.5, gate 0.33 (" in header and header.endswith("top_k 2")

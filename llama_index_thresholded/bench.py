@@ -2,7 +2,7 @@
 
 The threshold's effect is told apart from the source cap's and the budget's:
 ``candidates_dropped`` counts only ``below_threshold`` drops, and the other
-reasons are reported beside it. Context sizes with and without the threshold
+reasons are reported beside it. Context sizes with and without the floor and the gate
 come from one search per question: the same candidates, selected twice.
 
 The answer gate (``min_top_similarity``) is judged on the same candidates with
@@ -148,7 +148,7 @@ def _measure(
         )
         selection = report.selection
         candidates = [*selection.kept, *(d.candidate for d in selection.dropped)]
-        baseline = select(candidates, retriever.policy, 0.0)
+        baseline = select(candidates, _without_thresholds(retriever.policy), 0.0)
         gated = not gate_passes(best_similarity(candidates), retriever.policy.min_top_similarity)
         emptied = gated or report.nothing_matched
         counts["candidates"] += len(candidates)
@@ -173,6 +173,11 @@ def _measure(
         {pair: {key: int(c[key]) for key in COUNTS} for pair, c in sorted(pairs.items())},
         {pair: dict(sorted(c.items())) for pair, c in sorted(reasons.items())},
     )
+
+
+def _without_thresholds(policy: RetrievalPolicy) -> RetrievalPolicy:
+    """The policy with neither floor nor gate: the baseline of the context sizes."""
+    return policy.model_copy(update={"min_similarity": 0.0, "min_top_similarity": None})
 
 
 def format_bench(result: dict[str, Any]) -> str:

@@ -70,9 +70,10 @@ def format_report(report: Report[NodeWithScore]) -> str:
         for drop in by_score[:_SHOWN]:
             node = drop.item
             meta = node.node.metadata
-            score = "  -  " if node.score is None else f"{node.score:.3f}"
+            score = "   -  " if node.score is None else f"{node.score:6.3f}"
             lines.append(
                 f"    {score} {drop.reason.value:<16}{meta.get('source')} / {meta.get('section')}"
+                f"{report.attached_note(drop)}"
             )
     return "\n".join(lines)
 
@@ -112,10 +113,11 @@ def run_demo(
         if doc_type
         else None
     )
+    floor = retriever.min_similarity if min_similarity is None else min_similarity
     print(
-        f"Example knowledge base indexed in {uri}; floor {retriever.min_similarity:g}, "
+        f"Example knowledge base indexed in {uri}; floor {floor:g}, "
         f"gate {retriever.policy.min_top_similarity or 0:g} "
-        f"({retriever.policy.embedding_model}), top_k {retriever.policy.top_k}"
+        f"({retriever.policy.embedding_model}), top_k {top_k or retriever.policy.top_k}"
         + (f", doc_type={doc_type}" if doc_type else "")
         + "\n"
     )

@@ -184,6 +184,16 @@ class Report(Generic[T]):
         wanted = DropReason(reason)
         return [d.item for d in self.dropped if d.reason is wanted]
 
+    def attached_as(self, dropped: DroppedItem[T]) -> str | None:
+        """The role (``neighbour``, ``parent_summary``) under which a dropped candidate is in
+        the result all the same, attached to a kept section; None when it is not. A section
+        over the source cap, the budget or ``top_k``, or below the floor, may come back as a
+        kept section's neighbour."""
+        for candidate in self.selection.attached:
+            if candidate.key == (dropped.collection, dropped.id):
+                return _text(candidate.attached_role) or "attachment"
+        return None
+
     # Telling ------------------------------------------------------------------------
     def explain(self, width: int = 70) -> str:
         """A readable account of the call, for logs and demos: one line per item."""
@@ -203,10 +213,17 @@ class Report(Generic[T]):
             lines.append(
                 f"  dropped   {_score(drop.similarity)}  {drop.reason.value:<15} "
                 f"{_source(dropped.candidate)}  {_snippet(self.describe(drop.item), width // 2)}"
+                f"{self.attached_note(drop)}"
             )
         if self.nothing_matched:
             lines.append(f"  nothing matched ({self.emptied_by})")
         return "\n".join(lines)
+
+    def attached_note(self, dropped: DroppedItem[T]) -> str:
+        """`` (attached as neighbour)`` after a dropped candidate that is in the result all
+        the same (see ``attached_as``); empty otherwise. For ``explain`` and the demo."""
+        role = self.attached_as(dropped)
+        return "" if role is None else f" (attached as {role})"
 
     def summary(self) -> str:
         """One line for logs and ``on_text`` handlers."""

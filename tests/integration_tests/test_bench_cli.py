@@ -93,3 +93,18 @@ def test_bench_counts_what_the_gate_empties(tmp_path: Path) -> None:
         ((scores.good_top < 0.3) & (scores.gold_rank[scores.answerable] <= 12)).sum()
     )
     assert english["candidates_dropped"] == 0  # the floor is off: every drop is the gate's
+
+
+def test_bench_context_without_the_thresholds_has_the_gate_off_too(tmp_path: Path) -> None:
+    """The context "without" was selected with the gate still on: with the floor off, the
+    figures with and without were equal, however many questions the gate emptied."""
+    corpus, queries = _slice(tmp_path)
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--corpus", str(corpus), "--queries", str(queries), "--model", "minilm"]
+    argv += ["--passages", "en", "--threshold", "0", "--gate", "0.3", "--json", str(out)]
+    assert main(argv) == 0
+    english = json.loads(out.read_text())["pairs"]["en->en"]
+    assert english["unrelated_emptied"] > 0
+    # without the gate, every emptied question keeps sections of real text
+    emptied = english["unrelated_emptied"] + english["answerable_emptied"]
+    assert english["context_chars_without"] - english["context_chars_with"] > emptied * 4 * 100

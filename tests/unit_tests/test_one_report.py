@@ -143,3 +143,23 @@ def test_a_dropped_item_is_the_stores_own_with_its_raw_score(stores):
     (below,) = [d for d in documents.dropped if d.id == "g4"]
     assert "similarity" not in below.item.metadata
     assert below.similarity == pytest.approx(0.3125)
+
+
+@pytest.mark.parametrize(("framework", "shape"), RETRIEVERS, ids=IDS)
+def test_explain_says_when_a_dropped_section_came_back_attached(stores, framework, shape):
+    """g3 and f3 (over the source cap), f1 (over the budget) and g0 (below the floor) were
+    listed as dropped and again as neighbours, without a word that the drop did not keep
+    them out of the result."""
+    report = build(stores, framework, shape).retrieve_with_report(QUESTION)
+    dropped = {
+        line.split()[4]: line
+        for line in report.explain().splitlines()
+        if line.lstrip().startswith("dropped")
+    }
+    assert set(dropped) == set(DROPPED)
+    again = {i for i in dropped if i in ATTACHED}
+    assert again == {"g3", "f1", "f3", "g0"}
+    for section, line in dropped.items():
+        assert line.endswith("(attached as neighbour)") == (section in again), line
+    assert {report.attached_as(d) for d in report.dropped if d.id in again} == {"neighbour"}
+    assert {report.attached_as(d) for d in report.dropped if d.id not in again} == {None}

@@ -46,6 +46,7 @@ def _check_questions(
         missing = [p for p in q.gold_pids if p not in known]
         if missing:
             raise ValueError(f"question {q.qid}: gold passages {missing} are not in the corpus")
+    _check_question_langs(questions, langs)
     kept = [q for q in questions if not langs or q.lang in set(langs)]
     if not kept:
         raise ValueError("no questions left to calibrate on (check --question-lang)")
@@ -56,6 +57,18 @@ def _check_questions(
         seen.add(q.qid)
     _check_labels(kept)
     return kept
+
+
+def _check_question_langs(questions: Sequence[Question], langs: Collection[str] | None) -> None:
+    """Refuse a question language (``--question-lang``) that no question has: it would be
+    left out without a word, or leave nothing to calibrate on."""
+    there = sorted({q.lang for q in questions})
+    for lang in langs or ():
+        if lang not in there:
+            raise ValueError(
+                f"no question is in {lang!r} (check --question-lang): the questions are in "
+                f"{', '.join(there)}"
+            )
 
 
 def _check_labels(questions: Sequence[Question]) -> None:

@@ -153,6 +153,17 @@ def _questions(cal: Any, paths: list[str]) -> Any:
     return [q for path in paths for q in cal.load_questions(path)]
 
 
+def _check_answerable(questions: list[Any]) -> None:
+    """Refuse, before a model is loaded or a text embedded, questions none of which has a gold
+    passage: the floor and the gate of a profile are measured on answerable questions."""
+    if not any(q.answerable for q in questions):
+        raise ValueError(
+            "no answerable questions in --queries: a floor and a gate are measured on "
+            "answerable questions: give questions with their gold passages (gold_pids) that "
+            "the collection holds, beside the unrelated ones"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from thresholded import calibration as cal
 
@@ -167,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
             "--question-lang selects JSON Lines questions by their 'lang'; the questions of a "
             "simple form have none: list only the questions of that language in the form"
         )
+    if not isinstance(questions, cal.SimpleForm):
+        _check_answerable(questions)
     corpus = None if args.uri else cal.load_corpus(args.corpus)
     embedder = load_embedder(args.model, batch_size=args.batch_size, progress=not args.no_progress)
     options: dict[str, Any] = {

@@ -214,17 +214,27 @@ def test_minilm_without_a_profile_must_be_calibrated(kb_index: Any) -> None:
         ThresholdedRetriever(kb_index, RetrievalPolicy())
 
 
-def test_the_demo_cli(
+@pytest.fixture
+def demo_cli(
     tmp_path: Any,
     minilm_embed_model: Any,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:
+) -> Any:
+    """``thresholded demo ARGS`` on a fresh Milvus Lite file: its exit code and output."""
     # the session's model, so that the demo does not load its own copy
     monkeypatch.setattr(demo_module, "load_embed_model", lambda name: minilm_embed_model)
-    code = cli.main(["demo", "--uri", str(tmp_path / "demo.db"), "-q", WEATHER, "-q", REFUND])
+
+    def run(*args: str) -> tuple[int, str]:
+        code = cli.main(["demo", "--uri", str(tmp_path / "demo.db"), *args])
+        return code, capsys.readouterr().out
+
+    return run
+
+
+def test_the_demo_cli(demo_cli: Any) -> None:
+    code, out = demo_cli("-q", WEATHER, "-q", REFUND)
     assert code == 0
-    out = capsys.readouterr().out
     assert "floor 0.33" in out
     blocks = {block.splitlines()[0]: block for block in out.split("Q: ")[1:]}
     assert set(blocks) == {WEATHER, REFUND}
@@ -241,6 +251,32 @@ def test_the_demo_cli(
     assert "internal" not in blocks[REFUND]  # the demo answers customers
 
 
+def drop_lines(block: str) -> list[str]:
+    return [line for line in block.splitlines() if re.match(r" {4,5}-?\d\.\d{3} ", line)]
+
+
+def test_the_demo_aligns_its_drops_and_tells_which_came_back_attached(demo_cli: Any) -> None:
+    """A negative score pushed its reason one column right; a section dropped by the source
+    cap, or below the floor, and then attached as a neighbour read as if it were left out."""
+    code, out = demo_cli("-q", WEATHER, "-q", REFUND)
+    assert code == 0
+    blocks = {b.splitlines()[0]: b for b in out.split("Q: ")[1:]}
+    weather = drop_lines(blocks[WEATHER])
+    assert len(weather) == 6 and any(" -0." in line for line in weather)
+    assert {line.index("below_gate") for line in weather} == {11}
+    refund = drop_lines(blocks[REFUND])
+    neighbours = {
+        line.split(": ", 1)[1]
+        for line in blocks[REFUND].splitlines()
+        if line.startswith("  + neighbour of ")
+    }
+    assert neighbours
+    for line in refund:
+        came_back = line.split(maxsplit=2)[2].removesuffix(" (attached as neighbour)")
+        assert line.endswith(" (attached as neighbour)") == (came_back in neighbours), line
+    assert any(line.endswith("(attached as neighbour)") for line in refund)
+
+
 @pytest.mark.parametrize("doc_type", ["faqs", "internal"])
 def test_the_demo_refuses_a_doc_type_no_customer_section_has(
     tmp_path: Any, doc_type: str, capsys: pytest.CaptureFixture[str]
@@ -251,3 +287,11 @@ def test_the_demo_refuses_a_doc_type_no_customer_section_has(
     assert cli.main(argv) == 2
     assert re.search(rf"doc_type '{doc_type}'.*faq, guide, policy", capsys.readouterr().err)
     assert not (tmp_path / "demo.db").exists()  # refused before anything was indexed
+
+
+def test_the_demo_header_tells_the_floor_and_top_k_of_the_run(demo_cli: Any) -> None:
+    """--min-similarity 0.5 --top-k 2 were applied, but the header said floor 0.33, top_k 4."""
+    code, out = demo_cli("-q", REFUND, "--min-similarity", "0.5", "--top-k", "2")
+    assert code == 0
+    header = out.splitlines()[0]
+    assert "; floor 0.5, gate 0.33 (" in header and header.endswith("top_k 2")

@@ -211,6 +211,18 @@ def test_question_languages_can_be_restricted(bilingual: tuple[World, list[Quest
     assert [s.pair for s in result.pairs] == ["en->en"]
 
 
+@pytest.mark.parametrize("langs", [["en", "fr"], ["EN"]])
+def test_a_question_language_no_question_has_is_refused_with_the_languages_there_are(
+    bilingual: tuple[World, list[Question]], langs: list[str]
+) -> None:
+    """--question-lang en --question-lang fr calibrated on the English questions alone,
+    without a word about fr; a language none had said only "check --question-lang"."""
+    world, questions = bilingual
+    wrong = next(lang for lang in langs if lang not in {"de", "en"})
+    with pytest.raises(ValueError, match=rf"no question is in {wrong!r}.*questions are in de, en"):
+        calibrate(world.embedder(), world.passages, questions, passages="en", question_langs=langs)
+
+
 def test_table_percentiles_top_k_and_origins() -> None:
     world = World([passage(f"A:{i}:en", "en") for i in range(5)])
     questions = [
@@ -641,8 +653,9 @@ def test_cli_without_answerable_questions_says_what_is_missing(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # it advised "Use --mode never-lose or --mode loss-budget" to a never-lose run
-    corpus, queries, _ = cli_files
+    # it advised "Use --mode never-lose or --mode loss-budget" to a never-lose run; and it
+    # embedded every passage and question before it said so
+    corpus, queries, embedder = cli_files
     rows = [json.loads(line) for line in queries.read_text(encoding="utf-8").splitlines()]
     unrelated = tmp_path / "unrelated.jsonl"
     unrelated.write_text(
@@ -652,10 +665,11 @@ def test_cli_without_answerable_questions_says_what_is_missing(
     for mode in ("never-lose", "loss-budget"):
         assert main(_args(corpus, unrelated, out, "--mode", mode)) == 2
         err = capsys.readouterr().err
-        assert f"mode {mode} suggests no threshold: no answerable questions" in err
+        assert "no answerable questions" in err
         assert "--mode" not in err.split("no answerable questions")[1]
         assert "give questions with their gold passages" in err
     assert not out.exists()
+    assert embedder.calls == 0
 
 
 def test_cli_refuses_to_overwrite_without_force(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from thresholded.commands.arguments import at_least, cosine
 from thresholded.extras import require
 
 
@@ -32,17 +33,19 @@ def register(subparsers: Any) -> None:
     )
     floor = parser.add_mutually_exclusive_group(required=True)
     floor.add_argument("--profile", help="calibration profile JSON")
-    floor.add_argument("--threshold", type=float, help="a cosine floor")
+    floor.add_argument("--threshold", type=cosine, help="a cosine floor")
     parser.add_argument(
-        "--gate", type=float, help="with --threshold: an answer gate on each question's best cosine"
+        "--gate",
+        type=cosine,
+        help="with --threshold: an answer gate on each question's best cosine",
     )
     parser.add_argument("--json", required=True, dest="json_out", help="write the figures here")
-    parser.add_argument("--top-k", type=int, default=4, help="sections kept per question")
+    parser.add_argument("--top-k", type=at_least(1), default=4, help="sections kept per question")
     parser.add_argument(
-        "--over-fetch", type=int, default=3, help="candidates fetched per section kept"
+        "--over-fetch", type=at_least(1), default=3, help="candidates fetched per section kept"
     )
     parser.add_argument(
-        "--max-per-source", type=int, default=2, help="sections kept per source document"
+        "--max-per-source", type=at_least(1), default=2, help="sections kept per source document"
     )
     parser.add_argument("--uri", help="Milvus URI (default: a temporary Milvus Lite file)")
     parser.set_defaults(run=run)

@@ -15,17 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from thresholded.commands.arguments import at_least, fraction
 from thresholded.embedders import load_embedder
 from thresholded.errors import ProfileError
 
 logger = logging.getLogger(__name__)
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text}")
-    return value
 
 
 def register(subparsers: Any) -> None:
@@ -90,19 +84,19 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--max-loss",
-        type=_fraction,
+        type=fraction,
         default=0.005,
         help="loss-budget: share of answering passages a pair may lose",
     )
     parser.add_argument(
         "--margin",
-        type=_fraction,
+        type=fraction,
         default=None,
         help="margin under the floor (default 0.02 for never-lose, 0 for loss-budget)",
     )
     parser.add_argument(
         "--gate-margin",
-        type=_fraction,
+        type=fraction,
         default=None,
         help="margin under the gate (default 0.02 for never-lose, 0 for loss-budget)",
     )
@@ -110,8 +104,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--plot", help="also write a PNG of the distributions and the curve")
     parser.add_argument("--force", action="store_true", help="replace an existing profile")
     parser.add_argument("--collection", help="the collection the profile is for")
-    parser.add_argument("--folds", type=int, default=8, help="cross-validation folds (articles)")
-    parser.add_argument("--batch-size", type=int, default=32, help="texts per embedding batch")
+    parser.add_argument(
+        "--folds", type=at_least(2), default=8, help="cross-validation folds (articles)"
+    )
+    parser.add_argument(
+        "--batch-size", type=at_least(1), default=32, help="texts per embedding batch"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(run=run)
 

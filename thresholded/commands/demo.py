@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from thresholded.commands.arguments import at_least, cosine
 from thresholded.extras import require
 
 DEFAULT_QUESTIONS = (
@@ -31,9 +32,11 @@ def register(subparsers: Any) -> None:
         help="Milvus URI: a local file or http://host:19530",
     )
     parser.add_argument("--profile", help="calibration profile (default: the knowledge base's)")
-    parser.add_argument("--min-similarity", type=float, help="override the floor for this run")
-    parser.add_argument("--top-k", type=int, help="override top_k for this run")
-    parser.add_argument("--neighbours", type=int, default=1, help="prev/next window (0: off)")
+    parser.add_argument("--min-similarity", type=cosine, help="override the floor for this run")
+    parser.add_argument("--top-k", type=at_least(1), help="override top_k for this run")
+    parser.add_argument(
+        "--neighbours", type=at_least(0), default=1, help="prev/next window (0: off)"
+    )
     parser.set_defaults(run=run)
 
 

@@ -1,0 +1,69 @@
+"""A bad number on the command line is argparse's error naming the option, before the
+command runs: no model loads, no index is built, and no pydantic error names a field the
+user did not write."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from thresholded import cli
+
+BAD = [
+    ("demo", "--top-k", "0", "must be at least 1"),
+    ("demo", "--top-k", "two", "must be a whole number"),
+    ("demo", "--neighbours", "-1", "must be at least 0"),
+    ("demo", "--min-similarity", "1.5", r"cosine similarity in \[-1, 1\]"),
+    ("demo", "--min-similarity", "35", r"cosine similarity in \[-1, 1\]"),
+    ("demo", "--min-similarity", "nan", r"cosine similarity in \[-1, 1\]"),
+    ("bench", "--top-k", "0", "must be at least 1"),
+    ("bench", "--over-fetch", "0", "must be at least 1"),
+    ("bench", "--max-per-source", "0", "must be at least 1"),
+    ("bench", "--threshold", "2", r"cosine similarity in \[-1, 1\]"),
+    ("calibrate", "--folds", "1", "must be at least 2"),
+    ("calibrate", "--batch-size", "0", "must be at least 1"),
+    ("calibrate", "--max-loss", "1", r"must lie in \[0, 1\)"),
+]
+
+
+@pytest.mark.parametrize(("command", "option", "value", "message"), BAD)
+def test_a_bad_number_is_refused_naming_the_option(
+    monkeypatch, capsys, command, option, value, message
+):
+    ran = []
+    real = cli.build_parser
+
+    def spied() -> object:
+        parser = real()
+        sub = next(a for a in parser._actions if hasattr(a, "choices") and a.choices)
+        sub.choices[command].set_defaults(run=lambda args: ran.append(args) or 0)
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", spied)
+    with pytest.raises(SystemExit) as exited:
+        cli.main([command, f"{option}={value}"])
+    assert exited.value.code == 2
+    assert ran == []
+    err = capsys.readouterr().err
+    assert f"argument {option}" in err
+    assert re.search(message, err), err
+
+
+BENCH = ["--corpus", "c", "--queries", "q", "--model", "m", "--json", "j"]
+CALIBRATE = ["--corpus", "c", "--queries", "q", "--model", "m", "--out", "o"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "expected"),
+    [
+        (["demo", "--top-k", "3", "--neighbours", "0"], "top_k", 3),
+        (["demo", "--min-similarity", "-0.2"], "min_similarity", -0.2),
+        (["bench", *BENCH, "--threshold", "0.35", "--max-per-source", "1"], "max_per_source", 1),
+        (["bench", *BENCH, "--threshold", "-1", "--gate", "1"], "gate", 1.0),
+        (["calibrate", *CALIBRATE, "--folds", "2", "--batch-size", "1"], "folds", 2),
+    ],
+)
+def test_a_good_number_reaches_the_command(argv, field, expected):
+    args = cli.build_parser().parse_args(argv)
+    assert getattr(args, field) == expected

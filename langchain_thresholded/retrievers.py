@@ -847,11 +847,11 @@ def check_call_filters_read(retriever: EngineRetriever, config: RunnableConfig |
 
 
 def _holds(retriever: EngineRetriever, name: str, value: Any) -> bool:
-    """Whether the retriever's own ``name`` is ``value`` (an empty value is no value)."""
+    """Whether the retriever's own ``name`` is ``value`` (a filter: as the core reads it)."""
     own = getattr(retriever, name, None)
     if name in _STRUCTURED_FIELDS:
         return to_filter(value) == to_filter(own)
-    return (value or None) == (own or None)
+    return bool(value == own)
 
 
 def _unread(retriever: EngineRetriever, name: str, value: Any) -> str:

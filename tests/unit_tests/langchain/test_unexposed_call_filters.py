@@ -112,3 +112,9 @@ def test_a_config_s_filters_equal_to_the_retriever_s_own_are_accepted(plain):
     config = {"configurable": {"filters": {"tenant": "a"}, "allowed_filter_keys": ["tenant"]}}
     assert [d.id for d in own.invoke(Q, config=config)] == ["a1"]
     assert [d.id for d in asyncio.run(own.ainvoke(Q, config=config))] == ["a1"]
+
+
+def test_a_config_s_empty_allowed_filter_keys_are_no_match_for_none(plain):
+    """``allowed_filter_keys=[]`` allows no key, ``None`` any: they are not the same value."""
+    with pytest.raises(UnsafeFilterError, match=r"configurable allowed_filter_keys \(\[\]\)"):
+        plain.invoke(Q, config={"configurable": {"allowed_filter_keys": []}})

@@ -16,6 +16,10 @@ A call's ``filters=`` (and a retriever's ``filters`` field) is a structured filt
   (none of) combine dicts. ``$or`` and ``$not`` given one dict of several keys (not a list)
   are refused: "not both" or "neither"? An empty dict is no filter.
 
+Values are strings, numbers and bools: a date (a query constructor's ``{"date":
+"2024-01-01", "type": "date"}`` included) is refused; store and compare dates as strings
+(``"2024-01-01"``) or numbers.
+
 A raw store filter (a Milvus ``expr`` string) is accepted only when the retriever is
 built, and is combined verbatim with everything else; never per call.
 """
@@ -25,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.structured_query import Comparison, Operation
+from langchain_core.structured_query import Comparison, Operation, StructuredQuery
 
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Combine, Condition, Filter, Group, Op
-from thresholded.filters.model import all_of, check_no_wildcard
+from thresholded.filters.model import all_of, check_no_wildcard, date_text
 
 _COMPARATORS = {
     "eq": Op.EQ,
@@ -73,6 +77,11 @@ def to_filter(filters: Any) -> Filter | None:
         return _structured(filters)
     if isinstance(filters, Mapping):
         return _mapping(filters) if filters else None
+    if isinstance(filters, StructuredQuery):
+        raise TypeError(
+            "filters got a whole StructuredQuery (a query constructor's output): pass its "
+            ".filter (None: no filter), and search for its .query"
+        )
     raise TypeError(
         f"filters must be a structured filter (langchain_core.structured_query Comparison or "
         f"Operation) or a dict such as {{'doc_type': 'public'}}, got {type(filters).__name__}"
@@ -110,7 +119,7 @@ def _mapping(filters: Mapping[str, Any]) -> Filter:
                 f"unknown filter operator {key!r} at the top of a filter: use a key, or one "
                 f"of {sorted(_DICT_GROUPS)}"
             )
-        elif isinstance(value, Mapping):
+        elif isinstance(value, Mapping) and date_text(value) is None:
             parts.extend(_conditions(key, value))
         else:
             parts.append(Condition(key, Op.EQ, value))

@@ -82,7 +82,10 @@ CALL_OPTIONS = frozenset(
 _RAW_FILTERS = ("expr", "filter")
 CALL_FILTERS = "call_filters"
 """The field a config narrows a retriever's filters with, once exposed."""
+_STRUCTURED_FIELDS = frozenset({"filters", CALL_FILTERS})
 _BASE_FILTER_FIELDS = frozenset({"filters", "expr", "search_kwargs", "allowed_filter_keys"})
+_CONFIGURED_FILTER_FIELDS = _BASE_FILTER_FIELDS | {CALL_FILTERS}
+"""The filter-bearing fields a config may name: refused unless they reach the retriever."""
 _SEARCHED_FIELDS = frozenset({"vectorstore", "docstore", "collections"})
 """What a retriever searches and attaches from: choosing it is a restriction too."""
 _WATCHED = "<watched>"
@@ -832,20 +835,40 @@ class ConfiguredCopies(RunnableConfigurableFields):
 
 
 def check_call_filters_read(retriever: EngineRetriever, config: RunnableConfig | None) -> None:
-    """Refuse a config whose ``configurable["call_filters"]`` the retriever does not hold:
-    they reach it only through ``configurable_fields``, and LangChain drops a key no field
-    is exposed under, so the search would not be narrowed by them."""
+    """Refuse a config that sets a filter-bearing field the retriever does not hold
+    (``call_filters`` not exposed; ``filters``, ``expr``, ``search_kwargs`` or
+    ``allowed_filter_keys``, which cannot be): they reach it only through
+    ``configurable_fields``, and LangChain drops a key no field is exposed under, so the
+    search would not be narrowed by them. A value equal to the retriever's own is accepted."""
     configured = ensure_config(config)["configurable"]
-    if CALL_FILTERS not in configured:
-        return
-    if to_filter(configured[CALL_FILTERS]) == to_filter(getattr(retriever, CALL_FILTERS)):
-        return
-    raise UnsafeFilterError(
-        f"the config's configurable call_filters ({configured[CALL_FILTERS]!r}) are not "
-        f"exposed by this {type(retriever).__name__}, so LangChain would drop them and the "
-        "search would not be narrowed: expose them with retriever.configurable_fields("
-        "call_filters=ConfigurableField(id='call_filters')). For another retriever in the "
-        "chain, expose its call_filters under another id"
+    for name in sorted(_CONFIGURED_FILTER_FIELDS & set(configured)):
+        if not _holds(retriever, name, configured[name]):
+            raise UnsafeFilterError(_unread(retriever, name, configured[name]))
+
+
+def _holds(retriever: EngineRetriever, name: str, value: Any) -> bool:
+    """Whether the retriever's own ``name`` is ``value`` (a filter: as the core reads it)."""
+    own = getattr(retriever, name, None)
+    if name in _STRUCTURED_FIELDS:
+        return to_filter(value) == to_filter(own)
+    return bool(value == own)
+
+
+def _unread(retriever: EngineRetriever, name: str, value: Any) -> str:
+    """Why a config's ``name`` would not narrow the search, and what to do instead."""
+    expose = "retriever.configurable_fields(call_filters=ConfigurableField(id='call_filters'))"
+    fix = f"give the narrowing as configurable call_filters, exposed with {expose}"
+    if name == CALL_FILTERS:
+        why, fix = "they are not exposed", f"expose them with {expose}"
+    elif name not in type(retriever).model_fields:
+        why = f"{name} is none of its fields"
+    else:
+        why = f"{name} cannot be exposed (a configured value would replace the retriever's own)"
+    return (
+        f"the config's configurable {name} ({value!r}) would not reach this "
+        f"{type(retriever).__name__}: LangChain drops a configurable key no field is exposed "
+        f"under, and {why}, so the search would not be narrowed: {fix}. For another "
+        "runnable in the chain, expose its field under another id"
     )
 
 

@@ -14,12 +14,13 @@ extended to nested groups:
 A filter that means nothing is refused here, before any query: an empty group inside
 another, a list whose values are of different types, a list with EQ or NE (use IN or
 NIN), TEXT_MATCH with a value that is not a string, a missing or non-finite value, a
-value given to IS_EMPTY.
+value given to IS_EMPTY, a date (store and compare dates as strings or numbers).
 A top-level empty filter is no filter: adapters turn it into ``None``.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -105,8 +106,8 @@ class Group:
         object.__setattr__(self, "children", tuple(self.children))
         if not self.children:
             raise UnsafeFilterError(
-                f"an empty {self.combine.value.upper()} group inside a filter means nothing: "
-                "remove it, or give it conditions"
+                f"an empty {self.combine.value.upper()} group means nothing: give it "
+                "conditions, or remove it (for no filter at all, pass None)"
             )
         for child in self.children:
             if not isinstance(child, Condition | Group):
@@ -273,7 +274,30 @@ def builtin(value: object) -> object:
     return value
 
 
+def date_text(value: object) -> str | None:
+    """The text of a date or datetime: a ``datetime.date``'s ISO form, or the string of a
+    LangChain query constructor's ``{"date": "2024-01-01", "type": "date"}`` (or
+    ``{"datetime": ..., "type": "datetime"}``); None for any other value."""
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, Mapping) and len(value) == 2 and value.get("type") in _DATE_TYPES:
+        text = value.get(value["type"])
+        return text if isinstance(text, str) else None
+    return None
+
+
+_DATE_TYPES = ("date", "datetime")
+
+
 def _scalar(key: str, op: Op, value: object) -> None:
+    date = date_text(value)
+    if date is not None:
+        raise UnsafeFilterError(
+            f"the filter on {key!r} ({op.value}) compares with a date ({date!r}), which filters "
+            "do not compare: store dates in the metadata as strings ('2024-01-01': in one ISO "
+            "form, their order is the dates') or numbers (20240101, a Unix timestamp), and "
+            f"compare with the same kind, e.g. {key} {op.value} {date!r}"
+        )
     if kind(value) not in ("bool", "number", "string"):
         raise UnsafeFilterError(
             f"the filter on {key!r} ({op.value}) has a value of type {type(value).__name__}: "

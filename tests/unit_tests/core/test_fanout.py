@@ -253,16 +253,24 @@ def _asleeping(seconds, value):
     return call
 
 
+EACH = {"a": 0.6, "b": 1.8}
+"""How long each call takes: "a" far within ``EACH_TIMEOUT``, "b" past it, though within it
+counted from the end of "a"."""
+EACH_TIMEOUT = 1.5
+
+
 def test_call_each_counts_every_timeout_from_the_start(pool):
     """Each call has its own deadline from the start, as in ``acall_each``: waiting for one
     call first does not give the next one more time."""
-    results = call_each({"a": (_sleeping(0.5, "a"), 1.0), "b": (_sleeping(1.3, "b"), 1.0)}, pool)
+    calls = {name: (_sleeping(took, name), EACH_TIMEOUT) for name, took in EACH.items()}
+    results = call_each(calls, pool)
     assert results["a"] == "a"
     assert isinstance(results["b"], TimeoutError)
 
 
 async def test_acall_each_counts_every_timeout_from_the_start():
-    results = await acall_each({"a": (_asleeping(0.5, "a"), 1.0), "b": (_asleeping(1.3, "b"), 1.0)})
+    calls = {name: (_asleeping(took, name), EACH_TIMEOUT) for name, took in EACH.items()}
+    results = await acall_each(calls)
     assert results["a"] == "a"
     assert isinstance(results["b"], TimeoutError)
 
@@ -276,10 +284,11 @@ def _sleeper(name, seconds, timeout):
 
 
 def test_a_wait_for_a_thread_does_not_count_against_the_timeout():
-    """One thread, two searches of 0.4 s each within 0.6 s: the second waits 0.4 s for the
-    thread, then answers in its own 0.4 s."""
+    """One thread, two searches of 1 s each within 1.6 s (0.6 s to spare on a loaded
+    machine): the second waits 1 s for the thread, then answers in its own 1 s, past the
+    timeout had the wait counted."""
     with ThreadPoolExecutor(max_workers=1) as one_thread:
-        jobs = [_sleeper("a", 0.4, 0.6), _sleeper("b", 0.4, 0.6)]
+        jobs = [_sleeper("a", 1.0, 1.6), _sleeper("b", 1.0, 1.6)]
         outcomes = fan_out(jobs, one_thread, fail_fast=False)
         assert [o.status for o in outcomes] == ["ok", "ok"]
         outcomes = asyncio.run(afan_out(jobs, one_thread, fail_fast=False))
@@ -303,7 +312,7 @@ def test_a_wait_for_a_thread_is_bounded_by_the_timeout():
                 {"hung": (release.wait, 0.3), "queued": (lambda: 1, 0.3)}, one_thread
             )
             assert isinstance(results["queued"], TimeoutError)
-            assert time.perf_counter() - start < 3.0
+            assert time.perf_counter() - start < 6.0  # the hung search is released at 10 s
         finally:
             release.set()
 

@@ -66,3 +66,55 @@ def test_a_wrapped_retriever_is_not_held_to_the_config_of_the_one_around_it(plai
     assert [d.id for d in exposed.invoke(Q, config=TENANT_A)] == ["a1"]
     assert [d.id for d in chain.invoke(Q, config=TENANT_A)] == ["a1"]
     assert [d.id for d in asyncio.run(chain.ainvoke(Q, config=TENANT_A))] == ["a1"]
+
+
+UNEXPOSABLE = {
+    "filters": {"tenant": "a"},
+    "expr": 'tenant == "a"',
+    "search_kwargs": {"filter": {"tenant": "a"}},
+    "allowed_filter_keys": ["tenant"],
+}
+"""A config's value for each filter-bearing field that cannot be exposed: LangChain drops
+it as it drops unexposed ``call_filters``, and the search would not be narrowed."""
+
+
+def _calls(retriever: Any, config: Any) -> dict[str, Any]:
+    """Every way a config reaches a retriever: each ends in ``invoke`` or ``ainvoke``."""
+
+    async def gathered(stream: Any) -> list[Any]:
+        return [chunk async for chunk in stream]
+
+    return {
+        "invoke": lambda: retriever.invoke(Q, config=config),
+        "with_config": lambda: retriever.with_config(config).invoke(Q),
+        "batch": lambda: retriever.batch([Q], config=[config]),
+        "stream": lambda: list(retriever.stream(Q, config=config)),
+        "chain": lambda: (RunnableLambda(lambda q: q) | retriever).invoke(Q, config=config),
+        "ainvoke": lambda: asyncio.run(retriever.ainvoke(Q, config=config)),
+        "abatch": lambda: asyncio.run(retriever.abatch([Q], config=[config])),
+        "astream": lambda: asyncio.run(gathered(retriever.astream(Q, config=config))),
+    }
+
+
+@pytest.mark.parametrize("field", sorted(UNEXPOSABLE))
+@pytest.mark.parametrize("kind", ["single", "multi"])
+def test_a_config_s_filter_bearing_field_that_no_field_reads_is_refused(plain, field, kind):
+    retriever = plain if kind == "single" else MultiCollectionRetriever(collections=[plain])
+    config = {"configurable": {field: UNEXPOSABLE[field]}}
+    for call in _calls(retriever, config).values():
+        with pytest.raises(UnsafeFilterError, match=rf"configurable {field}\b.*call_filters="):
+            call()
+
+
+def test_a_config_s_filters_equal_to_the_retriever_s_own_are_accepted(plain):
+    """A config that sets a field to what the retriever holds narrows nothing it does not."""
+    own = plain.model_copy(update={"filters": {"tenant": "a"}, "allowed_filter_keys": ["tenant"]})
+    config = {"configurable": {"filters": {"tenant": "a"}, "allowed_filter_keys": ["tenant"]}}
+    assert [d.id for d in own.invoke(Q, config=config)] == ["a1"]
+    assert [d.id for d in asyncio.run(own.ainvoke(Q, config=config))] == ["a1"]
+
+
+def test_a_config_s_empty_allowed_filter_keys_are_no_match_for_none(plain):
+    """``allowed_filter_keys=[]`` allows no key, ``None`` any: they are not the same value."""
+    with pytest.raises(UnsafeFilterError, match=r"configurable allowed_filter_keys \(\[\]\)"):
+        plain.invoke(Q, config={"configurable": {"allowed_filter_keys": []}})

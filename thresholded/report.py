@@ -206,8 +206,10 @@ class Report(Generic[T]):
             )
         for candidate, item in zip(self.selection.attached, self.attached, strict=True):
             role = f"+ {candidate.attached_role or 'attached'}"
+            of = "" if candidate.attached_to is None else f"  (of {candidate.attached_to!r})"
             lines.append(
-                f"  {role:<17}       {_source(candidate)}  {_snippet(self.describe(item), width)}"
+                f"  {role:<17}       {_source(candidate)}  "
+                f"{_snippet(self.describe(item), width)}{of}"
             )
         for dropped, drop in zip(self.selection.dropped, self.dropped, strict=True):
             lines.append(

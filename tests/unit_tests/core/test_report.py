@@ -145,7 +145,9 @@ def test_explain_has_one_line_per_item_with_scores_sources_and_reasons() -> None
     kept = [line for line in lines if line.lstrip().startswith("kept")]
     assert len(kept) == 2
     assert " 0.900  a  the text of a" in kept[0]
-    assert any(line.lstrip().startswith("+ neighbour") and "next to a" in line for line in lines)
+    neighbour = [line for line in lines if line.lstrip().startswith("+ neighbour")]
+    assert len(neighbour) == 1 and "next to a" in neighbour[0]
+    assert neighbour[0].endswith("  (of 'a')")  # the kept section it was attached to
     dropped = [line for line in lines if line.lstrip().startswith("dropped")]
     assert len(dropped) == 3
     assert any(" 0.250  below_threshold" in line and "the text of d" in line for line in dropped)

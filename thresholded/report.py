@@ -261,6 +261,7 @@ class Report(Generic[T]):
                     **({"collection": d.collection} if d.collection else {}),
                     "reason": d.reason.value,
                     "similarity": d.similarity,
+                    **({"attached_as": role} if (role := self.attached_as(d)) else {}),
                 }
                 for d in self.dropped
             ],

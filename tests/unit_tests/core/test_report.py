@@ -199,6 +199,17 @@ def test_to_event_data_is_json_ready() -> None:
     assert data["passed_through"] == []
 
 
+def test_event_data_says_which_dropped_section_came_back_attached() -> None:
+    """``c`` is beyond top_k and also ``b``'s neighbour: the event says so, as ``explain``."""
+    candidates = [section("c", 0.6), section("a", 0.9), section("b", 0.7)]
+    chosen = attach(select(candidates, POLICY, 0.5), [neighbour("c", "b")], POLICY)
+    data = report(selection=chosen).to_event_data("retriever")
+    (c,) = [d for d in data["dropped"] if d["id"] == "c"]
+    assert c["attached_as"] == "neighbour"
+    assert json.loads(json.dumps(data)) == data
+    assert all("attached_as" not in d for d in report().to_event_data("r")["dropped"])
+
+
 # An engine result, over several collections ---------------------------------------------------
 def statuses() -> tuple[CollectionStatus, ...]:
     return (

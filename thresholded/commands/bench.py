@@ -48,6 +48,7 @@ def register(subparsers: Any) -> None:
         "--max-per-source", type=at_least(1), default=2, help="sections kept per source document"
     )
     parser.add_argument("--uri", help="Milvus URI (default: a temporary Milvus Lite file)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(run=run)
 
 
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         over_fetch=args.over_fetch,
         max_per_source=args.max_per_source,
         uri=args.uri,
+        progress=not args.no_progress,
     )
     print(format_bench(result))
     return 0

@@ -67,3 +67,15 @@ CALIBRATE = ["--corpus", "c", "--queries", "q", "--model", "m", "--out", "o"]
 def test_a_good_number_reaches_the_command(argv, field, expected):
     args = cli.build_parser().parse_args(argv)
     assert getattr(args, field) == expected
+
+
+@pytest.mark.parametrize(("flag", "progress"), [([], True), (["--no-progress"], False)])
+def test_bench_progress_bars_can_be_turned_off(monkeypatch, capsys, flag, progress):
+    """As ``calibrate --no-progress``: a log or CI run of ``bench`` without the bars."""
+    bench = pytest.importorskip("llama_index_thresholded.bench")
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(bench, "run_bench", lambda **kwargs: calls.append(kwargs) or {})
+    monkeypatch.setattr(bench, "format_bench", lambda result: "figures")
+    assert cli.main(["bench", *BENCH, "--threshold", "0.3", *flag]) == 0
+    assert [call["progress"] for call in calls] == [progress]
+    assert capsys.readouterr().out == "figures\n"

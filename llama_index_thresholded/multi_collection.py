@@ -38,12 +38,11 @@ from pydantic import field_validator, model_validator
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of, named_model
-from llama_index_thresholded.filters import HeldFilters, to_filter
-from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output, unlinked_result
+from llama_index_thresholded.filters import HeldFilters
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
-from thresholded.engine import Call, Fan, Question, check_timeout, plan
+from thresholded.engine import Call, Fan, Question, check_timeout
 from thresholded.errors import ModelMismatchError, RetrieverClosedError
 from thresholded.fanout import (
     COLLECTION_KEY,
@@ -54,7 +53,7 @@ from thresholded.fanout import (
     check_unique_names,
 )
 from thresholded.models import Embedder, check_one_embedder
-from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
+from thresholded.policy import RetrievalPolicy, policy_or_none
 from thresholded.report import MultiCollectionReport
 from thresholded.retry import RetryPolicy
 from thresholded.scores import ScoreKind
@@ -141,6 +140,9 @@ class MultiCollectionRetriever(EngineRetriever):
     ``min_top_similarity`` (the merged result's gate) read the floors and gate in force.
     """
 
+    _report_type = MultiCollectionReport
+    _collection_key = COLLECTION_KEY
+
     @strict_constructor
     def __init__(
         self,
@@ -222,10 +224,6 @@ class MultiCollectionRetriever(EngineRetriever):
         return "MultiCollectionRetriever"
 
     @property
-    def policy(self) -> RetrievalPolicy:
-        return self._policy
-
-    @property
     def collection_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self._collections)
 
@@ -280,37 +278,10 @@ class MultiCollectionRetriever(EngineRetriever):
         self.close()
 
     # One call ---------------------------------------------------------------------------
-    def _plan(
-        self,
-        question: Question,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-        min_top_similarity: float | None = None,
-        **overrides: Any,
-    ) -> Call[Any]:
+    def _plan(self, question: Question, **options: Any) -> Call[Any]:
         self._filters.check_unchanged(type(self).__name__)
-        return plan(
-            question,
-            self._collections,
-            call_policy(self._policy, policy, top_k=top_k, **overrides),
-            min_similarity=min_similarity,
-            min_top_similarity=min_top_similarity,
-            filters=to_filter(filters),
-            fan=Fan(getattr(self, "_pool", None), self._fail_fast, inline=False),
-        )
-
-    def _finish(self, result: Any) -> MultiCollectionReport[NodeWithScore]:
-        result = unlinked_result(result)
-        asked = asked_by(result)
-        return MultiCollectionReport.from_result(
-            result,
-            output=lambda candidate: output(candidate, asked=asked, collection_key=COLLECTION_KEY),
-            as_dropped=as_dropped,
-            describe=describe,
-        )
+        fan = Fan(getattr(self, "_pool", None), self._fail_fast, inline=False)
+        return self._planned(question, self._collections, fan=fan, **options)
 
 
 def collection_of(node: NodeWithScore) -> str | None:

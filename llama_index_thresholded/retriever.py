@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, TypedDict, Unpack
@@ -32,7 +32,7 @@ from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.filters import HeldFilters, HeldRestrictions, to_filter
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output, unlinked_result
 from thresholded.attachments import AttachmentSpec
-from thresholded.engine import Question, adrive, drive, plan, retrieve
+from thresholded.engine import Call, Collection, Fan, Question, adrive, drive, plan, retrieve
 from thresholded.errors import UnsafeFilterError
 from thresholded.milvus_collection import checked_partitions
 from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
@@ -70,9 +70,9 @@ class CallOptions(TypedDict, total=False):
 
 class EngineRetriever(BaseRetriever):
     """What this package's LlamaIndex retrievers share: their calls, each sending its
-    events once (see ``events.py``), and the engine that runs them. A subclass plans a
-    call (``_plan(question, **overrides)``) and turns the engine's result into its report
-    (``_finish(result)``). They are not declared here: LlamaIndex would wrap an abstract
+    events once (see ``events.py``), the engine that runs them, and the report of its
+    result. A subclass plans a call (``_plan(question, **overrides)``, by ``_planned``
+    over its collections); it is not declared here: LlamaIndex would wrap an abstract
     method in a span of its own, and a call opens exactly one.
 
     Its settings are its constructor's arguments, fixed when it is built: setting one
@@ -81,6 +81,10 @@ class EngineRetriever(BaseRetriever):
     can be set."""
 
     _SETTABLE: ClassVar[frozenset[str]] = frozenset({"callback_manager", "object_map"})
+    _report_type: ClassVar[type[Report]] = Report
+    _collection_key: ClassVar[str | None] = None
+    """The metadata key each output node names its collection under (None: not named)."""
+    _policy: RetrievalPolicy
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_") and name not in self._SETTABLE:
@@ -92,6 +96,10 @@ class EngineRetriever(BaseRetriever):
                 "min_similarity=...)"
             )
         super().__setattr__(name, value)
+
+    @property
+    def policy(self) -> RetrievalPolicy:
+        return self._policy
 
     @property
     def restricted(self) -> bool:
@@ -149,6 +157,41 @@ class EngineRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         call = self._plan(question_of(query_bundle))
         return self._finish(await adrive(retrieve(call))).items
+
+    def _planned(
+        self,
+        question: Question,
+        collections: Sequence[Collection[Any]],
+        *,
+        fan: Fan | None = None,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+        min_top_similarity: float | None = None,
+        **overrides: Any,
+    ) -> Call[Any]:
+        """A call over ``collections``: the retriever's policy with the call's options."""
+        return plan(
+            question,
+            collections,
+            call_policy(self._policy, policy, top_k=top_k, **overrides),
+            min_similarity=min_similarity,
+            min_top_similarity=min_top_similarity,
+            filters=to_filter(filters),
+            fan=fan,
+        )
+
+    def _finish(self, result: Any) -> Report[NodeWithScore]:
+        result = unlinked_result(result)
+        asked = asked_by(result)
+        key = self._collection_key
+        return self._report_type.from_result(
+            result,
+            output=lambda candidate: output(candidate, asked=asked, collection_key=key),
+            as_dropped=as_dropped,
+            describe=describe,
+        )
 
 
 class ThresholdedRetriever(EngineRetriever):
@@ -395,10 +438,6 @@ class ThresholdedRetriever(EngineRetriever):
         }
 
     @property
-    def policy(self) -> RetrievalPolicy:
-        return self._policy
-
-    @property
     def min_similarity(self) -> float:
         """The floor in force: the policy's, or its model's calibrated default."""
         return self._min_similarity
@@ -412,39 +451,12 @@ class ThresholdedRetriever(EngineRetriever):
     def metric(self) -> Metric | None:
         return self._collection.backend.metric(None)
 
-    def _plan(
-        self,
-        question: Question,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-        min_top_similarity: float | None = None,
-        **overrides: Any,
-    ) -> Any:
+    def _plan(self, question: Question, **options: Any) -> Call[Any]:
         if self._wrapped is not None:
             self._wrapped.check_unchanged()  # before its filters: the message names it
         self._filters.check_unchanged(type(self).__name__)
         self._restrictions.check_unchanged(type(self).__name__)
-        return plan(
-            question,
-            [self._collection],
-            call_policy(self._policy, policy, top_k=top_k, **overrides),
-            min_similarity=min_similarity,
-            min_top_similarity=min_top_similarity,
-            filters=to_filter(filters),
-        )
-
-    def _finish(self, result: Any) -> Report[NodeWithScore]:
-        result = unlinked_result(result)
-        asked = asked_by(result)
-        return Report.from_result(
-            result,
-            output=lambda candidate: output(candidate, asked=asked),
-            as_dropped=as_dropped,
-            describe=describe,
-        )
+        return self._planned(question, [self._collection], **options)
 
 
 def _copied_settings(retriever: VectorIndexRetriever) -> dict[str, Any]:

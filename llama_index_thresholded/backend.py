@@ -106,8 +106,9 @@ class LlamaIndexBackend:
         self._metric = metric
         self._args = search_args
         checked_partitions(search_args["vector_store_kwargs"].get(PARTITIONS), argument=PARTITIONS)
-        for name in ID_LISTS:
-            _check_ids(search_args[name], argument=name)
+        for name in ID_LISTS:  # a lone string would be read as a substring test in memory
+            if search_args[name] is not None:
+                list_of_strings(search_args[name], argument=name, what="ids")
         self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
         if is_milvus_store(self._store):  # LlamaIndex's own store: its client had one loop
             async_client_per_loop(self._store)
@@ -419,13 +420,6 @@ class LlamaIndexBackend:
         """``doc_ids=[]`` or ``node_ids=[]``: no section is within them, so nothing is searched
         (a store would read an empty list as no restriction at all)."""
         return any(self._args[k] is not None and len(self._args[k]) == 0 for k in ID_LISTS)
-
-
-def _check_ids(ids: Any, *, argument: str) -> None:
-    """``doc_ids`` and ``node_ids`` are lists of ids: a lone string would be read as a
-    substring test in memory (``"doc-a" in "doc-a-internal"``)."""
-    if ids is not None:
-        list_of_strings(ids, argument=argument, what="ids")
 
 
 def index_collection(

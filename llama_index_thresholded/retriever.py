@@ -404,7 +404,8 @@ class ThresholdedRetriever(EngineRetriever):
             ),
             "callback_manager": retriever.callback_manager,
         }
-        given = _set_only(kwargs, lambda key, value: key in ID_LISTS and value is None)
+        # an id list given as None ("no restriction") keeps the wrapped retriever's
+        given = {k: v for k, v in kwargs.items() if k not in ID_LISTS or v is not None}
         _no_replaced_restriction(inherited, given, ID_LISTS)
         wrapped = _copy_of(retriever)
         built = cls(retriever._index, policy, **{**inherited, **given})
@@ -551,12 +552,6 @@ def _inherited_doc_ids(retriever: VectorIndexRetriever) -> list[str] | None:
     return ids
 
 
-def _set_only(given: Mapping[str, Any], unset: Any) -> dict[str, Any]:
-    """``given`` without what it leaves unset (``unset(key, value)``): an argument given as
-    "no restriction" (None) keeps the wrapped retriever's restriction, never removes it."""
-    return {key: value for key, value in given.items() if not unset(key, value)}
-
-
 def _no_replaced_restriction(
     inherited: Mapping[str, Any], given: Mapping[str, Any], keys: Iterable[str]
 ) -> None:
@@ -581,7 +576,7 @@ def _kwargs_both(
     nothing, so it leaves the wrapped retriever's as it is."""
     inherited = inherited or {}
     checked_partitions((given or {}).get(PARTITIONS), argument=PARTITIONS)  # refused, not dropped
-    given = _set_only(given or {}, lambda key, value: not restricts(value))
+    given = {k: v for k, v in (given or {}).items() if restricts(v)}
     merged = {**inherited, **given}
     exprs = [k.get("string_expr") for k in (inherited, given) if k.get("string_expr")]
     if len(exprs) > 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence, Sized
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,7 @@ from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.stored_vectors import chroma_vectors, faiss_vectors
 from thresholded.strict import list_of_strings
+from thresholded.wrapped import restricts
 
 logger = logging.getLogger(__name__)
 
@@ -605,15 +606,6 @@ def restricting_kwargs(store: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if known is None:
         return dict(kwargs)
     return {k: v for k, v in kwargs.items() if k in known.restricting and restricts(v)}
-
-
-def restricts(value: Any) -> bool:
-    """A keyword's value restricts unless it is None or empty."""
-    if value is None:
-        return False
-    if isinstance(value, str):
-        return bool(value.strip())
-    return not isinstance(value, Sized) or len(value) > 0
 
 
 def _unheld_message(store: Any, keys: list[str]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, TypedDict, Unpack
@@ -26,7 +26,6 @@ from llama_index_thresholded.backend import (
     PARTITIONS,
     index_collection,
     restricting_kwargs,
-    restricts,
 )
 from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.filters import HeldFilters, HeldRestrictions, to_filter
@@ -41,6 +40,7 @@ from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.snapshot import Copied
 from thresholded.strict import check_call_options, check_switches, strict_constructor
+from thresholded.wrapped import merged_restrictions, refuse_replaced
 
 dispatcher = get_dispatcher(__name__)
 
@@ -406,7 +406,7 @@ class ThresholdedRetriever(EngineRetriever):
         }
         # an id list given as None ("no restriction") keeps the wrapped retriever's
         given = {k: v for k, v in kwargs.items() if k not in ID_LISTS or v is not None}
-        _no_replaced_restriction(inherited, given, ID_LISTS)
+        refuse_replaced(inherited, given, ID_LISTS)
         wrapped = _copy_of(retriever)
         built = cls(retriever._index, policy, **{**inherited, **given})
         built._wrapped = wrapped
@@ -552,38 +552,19 @@ def _inherited_doc_ids(retriever: VectorIndexRetriever) -> list[str] | None:
     return ids
 
 
-def _no_replaced_restriction(
-    inherited: Mapping[str, Any], given: Mapping[str, Any], keys: Iterable[str]
-) -> None:
-    """Refuse a restriction of the wrapped retriever that a given one would replace."""
-    clashing = [k for k in keys if inherited.get(k) is not None and given.get(k) is not None]
-    clashing = [k for k in clashing if inherited[k] != given[k]]
-    if clashing:
-        raise ValueError(
-            f"both the wrapped retriever and from_retriever give {clashing}: one would "
-            "replace the other. Give them once, and further restrictions as filters=..., "
-            "which are combined"
-        )
-
-
 def _kwargs_both(
     store: Any, inherited: dict[str, Any] | None, given: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The wrapped retriever's store arguments with the new ones. A raw ``string_expr`` given
-    by both holds twice (AND); any other restriction given by both (``where``,
-    ``milvus_scalar_filters``, ``milvus_partition_names``, ...) is refused, as neither may
-    replace the other. A keyword given as None or empty (``string_expr=""``) restricts
-    nothing, so it leaves the wrapped retriever's as it is."""
+    """The wrapped retriever's store arguments with the new ones
+    (:func:`thresholded.wrapped.merged_restrictions`): a raw ``string_expr`` given by both
+    holds twice (AND); any other restriction given by both (``where``,
+    ``milvus_scalar_filters``, ``milvus_partition_names``, ...) is refused."""
     inherited = inherited or {}
     checked_partitions((given or {}).get(PARTITIONS), argument=PARTITIONS)  # refused, not dropped
-    given = {k: v for k, v in (given or {}).items() if restricts(v)}
-    merged = {**inherited, **given}
-    exprs = [k.get("string_expr") for k in (inherited, given) if k.get("string_expr")]
-    if len(exprs) > 1:
-        merged["string_expr"] = " and ".join(f"({e})" for e in exprs)
-    restricted = restricting_kwargs(store, inherited).keys() - {"string_expr"}
-    _no_replaced_restriction(inherited, given, sorted(restricted))
-    return merged
+    restricting = restricting_kwargs(store, inherited)
+    return merged_restrictions(
+        inherited, given or {}, restricting=restricting, expr_key="string_expr"
+    )
 
 
 def _checked(retriever: EngineRetriever, options: Mapping[str, Any]) -> dict[str, Any]:

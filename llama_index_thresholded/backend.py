@@ -46,6 +46,7 @@ from llama_index_thresholded.scoring import (
     store_uri,
 )
 from thresholded.attachments import AttachmentSpec, Links
+from thresholded.chroma_collection import ids_within
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
@@ -330,7 +331,7 @@ class LlamaIndexBackend:
         if is_milvus_store(self._store):
             allowed = self._milvus_allowed(list(found))
         elif is_chroma_store(self._store):
-            allowed = _chroma_allowed(self._store, list(found), restrictions)
+            allowed = ids_within(self._store._collection, list(found), restrictions)
         else:  # refused when the retriever was built with attachments
             raise ValueError(_unheld_message(self._store, sorted(restrictions)))
         return {i: n for i, n in found.items() if i in allowed}
@@ -775,20 +776,6 @@ def _by_id(store: Any, ids: list[str]) -> dict[str, Any]:
 def _all_of(own: dict[str, Any], written: dict[str, Any] | None) -> dict[str, Any]:
     """A Chroma ``where`` clause: the retriever's own, AND the filters where written."""
     return own if written is None else {"$and": [own, written]}
-
-
-def _chroma_allowed(store: Any, ids: list[str], restrictions: Mapping[str, Any]) -> set[str]:
-    """The ids among ``ids`` that the Chroma collection holds within the query's own
-    ``ids``, ``where`` and ``where_document``."""
-    only = restrictions.get("ids")
-    if only is not None:
-        only = {only} if isinstance(only, str) else set(only)
-        ids = [i for i in ids if i in only]
-    if not ids:
-        return set()
-    clauses = {k: restrictions[k] for k in ("where", "where_document") if k in restrictions}
-    found = store._collection.get(ids=ids, include=[], **clauses)
-    return {str(i) for i in found["ids"]}
 
 
 def _milvus_vectors(store: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Vector]:

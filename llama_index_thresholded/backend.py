@@ -59,6 +59,7 @@ from thresholded.models import check_question_model
 from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.pushdown import PushdownSwitch
 from thresholded.rescore import Vector
+from thresholded.retriever_arguments import allowed_keys
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.stored_vectors import chroma_vectors, faiss_vectors
@@ -497,20 +498,8 @@ def index_collection(
         attachments=attachments,
         embeds=mode not in _SEARCH_ONLY,
         where=where,
-        allowed_filter_keys=_allowed_keys(allowed_filter_keys),
+        allowed_filter_keys=allowed_keys(allowed_filter_keys),
     )
-
-
-def _allowed_keys(keys: Iterable[str] | None) -> frozenset[str] | None:
-    """``allowed_filter_keys`` as a set of keys; a string would be read as its characters."""
-    if keys is None:
-        return None
-    if isinstance(keys, str | bytes):
-        raise TypeError(
-            f"allowed_filter_keys must be a list of keys, got the string {keys!r}, which would "
-            f"be read as its characters: pass allowed_filter_keys=[{keys!r}]"
-        )
-    return frozenset(keys)
 
 
 @dataclass(frozen=True)

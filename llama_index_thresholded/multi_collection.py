@@ -55,6 +55,7 @@ from thresholded.fanout import (
 from thresholded.models import Embedder, check_one_embedder
 from thresholded.policy import RetrievalPolicy, policy_or_none
 from thresholded.report import MultiCollectionReport
+from thresholded.retriever_arguments import check_max_workers, pool_size
 from thresholded.retry import RetryPolicy
 from thresholded.scores import ScoreKind
 from thresholded.strict import check_switches, strict_constructor
@@ -171,10 +172,7 @@ class MultiCollectionRetriever(EngineRetriever):
             pushdown=pushdown,
             allow_model_mismatch=allow_model_mismatch,
         )
-        if max_workers is not None and (
-            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
-        ):
-            raise ValueError(f"max_workers must be 1 or more, got {max_workers!r}")
+        check_max_workers(max_workers)
         specs = [_opened(_spec(c), timeout) for c in collections]
         if not specs:
             raise ValueError("MultiCollectionRetriever needs at least one collection")
@@ -214,8 +212,7 @@ class MultiCollectionRetriever(EngineRetriever):
         self._fail_fast = fail_fast
         self._model = model_id_of(embed_model)
         self._plan(Question(""))  # refuse bad floors and filters now
-        workers = max_workers or min(64, 2 * len(self._collections))
-        self._pool = WorkerPool(workers)
+        self._pool = WorkerPool(pool_size(max_workers, len(self._collections)))
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     # Configuration ----------------------------------------------------------------------

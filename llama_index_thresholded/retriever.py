@@ -212,11 +212,8 @@ class ThresholdedRetriever(EngineRetriever):
     Use ``retrieve_with_report`` to also get what was dropped and why, to set the
     floor or ``top_k`` for one call, and to narrow the filters for one call.
 
-    ``filters`` hold for every section returned: kept sections, neighbours and
-    parent summaries (an attachment outside them is dropped as ``outside_filters``).
-    A call's filters are combined with them (AND), never replace them. On Milvus
-    they are one expression with ``doc_ids``, ``node_ids`` and the store's own
-    ``string_expr`` / ``milvus_scalar_filters`` (``vector_store_kwargs``), all ANDed.
+    ``filters`` hold for every section returned, attachments included (one outside them is
+    dropped as ``outside_filters``); a call's filters are ANDed with them, never replace them.
 
     A search that fails because the store is unreachable or too slow is tried
     again up to ``max_retries`` times; then

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence, Sized
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from llama_index_thresholded.scoring import (
     store_uri,
 )
 from thresholded.attachments import AttachmentSpec, Links
+from thresholded.chroma_collection import ids_within
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Question, SearchArgs
 from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
@@ -58,10 +59,12 @@ from thresholded.models import check_question_model
 from thresholded.policy import RetrievalPolicy, profiled_policy
 from thresholded.pushdown import PushdownSwitch
 from thresholded.rescore import Vector
+from thresholded.retriever_arguments import allowed_keys
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.stored_vectors import chroma_vectors, faiss_vectors
 from thresholded.strict import list_of_strings
+from thresholded.wrapped import restricts
 
 logger = logging.getLogger(__name__)
 
@@ -106,8 +109,9 @@ class LlamaIndexBackend:
         self._metric = metric
         self._args = search_args
         checked_partitions(search_args["vector_store_kwargs"].get(PARTITIONS), argument=PARTITIONS)
-        for name in ID_LISTS:
-            _check_ids(search_args[name], argument=name)
+        for name in ID_LISTS:  # a lone string would be read as a substring test in memory
+            if search_args[name] is not None:
+                list_of_strings(search_args[name], argument=name, what="ids")
         self._store_can_fetch = bool(getattr(self._store, "stores_text", False))
         if is_milvus_store(self._store):  # LlamaIndex's own store: its client had one loop
             async_client_per_loop(self._store)
@@ -328,7 +332,7 @@ class LlamaIndexBackend:
         if is_milvus_store(self._store):
             allowed = self._milvus_allowed(list(found))
         elif is_chroma_store(self._store):
-            allowed = _chroma_allowed(self._store, list(found), restrictions)
+            allowed = ids_within(self._store._collection, list(found), restrictions)
         else:  # refused when the retriever was built with attachments
             raise ValueError(_unheld_message(self._store, sorted(restrictions)))
         return {i: n for i, n in found.items() if i in allowed}
@@ -421,13 +425,6 @@ class LlamaIndexBackend:
         return any(self._args[k] is not None and len(self._args[k]) == 0 for k in ID_LISTS)
 
 
-def _check_ids(ids: Any, *, argument: str) -> None:
-    """``doc_ids`` and ``node_ids`` are lists of ids: a lone string would be read as a
-    substring test in memory (``"doc-a" in "doc-a-internal"``)."""
-    if ids is not None:
-        list_of_strings(ids, argument=argument, what="ids")
-
-
 def index_collection(
     index: VectorStoreIndex,
     policy: RetrievalPolicy | None,
@@ -501,20 +498,8 @@ def index_collection(
         attachments=attachments,
         embeds=mode not in _SEARCH_ONLY,
         where=where,
-        allowed_filter_keys=_allowed_keys(allowed_filter_keys),
+        allowed_filter_keys=allowed_keys(allowed_filter_keys),
     )
-
-
-def _allowed_keys(keys: Iterable[str] | None) -> frozenset[str] | None:
-    """``allowed_filter_keys`` as a set of keys; a string would be read as its characters."""
-    if keys is None:
-        return None
-    if isinstance(keys, str | bytes):
-        raise TypeError(
-            f"allowed_filter_keys must be a list of keys, got the string {keys!r}, which would "
-            f"be read as its characters: pass allowed_filter_keys=[{keys!r}]"
-        )
-    return frozenset(keys)
 
 
 @dataclass(frozen=True)
@@ -611,15 +596,6 @@ def restricting_kwargs(store: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if known is None:
         return dict(kwargs)
     return {k: v for k, v in kwargs.items() if k in known.restricting and restricts(v)}
-
-
-def restricts(value: Any) -> bool:
-    """A keyword's value restricts unless it is None or empty."""
-    if value is None:
-        return False
-    if isinstance(value, str):
-        return bool(value.strip())
-    return not isinstance(value, Sized) or len(value) > 0
 
 
 def _unheld_message(store: Any, keys: list[str]) -> str:
@@ -789,20 +765,6 @@ def _by_id(store: Any, ids: list[str]) -> dict[str, Any]:
 def _all_of(own: dict[str, Any], written: dict[str, Any] | None) -> dict[str, Any]:
     """A Chroma ``where`` clause: the retriever's own, AND the filters where written."""
     return own if written is None else {"$and": [own, written]}
-
-
-def _chroma_allowed(store: Any, ids: list[str], restrictions: Mapping[str, Any]) -> set[str]:
-    """The ids among ``ids`` that the Chroma collection holds within the query's own
-    ``ids``, ``where`` and ``where_document``."""
-    only = restrictions.get("ids")
-    if only is not None:
-        only = {only} if isinstance(only, str) else set(only)
-        ids = [i for i in ids if i in only]
-    if not ids:
-        return set()
-    clauses = {k: restrictions[k] for k in ("where", "where_document") if k in restrictions}
-    found = store._collection.get(ids=ids, include=[], **clauses)
-    return {str(i) for i in found["ids"]}
 
 
 def _milvus_vectors(store: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Vector]:

@@ -17,10 +17,9 @@ itself does not import it until one of its names is used.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -31,7 +30,6 @@ from llama_index.vector_stores.milvus import MilvusVectorStore
 from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
 from pymilvus import AsyncMilvusClient, Function, FunctionType
 
-from thresholded.errors import SearchUnavailableError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     dense_dimension,
@@ -43,10 +41,10 @@ from thresholded.milvus_collection import (
     refuse_read_metric,
     require_lite_file,
 )
+from thresholded.milvus_connect import client_arguments, unavailable_as_error
 from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import wait_for_milvus_lite
 from thresholded.milvus_timeout import READS, check_timeout, with_timeout
-from thresholded.retry import describe_error, is_transient
 from thresholded.scores import Metric
 from thresholded.strict import check_arguments, named_parameters
 
@@ -204,64 +202,18 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
         return self._parse_sparse(await self.aclient.search(**search))
 
 
-_CONNECTION_OPTIONS = (
-    "alias",
-    "dedicated",
-    "option",
-    "address",
-    "host",
-    "port",
-    "keep_alive",
-    "secure",
-    "grpc_options",
-    "client_pem_path",
-    "client_key_path",
-    "ca_pem_path",
-    "server_pem_path",
-    "server_name",
-)
-"""The connection options pymilvus reads from the client's keyword arguments (``keep_alive``
-only the older ``connections`` API reads)."""
-
-
 @functools.cache
 def _accepted_arguments() -> frozenset[str]:
-    """What the store takes: LlamaIndex's store's arguments, those of the ``MilvusClient``
-    it passes the others to, and pymilvus' connection options. Anything else would be
-    passed on and silently ignored (a misspelt ``embeding_field`` would leave the default)."""
-    from pymilvus import MilvusClient
-
+    """What the store takes: LlamaIndex's store's arguments, and those of the ``MilvusClient``
+    it passes the others to. Anything else would be passed on and silently ignored (a
+    misspelt ``embeding_field`` would leave the default)."""
     return frozenset(
         (
             *named_parameters(CompatibleMilvusVectorStore.__init__),
             *named_parameters(MilvusVectorStore.__init__),
-            *named_parameters(MilvusClient.__init__),
-            *_CONNECTION_OPTIONS,
+            *client_arguments(),
         )
     )
-
-
-@contextlib.contextmanager
-def unavailable_as_error(uri: str, collection: str, timeout: float | None) -> Iterator[None]:
-    """Raise a server that cannot be reached as ``SearchUnavailableError`` naming ``uri``.
-
-    Only failures that may pass (judged by ``thresholded.retry.is_transient``)
-    are turned; a wrong parameter or a missing collection is raised as it is.
-    """
-    try:
-        yield
-    except SearchUnavailableError:
-        raise
-    except Exception as error:
-        if not is_transient(error):
-            raise
-        deadline = "no deadline" if timeout is None else f"deadline {timeout:g} s"
-        raise SearchUnavailableError(
-            f"Milvus at {uri} did not answer while the store of collection {collection!r} "
-            f"was being built ({deadline}): "
-            f"{describe_error(error)}. Check that the server is running and reachable at "
-            "this URI, or give it more time with a larger timeout."
-        ) from error
 
 
 def milvus_store(

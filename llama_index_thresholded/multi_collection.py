@@ -38,12 +38,11 @@ from pydantic import field_validator, model_validator
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
 from llama_index_thresholded.embeddings import model_id_of, named_model
-from llama_index_thresholded.filters import HeldFilters, to_filter
-from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output, unlinked_result
+from llama_index_thresholded.filters import HeldFilters
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
-from thresholded.engine import Call, Fan, Question, check_timeout, plan
+from thresholded.engine import Call, Fan, Question, check_timeout
 from thresholded.errors import ModelMismatchError, RetrieverClosedError
 from thresholded.fanout import (
     COLLECTION_KEY,
@@ -54,8 +53,9 @@ from thresholded.fanout import (
     check_unique_names,
 )
 from thresholded.models import Embedder, check_one_embedder
-from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
+from thresholded.policy import RetrievalPolicy, policy_or_none
 from thresholded.report import MultiCollectionReport
+from thresholded.retriever_arguments import check_max_workers, pool_size
 from thresholded.retry import RetryPolicy
 from thresholded.scores import ScoreKind
 from thresholded.strict import check_switches, strict_constructor
@@ -141,6 +141,9 @@ class MultiCollectionRetriever(EngineRetriever):
     ``min_top_similarity`` (the merged result's gate) read the floors and gate in force.
     """
 
+    _report_type = MultiCollectionReport
+    _collection_key = COLLECTION_KEY
+
     @strict_constructor
     def __init__(
         self,
@@ -169,10 +172,7 @@ class MultiCollectionRetriever(EngineRetriever):
             pushdown=pushdown,
             allow_model_mismatch=allow_model_mismatch,
         )
-        if max_workers is not None and (
-            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
-        ):
-            raise ValueError(f"max_workers must be 1 or more, got {max_workers!r}")
+        check_max_workers(max_workers)
         specs = [_opened(_spec(c), timeout) for c in collections]
         if not specs:
             raise ValueError("MultiCollectionRetriever needs at least one collection")
@@ -212,18 +212,13 @@ class MultiCollectionRetriever(EngineRetriever):
         self._fail_fast = fail_fast
         self._model = model_id_of(embed_model)
         self._plan(Question(""))  # refuse bad floors and filters now
-        workers = max_workers or min(64, 2 * len(self._collections))
-        self._pool = WorkerPool(workers)
+        self._pool = WorkerPool(pool_size(max_workers, len(self._collections)))
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     # Configuration ----------------------------------------------------------------------
     @classmethod
     def class_name(cls) -> str:
         return "MultiCollectionRetriever"
-
-    @property
-    def policy(self) -> RetrievalPolicy:
-        return self._policy
 
     @property
     def collection_names(self) -> tuple[str, ...]:
@@ -280,37 +275,10 @@ class MultiCollectionRetriever(EngineRetriever):
         self.close()
 
     # One call ---------------------------------------------------------------------------
-    def _plan(
-        self,
-        question: Question,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-        min_top_similarity: float | None = None,
-        **overrides: Any,
-    ) -> Call[Any]:
+    def _plan(self, question: Question, **options: Any) -> Call[Any]:
         self._filters.check_unchanged(type(self).__name__)
-        return plan(
-            question,
-            self._collections,
-            call_policy(self._policy, policy, top_k=top_k, **overrides),
-            min_similarity=min_similarity,
-            min_top_similarity=min_top_similarity,
-            filters=to_filter(filters),
-            fan=Fan(getattr(self, "_pool", None), self._fail_fast, inline=False),
-        )
-
-    def _finish(self, result: Any) -> MultiCollectionReport[NodeWithScore]:
-        result = unlinked_result(result)
-        asked = asked_by(result)
-        return MultiCollectionReport.from_result(
-            result,
-            output=lambda candidate: output(candidate, asked=asked, collection_key=COLLECTION_KEY),
-            as_dropped=as_dropped,
-            describe=describe,
-        )
+        fan = Fan(getattr(self, "_pool", None), self._fail_fast, inline=False)
+        return self._planned(question, self._collections, fan=fan, **options)
 
 
 def collection_of(node: NodeWithScore) -> str | None:

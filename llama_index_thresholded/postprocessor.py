@@ -24,17 +24,13 @@ from llama_index_thresholded.nodes import asked, marked_copy, marks_of, source_o
 from llama_index_thresholded.retriever import question_of
 from thresholded import metadata_keys
 from thresholded.engine import check_question
+from thresholded.judging import to_judge
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
 from thresholded.provenance import Asked, Standing, asked_of, marks_model, register, standing
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, Selection, select
-from thresholded.trusted_scores import (
-    another_question_error,
-    cosines,
-    nothing_to_judge_error,
-    undeclared_score_error,
-)
+from thresholded.trusted_scores import cosines, undeclared_score_error
 
 
 class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
@@ -191,22 +187,21 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
     def _to_embed(
         self, nodes: list[NodeWithScore], query: str | QueryBundle | None
     ) -> tuple[BaseEmbedding, list[NodeWithScore], QueryBundle] | None:
-        """The model, the nodes whose marks are not this question's and the question, when
-        they are to be embedded for their cosines; None when nothing is. Without a model,
-        nodes retrieved for another question, or nodes none of which can be judged, are an
-        error; so is a question with no text to embed, as the retriever refuses it."""
+        """The model, the nodes to judge by their cosines (:func:`thresholded.judging.to_judge`)
+        and the question; None when none is. A question with no text to embed is an error,
+        as the retriever refuses it."""
         question = asked(query)
         standings = [standing(n.node, question) for n in nodes]
         ours = [n for n, s in zip(nodes, standings, strict=True) if s is Standing.OURS]
         self._check_marks_model(marks_model(n.node) for n in ours)
-        to_judge = [n for n, s in zip(nodes, standings, strict=True) if s is not Standing.OURS]
-        if not to_judge:
-            return None
-        if self.embed_model is None:
-            if Standing.ANOTHER_QUESTION in standings:
-                raise another_question_error(type(self).__name__, "embed_model")
-            if len(to_judge) == len(nodes) and all(n.score is None for n in nodes):
-                raise nothing_to_judge_error(type(self).__name__, "embed_model")
+        positions = to_judge(
+            standings,
+            has_model=self.embed_model is not None,
+            any_scored=any(n.score is not None for n in nodes),
+            owner=type(self).__name__,
+            model_argument="embed_model",
+        )
+        if positions is None:
             return None
         if query is None:
             raise ValueError(
@@ -215,7 +210,7 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
             )
         bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
         check_question(question_of(bundle))  # a blank text embeds into the vector of nothing
-        return self.embed_model, to_judge, bundle
+        return self.embed_model, [nodes[i] for i in positions], bundle
 
     def _candidate(
         self, scored: NodeWithScore, computed: float | None, question: Asked | None

@@ -248,15 +248,24 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         )
 
     def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        retrieved = self._retriever.retrieve(query_bundle)
-        check_postprocessors(self._retriever, retrieved, self._node_postprocessors)
-        nodes = self._apply_node_postprocessors(retrieved, query_bundle=query_bundle)
-        return none_added(self._retriever, retrieved, nodes)
+        return self._processed(self._retriever.retrieve(query_bundle), query_bundle)
 
     async def aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        retrieved = await self._retriever.aretrieve(query_bundle)
+        return await self._aprocessed(await self._retriever.aretrieve(query_bundle), query_bundle)
+
+    def _processed(
+        self, retrieved: list[NodeWithScore], bundle: QueryBundle
+    ) -> list[NodeWithScore]:
+        """What the node postprocessors make of ``retrieved``, checked before and after."""
         check_postprocessors(self._retriever, retrieved, self._node_postprocessors)
-        nodes = await self._async_apply_node_postprocessors(retrieved, query_bundle=query_bundle)
+        nodes = self._apply_node_postprocessors(retrieved, query_bundle=bundle)
+        return none_added(self._retriever, retrieved, nodes)
+
+    async def _aprocessed(
+        self, retrieved: list[NodeWithScore], bundle: QueryBundle
+    ) -> list[NodeWithScore]:
+        check_postprocessors(self._retriever, retrieved, self._node_postprocessors)
+        nodes = await self._async_apply_node_postprocessors(retrieved, query_bundle=bundle)
         return none_added(self._retriever, retrieved, nodes)
 
     def synthesize(
@@ -288,10 +297,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
                 nodes, why = self.retrieve(query_bundle), None
             else:
                 report = with_report(query_bundle)
-                check_postprocessors(self._retriever, report.items, self._node_postprocessors)
-                nodes = self._apply_node_postprocessors(report.items, query_bundle=query_bundle)
-                nodes = none_added(self._retriever, report.items, nodes)
-                why = abstained_by_of(report)
+                nodes, why = self._processed(report.items, query_bundle), abstained_by_of(report)
             if nodes:
                 response = self.synthesize(query_bundle, nodes)
             else:
@@ -308,11 +314,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
                 nodes, why = await self.aretrieve(query_bundle), None
             else:
                 report = await with_report(query_bundle)
-                check_postprocessors(self._retriever, report.items, self._node_postprocessors)
-                nodes = await self._async_apply_node_postprocessors(
-                    report.items, query_bundle=query_bundle
-                )
-                nodes = none_added(self._retriever, report.items, nodes)
+                nodes = await self._aprocessed(report.items, query_bundle)
                 why = abstained_by_of(report)
             if nodes:
                 response = await self.asynthesize(query_bundle, nodes)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, TypedDict, Unpack
@@ -26,13 +26,12 @@ from llama_index_thresholded.backend import (
     PARTITIONS,
     index_collection,
     restricting_kwargs,
-    restricts,
 )
 from llama_index_thresholded.events import retrieval_events
 from llama_index_thresholded.filters import HeldFilters, HeldRestrictions, to_filter
 from llama_index_thresholded.nodes import as_dropped, asked_by, describe, output, unlinked_result
 from thresholded.attachments import AttachmentSpec
-from thresholded.engine import Question, adrive, drive, plan, retrieve
+from thresholded.engine import Call, Collection, Fan, Question, adrive, drive, plan, retrieve
 from thresholded.errors import UnsafeFilterError
 from thresholded.milvus_collection import checked_partitions
 from thresholded.policy import RetrievalPolicy, call_policy, policy_or_none
@@ -41,6 +40,7 @@ from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.snapshot import Copied
 from thresholded.strict import check_call_options, check_switches, strict_constructor
+from thresholded.wrapped import merged_restrictions, refuse_replaced
 
 dispatcher = get_dispatcher(__name__)
 
@@ -70,9 +70,9 @@ class CallOptions(TypedDict, total=False):
 
 class EngineRetriever(BaseRetriever):
     """What this package's LlamaIndex retrievers share: their calls, each sending its
-    events once (see ``events.py``), and the engine that runs them. A subclass plans a
-    call (``_plan(question, **overrides)``) and turns the engine's result into its report
-    (``_finish(result)``). They are not declared here: LlamaIndex would wrap an abstract
+    events once (see ``events.py``), the engine that runs them, and the report of its
+    result. A subclass plans a call (``_plan(question, **overrides)``, by ``_planned``
+    over its collections); it is not declared here: LlamaIndex would wrap an abstract
     method in a span of its own, and a call opens exactly one.
 
     Its settings are its constructor's arguments, fixed when it is built: setting one
@@ -81,6 +81,10 @@ class EngineRetriever(BaseRetriever):
     can be set."""
 
     _SETTABLE: ClassVar[frozenset[str]] = frozenset({"callback_manager", "object_map"})
+    _report_type: ClassVar[type[Report]] = Report
+    _collection_key: ClassVar[str | None] = None
+    """The metadata key each output node names its collection under (None: not named)."""
+    _policy: RetrievalPolicy
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_") and name not in self._SETTABLE:
@@ -92,6 +96,10 @@ class EngineRetriever(BaseRetriever):
                 "min_similarity=...)"
             )
         super().__setattr__(name, value)
+
+    @property
+    def policy(self) -> RetrievalPolicy:
+        return self._policy
 
     @property
     def restricted(self) -> bool:
@@ -150,6 +158,41 @@ class EngineRetriever(BaseRetriever):
         call = self._plan(question_of(query_bundle))
         return self._finish(await adrive(retrieve(call))).items
 
+    def _planned(
+        self,
+        question: Question,
+        collections: Sequence[Collection[Any]],
+        *,
+        fan: Fan | None = None,
+        min_similarity: float | None = None,
+        top_k: int | None = None,
+        filters: MetadataFilters | None = None,
+        policy: RetrievalPolicy | None = None,
+        min_top_similarity: float | None = None,
+        **overrides: Any,
+    ) -> Call[Any]:
+        """A call over ``collections``: the retriever's policy with the call's options."""
+        return plan(
+            question,
+            collections,
+            call_policy(self._policy, policy, top_k=top_k, **overrides),
+            min_similarity=min_similarity,
+            min_top_similarity=min_top_similarity,
+            filters=to_filter(filters),
+            fan=fan,
+        )
+
+    def _finish(self, result: Any) -> Report[NodeWithScore]:
+        result = unlinked_result(result)
+        asked = asked_by(result)
+        key = self._collection_key
+        return self._report_type.from_result(
+            result,
+            output=lambda candidate: output(candidate, asked=asked, collection_key=key),
+            as_dropped=as_dropped,
+            describe=describe,
+        )
+
 
 class ThresholdedRetriever(EngineRetriever):
     """A vector index retriever that returns nothing rather than unrelated sections.
@@ -169,11 +212,8 @@ class ThresholdedRetriever(EngineRetriever):
     Use ``retrieve_with_report`` to also get what was dropped and why, to set the
     floor or ``top_k`` for one call, and to narrow the filters for one call.
 
-    ``filters`` hold for every section returned: kept sections, neighbours and
-    parent summaries (an attachment outside them is dropped as ``outside_filters``).
-    A call's filters are combined with them (AND), never replace them. On Milvus
-    they are one expression with ``doc_ids``, ``node_ids`` and the store's own
-    ``string_expr`` / ``milvus_scalar_filters`` (``vector_store_kwargs``), all ANDed.
+    ``filters`` hold for every section returned, attachments included (one outside them is
+    dropped as ``outside_filters``); a call's filters are ANDed with them, never replace them.
 
     A search that fails because the store is unreachable or too slow is tried
     again up to ``max_retries`` times; then
@@ -361,8 +401,9 @@ class ThresholdedRetriever(EngineRetriever):
             ),
             "callback_manager": retriever.callback_manager,
         }
-        given = _set_only(kwargs, lambda key, value: key in ID_LISTS and value is None)
-        _no_replaced_restriction(inherited, given, ID_LISTS)
+        # an id list given as None ("no restriction") keeps the wrapped retriever's
+        given = {k: v for k, v in kwargs.items() if k not in ID_LISTS or v is not None}
+        refuse_replaced(inherited, given, ID_LISTS)
         wrapped = _copy_of(retriever)
         built = cls(retriever._index, policy, **{**inherited, **given})
         built._wrapped = wrapped
@@ -395,10 +436,6 @@ class ThresholdedRetriever(EngineRetriever):
         }
 
     @property
-    def policy(self) -> RetrievalPolicy:
-        return self._policy
-
-    @property
     def min_similarity(self) -> float:
         """The floor in force: the policy's, or its model's calibrated default."""
         return self._min_similarity
@@ -412,39 +449,12 @@ class ThresholdedRetriever(EngineRetriever):
     def metric(self) -> Metric | None:
         return self._collection.backend.metric(None)
 
-    def _plan(
-        self,
-        question: Question,
-        *,
-        min_similarity: float | None = None,
-        top_k: int | None = None,
-        filters: MetadataFilters | None = None,
-        policy: RetrievalPolicy | None = None,
-        min_top_similarity: float | None = None,
-        **overrides: Any,
-    ) -> Any:
+    def _plan(self, question: Question, **options: Any) -> Call[Any]:
         if self._wrapped is not None:
             self._wrapped.check_unchanged()  # before its filters: the message names it
         self._filters.check_unchanged(type(self).__name__)
         self._restrictions.check_unchanged(type(self).__name__)
-        return plan(
-            question,
-            [self._collection],
-            call_policy(self._policy, policy, top_k=top_k, **overrides),
-            min_similarity=min_similarity,
-            min_top_similarity=min_top_similarity,
-            filters=to_filter(filters),
-        )
-
-    def _finish(self, result: Any) -> Report[NodeWithScore]:
-        result = unlinked_result(result)
-        asked = asked_by(result)
-        return Report.from_result(
-            result,
-            output=lambda candidate: output(candidate, asked=asked),
-            as_dropped=as_dropped,
-            describe=describe,
-        )
+        return self._planned(question, [self._collection], **options)
 
 
 def _copied_settings(retriever: VectorIndexRetriever) -> dict[str, Any]:
@@ -539,44 +549,19 @@ def _inherited_doc_ids(retriever: VectorIndexRetriever) -> list[str] | None:
     return ids
 
 
-def _set_only(given: Mapping[str, Any], unset: Any) -> dict[str, Any]:
-    """``given`` without what it leaves unset (``unset(key, value)``): an argument given as
-    "no restriction" (None) keeps the wrapped retriever's restriction, never removes it."""
-    return {key: value for key, value in given.items() if not unset(key, value)}
-
-
-def _no_replaced_restriction(
-    inherited: Mapping[str, Any], given: Mapping[str, Any], keys: Iterable[str]
-) -> None:
-    """Refuse a restriction of the wrapped retriever that a given one would replace."""
-    clashing = [k for k in keys if inherited.get(k) is not None and given.get(k) is not None]
-    clashing = [k for k in clashing if inherited[k] != given[k]]
-    if clashing:
-        raise ValueError(
-            f"both the wrapped retriever and from_retriever give {clashing}: one would "
-            "replace the other. Give them once, and further restrictions as filters=..., "
-            "which are combined"
-        )
-
-
 def _kwargs_both(
     store: Any, inherited: dict[str, Any] | None, given: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The wrapped retriever's store arguments with the new ones. A raw ``string_expr`` given
-    by both holds twice (AND); any other restriction given by both (``where``,
-    ``milvus_scalar_filters``, ``milvus_partition_names``, ...) is refused, as neither may
-    replace the other. A keyword given as None or empty (``string_expr=""``) restricts
-    nothing, so it leaves the wrapped retriever's as it is."""
+    """The wrapped retriever's store arguments with the new ones
+    (:func:`thresholded.wrapped.merged_restrictions`): a raw ``string_expr`` given by both
+    holds twice (AND); any other restriction given by both (``where``,
+    ``milvus_scalar_filters``, ``milvus_partition_names``, ...) is refused."""
     inherited = inherited or {}
     checked_partitions((given or {}).get(PARTITIONS), argument=PARTITIONS)  # refused, not dropped
-    given = _set_only(given or {}, lambda key, value: not restricts(value))
-    merged = {**inherited, **given}
-    exprs = [k.get("string_expr") for k in (inherited, given) if k.get("string_expr")]
-    if len(exprs) > 1:
-        merged["string_expr"] = " and ".join(f"({e})" for e in exprs)
-    restricted = restricting_kwargs(store, inherited).keys() - {"string_expr"}
-    _no_replaced_restriction(inherited, given, sorted(restricted))
-    return merged
+    restricting = restricting_kwargs(store, inherited)
+    return merged_restrictions(
+        inherited, given or {}, restricting=restricting, expr_key="string_expr"
+    )
 
 
 def _checked(retriever: EngineRetriever, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,13 +18,12 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableWithFallbacks
-from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
-from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of
+from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of, unbound
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
@@ -737,7 +736,7 @@ def _store_members(
     fallback searches with its own arguments too), each with the store arguments its
     search gets: its ``search_kwargs`` and those a binding adds (``bind(where=...)``, passed
     on through fallbacks, not through an ensemble, which calls its members without them)."""
-    retriever, kwargs = _unbound(retriever)
+    retriever, kwargs = unbound(retriever)
     kwargs = {**kwargs, **(bound or {})}
     if depth > 8:
         return []
@@ -775,7 +774,7 @@ def _filtered_only(retriever: BaseRetriever) -> bool:
     """Whether ``retriever`` is a ``ThresholdedRetriever`` over a store whose only
     restriction is its ``filters`` (and ``call_filters``): what ``as_collection().where``
     says, which holds on metadata; bound in ``bind(filters=...)``, those filters too."""
-    inner, kwargs = _unbound(retriever)
+    inner, kwargs = unbound(retriever)
     store = getattr(inner, "vectorstore", None)
     if not hasattr(inner, "as_collection") or not isinstance(store, VectorStore):
         return False
@@ -790,17 +789,6 @@ _BOUND_FILTERS = ("filters", "filter")
 """The call arguments of a ``ThresholdedRetriever`` that filter, which a binding may give."""
 
 
-def _unbound(retriever: Any) -> tuple[Any, dict[str, Any]]:
-    """The retriever inside ``bind(...)``, ``with_config(...)`` and ``with_retry()``, and the
-    call arguments they give each of its searches (an outer binding's replace an inner
-    one's, as they are passed on)."""
-    kwargs: dict[str, Any] = {}
-    while isinstance(retriever, RunnableBindingBase):
-        kwargs = {**retriever.kwargs, **kwargs}
-        retriever = retriever.bound
-    return retriever, kwargs
-
-
 def _readable_filter(value: Any) -> bool:
     """Whether a filter is one the filter model reads (None is no filter)."""
     try:
@@ -813,7 +801,7 @@ def _readable_filter(value: Any) -> bool:
 def _member_where(member: BaseRetriever) -> Filter | None:
     """What a ``ThresholdedRetriever`` restricted by its filters alone returns: its
     ``filters`` and ``call_filters``, and those a binding gives its every search."""
-    inner, kwargs = _unbound(member)
+    inner, kwargs = unbound(member)
     bound = (to_filter(kwargs.get(key)) for key in _BOUND_FILTERS)
     return all_of(inner.as_collection().where, *bound)
 

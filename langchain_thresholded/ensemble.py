@@ -310,9 +310,7 @@ def not_configurable(retriever: Any) -> None:
     filter) would silently not apply, and its defaults would be searched. Checked at every
     search too: the retriever's members may be changed after construction."""
     for position, member in enumerate(members_of(retriever)):
-        inner = member
-        while isinstance(inner, RunnableBindingBase):  # with_config(...), with_retry(), ...
-            inner = inner.bound
+        inner = unbound(member)[0]
         if isinstance(inner, DynamicRunnable) or _configurable(member):
             which = f"the ensemble's member {position}" if member is not retriever else "it"
             raise ValueError(
@@ -322,6 +320,17 @@ def not_configurable(retriever: Any) -> None:
                 "not apply. Wrap the retriever itself, and make the ThresholdedRetriever "
                 "configurable instead (its call_filters narrow its filters)"
             )
+
+
+def unbound(retriever: Any) -> tuple[Any, dict[str, Any]]:
+    """The retriever inside ``bind(...)``, ``with_config(...)`` and ``with_retry()``, and the
+    call arguments they give each of its searches (an outer binding's replace an inner
+    one's, as they are passed on)."""
+    kwargs: dict[str, Any] = {}
+    while isinstance(retriever, RunnableBindingBase):
+        kwargs = {**retriever.kwargs, **kwargs}
+        retriever = retriever.bound
+    return retriever, kwargs
 
 
 def _configurable(runnable: Any) -> bool:

@@ -18,7 +18,6 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig, ensure_config
-from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.configurable import RunnableConfigurableFields
 from langchain_core.stores import BaseStore
 from langchain_core.structured_query import Expr
@@ -39,7 +38,7 @@ from langchain_thresholded.backend import (
     store_name,
 )
 from langchain_thresholded.embeddings import model_of
-from langchain_thresholded.ensemble import RetrieverSource, not_configurable
+from langchain_thresholded.ensemble import RetrieverSource, not_configurable, unbound
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.scoring import (
@@ -739,9 +738,7 @@ def _row_limit(store: VectorStore) -> dict[str, Any]:
 def _a_retriever(value: Any) -> bool:
     """A retriever, or one bound with ``with_config(...)``, ``with_retry()`` (run as it is,
     as an ensemble would run it)."""
-    while isinstance(value, RunnableBindingBase):
-        value = value.bound
-    return isinstance(value, BaseRetriever)
+    return isinstance(unbound(value)[0], BaseRetriever)
 
 
 def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:

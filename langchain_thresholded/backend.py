@@ -113,7 +113,6 @@ class LangChainBackend:
         self._links = link_keys
         self._id_key = id_key
         self._milvus = is_milvus(store)
-        self._own_fields = _own_fields(store) if self._milvus else frozenset()
         self._faiss = is_faiss(store)
         wrapped = _wrapped_retriever(store)
         self._rows = rows_store(store)
@@ -190,17 +189,8 @@ class LangChainBackend:
         return kwargs
 
     def check_filter(self, where: Filter | None) -> None:
-        """Refuse a filter on a field of the searched Milvus collection that documents do not
-        carry in their metadata (its text, its vectors): Milvus would test the field, but
-        the engine checks metadata, so what comes back could not be held to the filter."""
-        named = sorted(keys(where) & self._own_fields)
-        if named:
-            raise UnsafeFilterError(
-                f"the filter names {', '.join(map(repr, named))}: a field of {self.name} that "
-                "is not in the documents' metadata (the text or a vector), which Milvus would "
-                "test but the documents returned could not be checked against. Filter on "
-                "metadata keys only"
-            )
+        """Refuse a filter the documents of a searched Milvus collection could not be held to
+        (see :func:`_check_read_back`, :func:`_check_not_primary_key`)."""
         for searched in _milvus_stores(self._store):
             _check_read_back(searched, where)
             if self._docstore is not None:
@@ -264,19 +254,14 @@ class LangChainBackend:
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
         store, k, kwargs = self._searched(args), args.k, self._with_fetch_k(args)
-        if self._milvus:
-            _ensure_orm_connection(store)
-        if self._kind not in _DENSE or args.vector is None:
-            return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
-        by_vector = _by_vector(store)
-        if by_vector is None:  # the store embeds the question again; its vector was checked
+        dense = self._kind in _DENSE and args.vector is not None
+        by_vector = _by_vector(store) if dense else None
+        if by_vector is None:  # by text (a dense store embeds the question again: checked)
             return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
         return by_vector(list(args.vector), k=k, **kwargs)
 
     async def asearch(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
         store, k, kwargs = self._searched(args), args.k, self._with_fetch_k(args)
-        if self._milvus:
-            _ensure_orm_connection(store)
         if self._kind not in _DENSE or args.vector is None:
             return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
         vector = list(args.vector)
@@ -289,8 +274,11 @@ class LangChainBackend:
         return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
 
     def _searched(self, args: SearchArgs) -> VectorStore:
-        """The store; a wrapped retriever asked for ``k`` documents when widened."""
+        """The store (Milvus: its ORM connection made); a wrapped retriever asked for ``k``
+        documents when widened."""
         store = self._store
+        if self._milvus:
+            _ensure_orm_connection(store)
         return store.resized() if args.widened and isinstance(store, RetrieverSource) else store
 
     def _with_fetch_k(self, args: SearchArgs) -> Mapping[str, Any]:
@@ -512,15 +500,16 @@ def _milvus_stores(store: Any, depth: int = 0) -> list[Any]:
 
 
 def _check_read_back(store: Any, where: Filter | None) -> None:
-    """Refuse a filter on a key a langchain-milvus store does not read back (its own fields,
-    or metadata outside its declared fields): its documents would carry none of it, so NOT
-    over it (or NE) would let every one through."""
+    """Refuse a filter on a key a langchain-milvus store does not read back (its own fields:
+    its text and vectors, or metadata outside its declared fields): Milvus would test it, but
+    its documents would carry none of it, so NOT over it (or NE) would let every one through."""
     own = sorted(keys(where) & _own_fields(store))
     if own:
         raise UnsafeFilterError(
             f"the filter names {', '.join(map(repr, own))}: a field of {store_name(store)} "
-            "that is not in the documents' metadata (the text or a vector), so the documents "
-            "returned could not be checked against the filter. Filter on metadata keys only"
+            "that is not in the documents' metadata (the text or a vector), which Milvus would "
+            "test but the documents returned could not be checked against. Filter on "
+            "metadata keys only"
         )
     returned = _returned_fields(store)
     unread = [] if returned is None else sorted(keys(where) - returned)

@@ -61,6 +61,7 @@ from thresholded.engine import (
 )
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import all_of
+from thresholded.milvus_expr import all_of_exprs
 from thresholded.models import check_question_model
 from thresholded.policy import CALL_OVERRIDES, RetrievalPolicy, call_policy, profiled_policy
 from thresholded.provenance import Asked
@@ -647,7 +648,7 @@ class ThresholdedRetriever(EngineRetriever):
                     f"{store_name(self.vectorstore)}: give filters=... instead"
                 )
             base = kwargs.pop("expr", None) or kwargs.pop("filter", None)
-            kwargs["expr"] = " and ".join(f"({e})" for e in (base, self.expr) if e)
+            kwargs["expr"] = all_of_exprs([base, self.expr])
         return kwargs
 
     def _check_scoring(self, policy: RetrievalPolicy) -> None:

@@ -254,9 +254,8 @@ class LangChainBackend:
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
         store, k, kwargs = self._searched(args), args.k, self._with_fetch_k(args)
-        dense = self._kind in _DENSE and args.vector is not None
-        by_vector = _by_vector(store) if dense else None
-        if by_vector is None:  # by text (a dense store embeds the question again: checked)
+        by_vector = _by_vector(store) if self._kind in _DENSE else None
+        if by_vector is None or args.vector is None:  # by text (a dense store: checked vector)
             return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
         return by_vector(list(args.vector), k=k, **kwargs)
 

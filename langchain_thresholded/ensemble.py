@@ -260,13 +260,10 @@ class RetrieverSource(VectorStore):
         return [(doc, scores[k]) for k, doc in ordered]
 
     def _read_scores(self, docs: Iterable[Document]) -> Scored:
-        if self.score_key is None:
-            return [(doc, None) for doc in docs]
-        out: Scored = []
-        for doc in docs:
-            value = doc.metadata.get(self.score_key)
-            out.append((doc, float(value) if isinstance(value, (int, float)) else None))
-        return out
+        """Each document with the number in ``metadata[score_key]`` (else None)."""
+        key = self.score_key
+        read = [(doc, None if key is None else doc.metadata.get(key)) for doc in docs]
+        return [(doc, float(v) if isinstance(v, (int, float)) else None) for doc, v in read]
 
     # A source, not a store ---------------------------------------------------------------
     def add_texts(

@@ -458,7 +458,9 @@ class ThresholdedRetriever(EngineRetriever):
                     "score_key is for retrievers that return no scores; a VectorStoreRetriever "
                     "is searched through its store, whose scores are read in its metric"
                 )
-            return cls._over_store_retriever(retriever, embeddings, fields)
+            made = cls._over_store_retriever(retriever, embeddings, fields)
+            made._copied = _copy_of(retriever)  # a change to it afterwards is refused
+            return made
         source = RetrieverSource(retriever, embeddings=embeddings, score_key=score_key)
         fields["score_kind"] = declared_kind(
             fields.get("score_kind"), source.score_kind, source=type(retriever).__name__
@@ -469,16 +471,8 @@ class ThresholdedRetriever(EngineRetriever):
     def _over_store_retriever(
         cls, retriever: VectorStoreRetriever, embeddings: Embeddings | None, fields: dict[str, Any]
     ) -> ThresholdedRetriever:
-        """``from_retriever`` over ``store.as_retriever(...)``: see there. Its settings are
-        copied (an MMR search runs a copy of it), so a change to it afterwards is refused."""
-        made = cls._over_copied_settings(retriever, embeddings, fields)
-        made._copied = _copy_of(retriever)
-        return made
-
-    @classmethod
-    def _over_copied_settings(
-        cls, retriever: VectorStoreRetriever, embeddings: Embeddings | None, fields: dict[str, Any]
-    ) -> ThresholdedRetriever:
+        """``from_retriever`` over ``store.as_retriever(...)``, from its settings (an MMR search
+        runs a copy of it): see there."""
         search_type = retriever.search_type
         if search_type == "similarity_score_threshold":
             raise ValueError(

@@ -13,12 +13,7 @@ are also here).
 
 from typing import Any
 
-from langchain_thresholded.abstain import (
-    ABSTAINED_BY,
-    DEFAULT_NO_MATCH_MESSAGE,
-    NOTHING_MATCHED,
-    AbstainingChain,
-)
+from langchain_thresholded.abstain import AbstainingChain
 from langchain_thresholded.compressors import SimilarityThresholdCompressor
 from langchain_thresholded.embeddings import load_embeddings, minilm_embeddings
 from langchain_thresholded.ensemble import RetrieverSource
@@ -33,9 +28,10 @@ from langchain_thresholded.multi_collection import (
 from langchain_thresholded.retrievers import ThresholdedRetriever
 from langchain_thresholded.scoring import store_metric
 from thresholded import metadata_keys
+from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED
 from thresholded.errors import CollectionNotFoundError
 from thresholded.policy import RetrievalPolicy
-from thresholded.report import MultiCollectionReport, Report
+from thresholded.report import ABSTAINED_BY, MultiCollectionReport, Report
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import DropReason
 

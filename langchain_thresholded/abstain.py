@@ -27,13 +27,10 @@ from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.runnables.utils import AddableDict
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
-from thresholded.report import ABSTAINED_BY, abstained_by_of
+from langchain_thresholded.ensemble import unbound
+from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED, no_match_flags
+from thresholded.report import abstained_by_of
 from thresholded.strict import StrictArguments
-
-DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
-NOTHING_MATCHED = "nothing_matched"
-"""Set to True on a no-match answer: a key of the dict output, or in a message's
-``response_metadata``. The dict output carries it on every answer."""
 
 
 @dataclass(frozen=True)
@@ -156,9 +153,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
                 f"a configurable {type(value.default).__name__} is not a retriever: give a "
                 "retriever, or one made configurable with configurable_fields(...)"
             )
-        inner = value
-        while isinstance(inner, RunnableBindingBase):  # with_config(...), bind(...), ...
-            inner = inner.bound
+        inner = unbound(value)[0]  # with_config(...), bind(...), ...
         if isinstance(inner, DynamicRunnable):
             inner = inner.default
         if not isinstance(inner, BaseRetriever):
@@ -267,9 +262,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             return self._no_match(input, retrieved, chunk=False)
         documents = retrieved.documents
         answer = self.answer_chain.invoke(self._answer_input(input, documents), child)
-        if self.answer_key is None:
-            return answer
-        return {**self._head(input, documents), self.answer_key: answer}
+        return self._answered(input, documents, answer)
 
     async def _ainvoke(
         self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
@@ -280,9 +273,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             return self._no_match(input, retrieved, chunk=False)
         documents = retrieved.documents
         answer = await self.answer_chain.ainvoke(self._answer_input(input, documents), child)
-        if self.answer_key is None:
-            return answer
-        return {**self._head(input, documents), self.answer_key: answer}
+        return self._answered(input, documents, answer)
 
     def _transform(
         self,
@@ -370,6 +361,12 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
         """The dict output without its answer: the input's keys, the documents, the flag."""
         return {**self._given(input), self.context_key: documents, NOTHING_MATCHED: False}
 
+    def _answered(self, input: Any, documents: list[Document], answer: Any) -> Any:
+        """The answer, or, with ``answer_key``, the dict output that holds it."""
+        if self.answer_key is None:
+            return answer
+        return {**self._head(input, documents), self.answer_key: answer}
+
     def _answer_input(self, input: Any, documents: list[Document]) -> dict[str, Any]:
         context = documents if self.format_docs is None else self.format_docs(documents)
         return {**self._given(input), self.context_key: context}
@@ -383,7 +380,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     def _no_match(self, input: Any, retrieved: _Retrieved, *, chunk: bool) -> Any:
         """``no_match_message`` in the output's type, with what emptied the result where the
         retriever said it; as a stream chunk when ``chunk``."""
-        flags = _no_match_flags(retrieved)
+        flags = no_match_flags(retrieved.abstained_by)
         answer: Any = self.no_match_message
         if self._answer_type == "message":
             answer = (
@@ -399,16 +396,8 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
 
 def _reported(report: Any) -> _Retrieved:
     """A reporting retriever's result: what emptied it, when nothing matched."""
-    if not report.nothing_matched:
-        return _Retrieved(report.items, False)
-    return _Retrieved(report.items, True, abstained_by_of(report))
-
-
-def _no_match_flags(retrieved: _Retrieved) -> dict[str, Any]:
-    """``nothing_matched``, and ``abstained_by`` when the retriever said it."""
-    if retrieved.abstained_by is None:
-        return {NOTHING_MATCHED: True}
-    return {NOTHING_MATCHED: True, ABSTAINED_BY: retrieved.abstained_by}
+    emptied = abstained_by_of(report) if report.nothing_matched else None
+    return _Retrieved(report.items, report.nothing_matched, emptied)
 
 
 def _declared_output(chain: Runnable[Any, Any]) -> Any:
@@ -464,13 +453,9 @@ def _no_call_arguments(method: str, kwargs: dict[str, Any]) -> None:
 def _gathered(chunks: Iterator[Any] | list[Any]) -> Any:
     """One input from its streamed chunks, added up as ``Runnable.transform`` does."""
     final: Any = None
-    first = True
-    for chunk in chunks:
-        if first:
-            final, first = chunk, False
-            continue
+    for position, chunk in enumerate(chunks):
         try:
-            final = final + chunk
+            final = chunk if position == 0 else final + chunk
         except TypeError:
             final = chunk
     return final

@@ -18,13 +18,12 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableWithFallbacks
-from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
-from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of
+from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of, unbound
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
@@ -114,7 +113,6 @@ class LangChainBackend:
         self._links = link_keys
         self._id_key = id_key
         self._milvus = is_milvus(store)
-        self._own_fields = _own_fields(store) if self._milvus else frozenset()
         self._faiss = is_faiss(store)
         wrapped = _wrapped_retriever(store)
         self._rows = rows_store(store)
@@ -191,17 +189,8 @@ class LangChainBackend:
         return kwargs
 
     def check_filter(self, where: Filter | None) -> None:
-        """Refuse a filter on a field of the searched Milvus collection that documents do not
-        carry in their metadata (its text, its vectors): Milvus would test the field, but
-        the engine checks metadata, so what comes back could not be held to the filter."""
-        named = sorted(keys(where) & self._own_fields)
-        if named:
-            raise UnsafeFilterError(
-                f"the filter names {', '.join(map(repr, named))}: a field of {self.name} that "
-                "is not in the documents' metadata (the text or a vector), which Milvus would "
-                "test but the documents returned could not be checked against. Filter on "
-                "metadata keys only"
-            )
+        """Refuse a filter the documents of a searched Milvus collection could not be held to
+        (see :func:`_check_read_back`, :func:`_check_not_primary_key`)."""
         for searched in _milvus_stores(self._store):
             _check_read_back(searched, where)
             if self._docstore is not None:
@@ -265,19 +254,13 @@ class LangChainBackend:
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
         store, k, kwargs = self._searched(args), args.k, self._with_fetch_k(args)
-        if self._milvus:
-            _ensure_orm_connection(store)
-        if self._kind not in _DENSE or args.vector is None:
-            return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
-        by_vector = _by_vector(store)
-        if by_vector is None:  # the store embeds the question again; its vector was checked
+        by_vector = _by_vector(store) if self._kind in _DENSE else None
+        if by_vector is None or args.vector is None:  # by text (a dense store: checked vector)
             return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
         return by_vector(list(args.vector), k=k, **kwargs)
 
     async def asearch(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
         store, k, kwargs = self._searched(args), args.k, self._with_fetch_k(args)
-        if self._milvus:
-            _ensure_orm_connection(store)
         if self._kind not in _DENSE or args.vector is None:
             return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
         vector = list(args.vector)
@@ -290,8 +273,11 @@ class LangChainBackend:
         return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
 
     def _searched(self, args: SearchArgs) -> VectorStore:
-        """The store; a wrapped retriever asked for ``k`` documents when widened."""
+        """The store (Milvus: its ORM connection made); a wrapped retriever asked for ``k``
+        documents when widened."""
         store = self._store
+        if self._milvus:
+            _ensure_orm_connection(store)
         return store.resized() if args.widened and isinstance(store, RetrieverSource) else store
 
     def _with_fetch_k(self, args: SearchArgs) -> Mapping[str, Any]:
@@ -513,15 +499,16 @@ def _milvus_stores(store: Any, depth: int = 0) -> list[Any]:
 
 
 def _check_read_back(store: Any, where: Filter | None) -> None:
-    """Refuse a filter on a key a langchain-milvus store does not read back (its own fields,
-    or metadata outside its declared fields): its documents would carry none of it, so NOT
-    over it (or NE) would let every one through."""
+    """Refuse a filter on a key a langchain-milvus store does not read back (its own fields:
+    its text and vectors, or metadata outside its declared fields): Milvus would test it, but
+    its documents would carry none of it, so NOT over it (or NE) would let every one through."""
     own = sorted(keys(where) & _own_fields(store))
     if own:
         raise UnsafeFilterError(
             f"the filter names {', '.join(map(repr, own))}: a field of {store_name(store)} "
-            "that is not in the documents' metadata (the text or a vector), so the documents "
-            "returned could not be checked against the filter. Filter on metadata keys only"
+            "that is not in the documents' metadata (the text or a vector), which Milvus would "
+            "test but the documents returned could not be checked against. Filter on "
+            "metadata keys only"
         )
     returned = _returned_fields(store)
     unread = [] if returned is None else sorted(keys(where) - returned)
@@ -737,7 +724,7 @@ def _store_members(
     fallback searches with its own arguments too), each with the store arguments its
     search gets: its ``search_kwargs`` and those a binding adds (``bind(where=...)``, passed
     on through fallbacks, not through an ensemble, which calls its members without them)."""
-    retriever, kwargs = _unbound(retriever)
+    retriever, kwargs = unbound(retriever)
     kwargs = {**kwargs, **(bound or {})}
     if depth > 8:
         return []
@@ -775,7 +762,7 @@ def _filtered_only(retriever: BaseRetriever) -> bool:
     """Whether ``retriever`` is a ``ThresholdedRetriever`` over a store whose only
     restriction is its ``filters`` (and ``call_filters``): what ``as_collection().where``
     says, which holds on metadata; bound in ``bind(filters=...)``, those filters too."""
-    inner, kwargs = _unbound(retriever)
+    inner, kwargs = unbound(retriever)
     store = getattr(inner, "vectorstore", None)
     if not hasattr(inner, "as_collection") or not isinstance(store, VectorStore):
         return False
@@ -790,17 +777,6 @@ _BOUND_FILTERS = ("filters", "filter")
 """The call arguments of a ``ThresholdedRetriever`` that filter, which a binding may give."""
 
 
-def _unbound(retriever: Any) -> tuple[Any, dict[str, Any]]:
-    """The retriever inside ``bind(...)``, ``with_config(...)`` and ``with_retry()``, and the
-    call arguments they give each of its searches (an outer binding's replace an inner
-    one's, as they are passed on)."""
-    kwargs: dict[str, Any] = {}
-    while isinstance(retriever, RunnableBindingBase):
-        kwargs = {**retriever.kwargs, **kwargs}
-        retriever = retriever.bound
-    return retriever, kwargs
-
-
 def _readable_filter(value: Any) -> bool:
     """Whether a filter is one the filter model reads (None is no filter)."""
     try:
@@ -813,7 +789,7 @@ def _readable_filter(value: Any) -> bool:
 def _member_where(member: BaseRetriever) -> Filter | None:
     """What a ``ThresholdedRetriever`` restricted by its filters alone returns: its
     ``filters`` and ``call_filters``, and those a binding gives its every search."""
-    inner, kwargs = _unbound(member)
+    inner, kwargs = unbound(member)
     bound = (to_filter(kwargs.get(key)) for key in _BOUND_FILTERS)
     return all_of(inner.as_collection().where, *bound)
 

@@ -34,13 +34,14 @@ from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
 from thresholded.engine import Question, check_question
+from thresholded.judging import to_judge
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
-from thresholded.provenance import Asked, Standing, marks_model, register, standing
+from thresholded.provenance import Asked, Standing, register, standing
 from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, select
-from thresholded.trusted_scores import another_question_error, cosines, nothing_to_judge_error
+from thresholded.trusted_scores import cosines
 
 _Item = tuple[int, Document]
 
@@ -202,18 +203,14 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
         the query, when they are to be embedded for their cosines; None when nothing is.
         Without embeddings, documents none of which can be judged are an error; so is a
         blank query, as the retriever refuses it."""
-        question = None if query is None else Asked(query)
-        standings = [standing(doc, question) for doc in documents]
-        ours = [doc for doc, s in zip(documents, standings, strict=True) if s is Standing.OURS]
-        self._check_marks_model(marks_model(doc) for doc in ours)
-        foreign = [i for i, s in enumerate(standings) if s is not Standing.OURS]
-        if not foreign:
-            return None
-        if self.embeddings is None:
-            if Standing.ANOTHER_QUESTION in standings:
-                raise another_question_error(type(self).__name__, "embeddings")
-            if len(foreign) == len(documents):
-                raise nothing_to_judge_error(type(self).__name__, "embeddings")
+        foreign = to_judge(
+            self,
+            documents,
+            None if query is None else Asked(query),
+            model_argument="embeddings",
+            has_model=self.embeddings is not None,
+        )
+        if not foreign or self.embeddings is None:
             return None
         if query is None:
             raise ValueError(

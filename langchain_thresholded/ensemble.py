@@ -260,13 +260,10 @@ class RetrieverSource(VectorStore):
         return [(doc, scores[k]) for k, doc in ordered]
 
     def _read_scores(self, docs: Iterable[Document]) -> Scored:
-        if self.score_key is None:
-            return [(doc, None) for doc in docs]
-        out: Scored = []
-        for doc in docs:
-            value = doc.metadata.get(self.score_key)
-            out.append((doc, float(value) if isinstance(value, (int, float)) else None))
-        return out
+        """Each document with the number in ``metadata[score_key]`` (else None)."""
+        key = self.score_key
+        read = [(doc, None if key is None else doc.metadata.get(key)) for doc in docs]
+        return [(doc, float(v) if isinstance(v, (int, float)) else None) for doc, v in read]
 
     # A source, not a store ---------------------------------------------------------------
     def add_texts(
@@ -310,9 +307,7 @@ def not_configurable(retriever: Any) -> None:
     filter) would silently not apply, and its defaults would be searched. Checked at every
     search too: the retriever's members may be changed after construction."""
     for position, member in enumerate(members_of(retriever)):
-        inner = member
-        while isinstance(inner, RunnableBindingBase):  # with_config(...), with_retry(), ...
-            inner = inner.bound
+        inner = unbound(member)[0]
         if isinstance(inner, DynamicRunnable) or _configurable(member):
             which = f"the ensemble's member {position}" if member is not retriever else "it"
             raise ValueError(
@@ -322,6 +317,17 @@ def not_configurable(retriever: Any) -> None:
                 "not apply. Wrap the retriever itself, and make the ThresholdedRetriever "
                 "configurable instead (its call_filters narrow its filters)"
             )
+
+
+def unbound(retriever: Any) -> tuple[Any, dict[str, Any]]:
+    """The retriever inside ``bind(...)``, ``with_config(...)`` and ``with_retry()``, and the
+    call arguments they give each of its searches (an outer binding's replace an inner
+    one's, as they are passed on)."""
+    kwargs: dict[str, Any] = {}
+    while isinstance(retriever, RunnableBindingBase):
+        kwargs = {**retriever.kwargs, **kwargs}
+        retriever = retriever.bound
+    return retriever, kwargs
 
 
 def _configurable(runnable: Any) -> bool:

@@ -18,7 +18,6 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import RunnableConfig, ensure_config
-from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.configurable import RunnableConfigurableFields
 from langchain_core.stores import BaseStore
 from langchain_core.structured_query import Expr
@@ -39,7 +38,7 @@ from langchain_thresholded.backend import (
     store_name,
 )
 from langchain_thresholded.embeddings import model_of
-from langchain_thresholded.ensemble import RetrieverSource, not_configurable
+from langchain_thresholded.ensemble import RetrieverSource, not_configurable, unbound
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.scoring import (
@@ -62,6 +61,7 @@ from thresholded.engine import (
 )
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import all_of
+from thresholded.milvus_expr import all_of_exprs
 from thresholded.models import check_question_model
 from thresholded.policy import CALL_OVERRIDES, RetrievalPolicy, call_policy, profiled_policy
 from thresholded.provenance import Asked
@@ -458,7 +458,9 @@ class ThresholdedRetriever(EngineRetriever):
                     "score_key is for retrievers that return no scores; a VectorStoreRetriever "
                     "is searched through its store, whose scores are read in its metric"
                 )
-            return cls._over_store_retriever(retriever, embeddings, fields)
+            made = cls._over_store_retriever(retriever, embeddings, fields)
+            made._copied = _copy_of(retriever)  # a change to it afterwards is refused
+            return made
         source = RetrieverSource(retriever, embeddings=embeddings, score_key=score_key)
         fields["score_kind"] = declared_kind(
             fields.get("score_kind"), source.score_kind, source=type(retriever).__name__
@@ -469,16 +471,8 @@ class ThresholdedRetriever(EngineRetriever):
     def _over_store_retriever(
         cls, retriever: VectorStoreRetriever, embeddings: Embeddings | None, fields: dict[str, Any]
     ) -> ThresholdedRetriever:
-        """``from_retriever`` over ``store.as_retriever(...)``: see there. Its settings are
-        copied (an MMR search runs a copy of it), so a change to it afterwards is refused."""
-        made = cls._over_copied_settings(retriever, embeddings, fields)
-        made._copied = _copy_of(retriever)
-        return made
-
-    @classmethod
-    def _over_copied_settings(
-        cls, retriever: VectorStoreRetriever, embeddings: Embeddings | None, fields: dict[str, Any]
-    ) -> ThresholdedRetriever:
+        """``from_retriever`` over ``store.as_retriever(...)``, from its settings (an MMR search
+        runs a copy of it): see there."""
         search_type = retriever.search_type
         if search_type == "similarity_score_threshold":
             raise ValueError(
@@ -648,7 +642,7 @@ class ThresholdedRetriever(EngineRetriever):
                     f"{store_name(self.vectorstore)}: give filters=... instead"
                 )
             base = kwargs.pop("expr", None) or kwargs.pop("filter", None)
-            kwargs["expr"] = " and ".join(f"({e})" for e in (base, self.expr) if e)
+            kwargs["expr"] = all_of_exprs([base, self.expr])
         return kwargs
 
     def _check_scoring(self, policy: RetrievalPolicy) -> None:
@@ -739,9 +733,7 @@ def _row_limit(store: VectorStore) -> dict[str, Any]:
 def _a_retriever(value: Any) -> bool:
     """A retriever, or one bound with ``with_config(...)``, ``with_retry()`` (run as it is,
     as an ensemble would run it)."""
-    while isinstance(value, RunnableBindingBase):
-        value = value.bound
-    return isinstance(value, BaseRetriever)
+    return isinstance(unbound(value)[0], BaseRetriever)
 
 
 def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:

@@ -26,16 +26,12 @@ from llama_index_thresholded.multi_collection import (
     RetrieverClosedError,
 )
 from llama_index_thresholded.postprocessor import SimilarityThresholdPostprocessor
-from llama_index_thresholded.query_engine import (
-    ABSTAINED_BY,
-    DEFAULT_NO_MATCH_MESSAGE,
-    NOTHING_MATCHED,
-    AbstainingQueryEngine,
-)
+from llama_index_thresholded.query_engine import AbstainingQueryEngine
 from llama_index_thresholded.retriever import ThresholdedRetriever
+from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED
 from thresholded.errors import CollectionNotFoundError
 from thresholded.policy import RetrievalPolicy
-from thresholded.report import MultiCollectionReport, Report
+from thresholded.report import ABSTAINED_BY, MultiCollectionReport, Report
 
 _MILVUS_NAMES = ("CompatibleMilvusVectorStore", "existing_milvus_store", "milvus_store")
 

@@ -43,14 +43,13 @@ from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_thresholded.query_engine import (
-    DEFAULT_NO_MATCH_MESSAGE,
-    NOTHING_MATCHED,
     NoMatchMessage,
     check_message,
     check_postprocessors,
     no_match_response,
     none_added,
 )
+from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED
 from thresholded.report import ABSTAINED_BY, abstained_by_of
 from thresholded.strict import check_arguments, named_parameters
 

@@ -10,8 +10,8 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 from llama_index_thresholded.embeddings import load_embed_model
 from llama_index_thresholded.knowledge_base import index_knowledge_base
 from llama_index_thresholded.milvus import milvus_store
-from llama_index_thresholded.query_engine import DEFAULT_NO_MATCH_MESSAGE
 from llama_index_thresholded.retriever import ThresholdedRetriever
+from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE
 from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
 from thresholded.report import Report
 

@@ -27,7 +27,7 @@ from thresholded.engine import check_question
 from thresholded.judging import to_judge
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
-from thresholded.provenance import Asked, Standing, asked_of, marks_model, register, standing
+from thresholded.provenance import Asked, Standing, asked_of, register, standing
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, Selection, select
 from thresholded.trusted_scores import cosines, undeclared_score_error
@@ -190,18 +190,15 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
         """The model, the nodes to judge by their cosines (:func:`thresholded.judging.to_judge`)
         and the question; None when none is. A question with no text to embed is an error,
         as the retriever refuses it."""
-        question = asked(query)
-        standings = [standing(n.node, question) for n in nodes]
-        ours = [n for n, s in zip(nodes, standings, strict=True) if s is Standing.OURS]
-        self._check_marks_model(marks_model(n.node) for n in ours)
         positions = to_judge(
-            standings,
-            has_model=self.embed_model is not None,
-            any_scored=any(n.score is not None for n in nodes),
-            owner=type(self).__name__,
+            self,
+            [n.node for n in nodes],
+            asked(query),
             model_argument="embed_model",
+            has_model=self.embed_model is not None,
+            scoreless=all(n.score is None for n in nodes),
         )
-        if positions is None:
+        if not positions or self.embed_model is None:
             return None
         if query is None:
             raise ValueError(

@@ -35,15 +35,12 @@ from llama_index.core.storage.docstore import BaseDocumentStore
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
 from llama_index_thresholded.retriever import EngineRetriever
+from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, no_match_flags
 from thresholded.errors import UnsafeFilterError
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
-from thresholded.report import ABSTAINED_BY, abstained_by_of
+from thresholded.report import abstained_by_of
 from thresholded.strict import check_arguments, named_parameters
-
-DEFAULT_NO_MATCH_MESSAGE = "No relevant information found."
-NOTHING_MATCHED = "nothing_matched"
-"""Key in ``Response.metadata``: True when the message was returned without the LLM."""
 
 
 def no_match_response(
@@ -59,9 +56,7 @@ def no_match_response(
     ``AsyncStreamingResponse`` when ``asynchronous``) that yields it as one token.
     ``abstained_by`` (see :data:`ABSTAINED_BY`) says what emptied the result.
     """
-    metadata: dict[str, Any] = {NOTHING_MATCHED: True}
-    if abstained_by is not None:
-        metadata[ABSTAINED_BY] = abstained_by
+    metadata = no_match_flags(abstained_by)
     if not streaming:
         return Response(response=message, source_nodes=[], metadata=metadata)
     if asynchronous:

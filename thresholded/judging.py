@@ -1,33 +1,44 @@
-"""Which results a similarity filter judges by a cosine it computes: the postprocessor's
-and the compressor's rule (see :mod:`thresholded.trusted_scores`)."""
+"""Which results a postprocessor or compressor judges by a cosine it computes itself.
+
+The rule of :mod:`thresholded.trusted_scores`, the same in both adapters: a result whose
+marks are this question's is judged by them; any other by its cosine with the question,
+computed with the filter's model when it has one.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from thresholded.provenance import Standing
+from thresholded.policy_arguments import PolicyInForce
+from thresholded.provenance import Asked, Standing, marks_model, standing
 from thresholded.trusted_scores import another_question_error, nothing_to_judge_error
+
+__all__ = ["to_judge"]
 
 
 def to_judge(
-    standings: Sequence[Standing],
+    owner: PolicyInForce,
+    items: Sequence[Any],
+    question: Asked | None,
     *,
-    has_model: bool,
-    any_scored: bool,
-    owner: str,
     model_argument: str,
-) -> list[int] | None:
-    """The positions of the results whose marks are not this question's, when they are to
-    be embedded for their cosines; None when nothing is. Without a model, results
-    retrieved for another question, or results none of which has a trusted mark or a
-    score (``any_scored``), are an error naming ``model_argument``."""
+    has_model: bool,
+    scoreless: bool = True,
+) -> list[int]:
+    """The positions of the ``items`` whose cosine ``owner`` computes: those whose marks are
+    not this question's (the marks that are must be of the floor's model). Without a model,
+    none: results retrieved for another question are then an error naming
+    ``model_argument``, and so are results none of which can be judged (none is this
+    question's, and ``scoreless``: none has a score)."""
+    standings = [standing(item, question) for item in items]
+    ours = (item for item, s in zip(items, standings, strict=True) if s is Standing.OURS)
+    owner._check_marks_model(marks_model(item) for item in ours)
     foreign = [i for i, s in enumerate(standings) if s is not Standing.OURS]
-    if not foreign:
-        return None
-    if has_model:
+    if not foreign or has_model:
         return foreign
     if Standing.ANOTHER_QUESTION in standings:
-        raise another_question_error(owner, model_argument)
-    if len(foreign) == len(standings) and not any_scored:
-        raise nothing_to_judge_error(owner, model_argument)
-    return None
+        raise another_question_error(type(owner).__name__, model_argument)
+    if len(foreign) == len(items) and scoreless:
+        raise nothing_to_judge_error(type(owner).__name__, model_argument)
+    return []

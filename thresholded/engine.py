@@ -510,14 +510,14 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
         args = replace(args, k=k, radius=radius, widened=True)
         hits, pushed = yield from _search(collection, args)
         candidates, outside, order = _candidates(stage, hits)
-    untold = len(outside) - len(told([stage], outside))
     candidates, outside = _nearest_within(stage.policy.top_k, candidates, outside, order)
+    outside = told([stage], outside)
     if stage.metric is not None and stage.metric.needs_unit_vectors:
         yield from _check_stored_norms(stage, candidates)
     if collection.rescores(stage.policy) and vector is not None:
         candidates = yield from _rescore(collection, vector, candidates)
     selection = select(candidates, stage.policy, stage.floor)
-    return Found(len(hits) - untold, counted(selection, told([stage], outside)), pushed)
+    return Found(len(candidates) + len(outside), counted(selection, outside), pushed)
 
 
 MAX_FILTERED_SEARCH_ROWS = 16_384

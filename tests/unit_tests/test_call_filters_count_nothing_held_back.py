@@ -229,3 +229,32 @@ def test_langchain_neighbour_held_back_is_not_counted() -> None:
     assert [d.id for d in report.items] == ["pub"]
     assert report.outside_filters == 0
     assert "outside_filters" not in report.summary()
+
+
+def test_a_collection_s_returned_counts_no_held_back_section_near_the_question() -> None:
+    """The store returned the held-back sections nearest the question, and the search was
+    widened past them: "returned" counted the public rows of the widened search, 2, 5 and 6
+    with 0, 3 and 10 internal sections about layoffs."""
+    summaries = []
+    for internal in (0, 3, 10):
+        nodes = [
+            TextNode(id_=f"pub{i}", text="refunds", metadata={"year": 2019}, embedding=NEAR)
+            for i in range(40)
+        ] + [
+            TextNode(id_=f"int{i}", text="layoffs", metadata={"year": 2025}, embedding=LAYOFFS)
+            for i in range(internal)
+        ]
+        index = VectorStoreIndex(nodes, embed_model=Topics())
+        spec = li.CollectionSpec(index, name="kb")
+        retriever = li.MultiCollectionRetriever([spec], TWO, filters=year_before_2020())
+        report = retriever.retrieve_with_report("layoffs plan")
+        assert len(report.items) == 2
+        summaries.append(told(report))
+    assert "kb: ok, 2 returned" in summaries[0][1]
+    assert summaries[1:] == summaries[:1] * 2
+
+
+NEAR = [0.6, 0.8, 0.0, 0.0]
+"""A public section's vector: its cosine with the layoffs question is 0.6, above the floor."""
+LAYOFFS = TOPICS["layoffs"]
+TWO = POLICY.model_copy(update={"top_k": 2, "over_fetch": 1})

@@ -264,9 +264,6 @@ class Stage(Generic[T]):
     """``where`` as the backend prepared it for its store."""
     metric: Metric | None = None
     """The metric of its dense scores, which are converted to cosines; None: not read."""
-    narrowed: bool = False
-    """The call's filters narrow the collection's own: rows outside the collection's own
-    are then dropped uncounted (:func:`told`)."""
 
     @property
     def needs_vector(self) -> bool:
@@ -362,8 +359,7 @@ def plan(
         metric = collection.backend.metric(prepared) if _reads_metric(collection) else None
         floor = collection.floor(own)
         check_judgeable(collection, own, floor)
-        narrowed = filters is not None
-        stages.append(Stage(collection, stage_policy, floor, where, prepared, metric, narrowed))
+        stages.append(Stage(collection, stage_policy, floor, where, prepared, metric))
     return Call(question, policy, tuple(stages), fan or _INLINE, embedder)
 
 
@@ -514,14 +510,14 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
         args = replace(args, k=k, radius=radius, widened=True)
         hits, pushed = yield from _search(collection, args)
         candidates, outside, order = _candidates(stage, hits)
-    untold = len(outside) - len(told([stage], outside))
     candidates, outside = _nearest_within(stage.policy.top_k, candidates, outside, order)
+    outside = told([stage], outside)
     if stage.metric is not None and stage.metric.needs_unit_vectors:
         yield from _check_stored_norms(stage, candidates)
     if collection.rescores(stage.policy) and vector is not None:
         candidates = yield from _rescore(collection, vector, candidates)
     selection = select(candidates, stage.policy, stage.floor)
-    return Found(len(hits) - untold, counted(selection, told([stage], outside)), pushed)
+    return Found(len(candidates) + len(outside), counted(selection, outside), pushed)
 
 
 MAX_FILTERED_SEARCH_ROWS = 16_384
@@ -628,19 +624,19 @@ def is_within(stage: Stage[T], item: T) -> bool:
 
 
 def told(stages: Sequence[Stage[T]], outside: Sequence[Dropped[T]]) -> list[Dropped[T]]:
-    """The rows outside the filters that a report may count. Under a call's filters, not
-    the rows outside the collection's own filters and restrictions: which of those the
-    store returned depends on the call's filters (the parts it applies), so a count of them
-    would tell how many sections the retriever holds back match them, and a call's filter
-    (an agent's ``salary == 99``) would read their metadata one value at a time."""
+    """The rows outside the filters that a report may count: those the call's filters leave
+    out, never those outside the collection's own filters and restrictions (the sections
+    the retriever holds back). Which of those the store returned depends on the question
+    and on the call's filters (the parts it applies), so a count of them would tell how
+    many sections the retriever holds back lie near a question ("layoffs": 3), or match a
+    call's filter (an agent's ``salary == 99``, reading their metadata one value at a time);
+    so would a count of the held-back neighbours of a kept section."""
     by_name = {s.collection.name: s for s in stages}
     return [d for d in outside if _countable(by_name[d.candidate.collection], d.candidate.item)]
 
 
 def _countable(stage: Stage[T], item: T) -> bool:
     """Whether a row outside the stage's filters may be counted (see :func:`told`)."""
-    if not stage.narrowed:
-        return True
     own, backend = stage.collection.where, stage.collection.backend
     return (own is None or matches(own, backend.metadata(item))) and backend.admits(item)
 

@@ -59,7 +59,9 @@ class CollectionStatus:
     latency_ms: float
     """How long its search stage took, retries included."""
     returned: int = 0
-    """Results the search returned (with pushdown, only those above the floor)."""
+    """Results the search returned (with pushdown, only those above the floor), as a store
+    applying the filters exactly would have: not the sections the retriever's own filters
+    hold back, nor the farther rows of a search widened past them."""
     cleared_floor: int = 0
     """Candidates that cleared this collection's floor and its ``retrieve_k``."""
     kept: int = 0

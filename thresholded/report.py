@@ -165,8 +165,9 @@ class Report(Generic[T]):
 
     @property
     def outside_filters(self) -> int:
-        """How many sections the store returned outside the filters: counted, never named,
-        since they are what the filters keep from this call."""
+        """How many sections the store returned outside a call's filters: counted, never
+        named, since they are what the filters keep from this call. Those outside the
+        retriever's own filters are held back, not even counted."""
         return self.selection.outside_filters
 
     @property

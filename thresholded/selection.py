@@ -144,8 +144,9 @@ class Selection(Generic[T]):
     """The answer gate in force; None: off."""
     outside_filters: int = 0
     """How many sections, neighbours and parent summaries the store returned outside the
-    call's filters. They are counted, never carried (not even their ids or cosines): no
-    report, event or log tells of a section the filters exclude."""
+    call's filters (but within the retriever's own: those it holds back are not counted).
+    They are counted, never carried (not even their ids or cosines): no report, event or
+    log tells of a section the filters exclude."""
 
     def __post_init__(self) -> None:
         if any(d.reason is DropReason.OUTSIDE_FILTERS for d in self.dropped):

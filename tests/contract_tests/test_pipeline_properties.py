@@ -516,11 +516,11 @@ def reference(world: World, setup: Setup) -> Expected:
 
 
 def counted_outside(setup: Setup, metadata: dict[str, Any]) -> bool:
-    """Whether a section outside the filters is counted: under a call's filters, only one
-    within the retriever's own (a count of the others would tell a call's filter which of
-    the sections the retriever holds back match it)."""
+    """Whether a section outside the filters is counted: only one within the retriever's own
+    (a count of the others would tell the question, or a call's filter, which of the
+    sections the retriever holds back lie near it, or match it)."""
     own = setup.filters
-    return setup.call_filters is None or own is None or own.holds(metadata)
+    return own is None or own.holds(metadata)
 
 
 def walk(world: World, kept: Sequence[Section], setup: Setup) -> list[str]:

@@ -66,7 +66,7 @@ def test_filters_bound_to_a_wrapped_retriever_hold_for_its_attachments(
         member, policy=RESCORE, embeddings=c.embeddings, docstore=docstore
     )
     assert returned(wrapped) == [("pub", None)]
-    assert wrapped.retrieve_with_report(QUERY).outside_filters == 1  # int, counted
+    assert wrapped.retrieve_with_report(QUERY).outside_filters == 0  # int, held back
 
 
 def test_filters_bound_to_an_ensemble_member_hold_for_its_attachments(corpus: Any) -> None:

@@ -165,8 +165,8 @@ def test_report_explain_lists_kept_attached_and_dropped(kit, index):
 
 
 def test_events_count_the_sections_outside_the_filters_and_never_name_them(kit, recorder):
-    """An event may reach the end user: the id and cosine of a section the filters exclude
-    (here a neighbour) would tell of it. The report does not name it either."""
+    """An event may reach the end user: the id and cosine of a section the call's filters
+    exclude (here a neighbour) would tell of it. The report does not name it either."""
     from llama_index.core.vector_stores import MetadataFilter, MetadataFilters
 
     nodes = [
@@ -180,10 +180,10 @@ def test_events_count_the_sections_outside_the_filters_and_never_name_them(kit, 
         index,
         policy(kit),
         neighbours=1,
-        filters=MetadataFilters(filters=[MetadataFilter(key="doc_type", value="public")]),
         callback_manager=CallbackManager([debug]),
     )
-    report = retriever.retrieve_with_report(kit.QUESTION)
+    public = MetadataFilters(filters=[MetadataFilter(key="doc_type", value="public")])
+    report = retriever.retrieve_with_report(kit.QUESTION, filters=public)
     assert (report.dropped, report.outside_filters) == ((), 1)
     assert "internal" not in report.explain()
     (event,) = recorder.selections

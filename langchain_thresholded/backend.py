@@ -714,6 +714,24 @@ def _check_filters_read(
             "restricted. Give the restriction as filters=... (a structured filter or a dict "
             "such as {'doc_type': 'public'}), which every store applies"
         )
+    _check_filter_callable(store, search_kwargs, whose)
+
+
+def _check_filter_callable(
+    store: VectorStore, search_kwargs: Mapping[str, Any], whose: str
+) -> None:
+    """Refuse an ``InMemoryVectorStore`` ``filter`` that is not a function: the store calls
+    it on each document, so a dict (Chroma's or FAISS's form) or an expression failed at the
+    first search with "'dict' object is not callable"."""
+    raw = search_kwargs.get("filter")
+    if type(store) is not InMemoryVectorStore or raw is None or callable(raw):
+        return
+    raise ValueError(
+        f"{whose}search_kwargs['filter'] is a {type(raw).__name__} ({raw!r}), but "
+        "InMemoryVectorStore filters with a function of a Document: give the restriction as "
+        "filters=... (a structured filter or a dict such as {'doc_type': 'public'}), which "
+        "every store applies"
+    )
 
 
 def _store_members(

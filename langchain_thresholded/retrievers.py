@@ -488,6 +488,8 @@ class ThresholdedRetriever(EngineRetriever):
         if search_type == "mmr":
             policy = fields.get("policy") or RetrievalPolicy()
             inner_kwargs = {**retriever.search_kwargs, "k": policy.top_k * policy.over_fetch}
+            if base is not None and isinstance(retriever.vectorstore, InMemoryVectorStore):
+                del inner_kwargs["filter"]  # held as filters; this store calls its filter
             inner = retriever.model_copy(update={"search_kwargs": inner_kwargs})
             store_embeddings = embeddings or retriever.vectorstore.embeddings
             source = RetrieverSource(inner, embeddings=store_embeddings, resize=True)

@@ -845,10 +845,14 @@ class Result(Generic[T]):
     @property
     def emptied_by(self) -> str | None:
         """Why nothing was kept (see ``Selection.emptied_by``); a floor pushed down into the
-        engine drops below-floor results before they come back, so it counts as the floor."""
+        engine drops below-floor results before they come back, so it counts as the floor.
+        ``empty`` when no search held anything back and none returned a section: the
+        collections hold none, and there is no filter to blame."""
         why = self.selection.emptied_by
         if why == "filters" and any(s.pushdown for s in self.collections):
             return "floor"
+        if why == "filters" and not self.held_back:
+            return "empty"
         return why
 
 

@@ -24,8 +24,9 @@ ABSTAINED_BY = "abstained_by"
 """Key in the metadata of an abstaining answer (LlamaIndex's ``AbstainingQueryEngine`` and
 abstaining chat engines, LangChain's ``AbstainingChain``): what emptied the result. ``gate``
 (even the best candidate was below the answer gate), ``floor`` (every candidate was below
-the cosine floor), ``filters`` (nothing was found under the filters), ``policy`` (the cap or
-the budget), or ``postprocessors`` (LlamaIndex's node postprocessors, a reranker say,
+the cosine floor), ``filters`` (nothing was found under the filters), ``empty`` (no filter
+held anything back, and the search found no section: the collection is empty), ``policy``
+(the cap or the budget), or ``postprocessors`` (LlamaIndex's node postprocessors, a reranker say,
 removed it all). Absent when the retriever gives no report (another kind of retriever that
 returned nothing): what emptied it is not known."""
 

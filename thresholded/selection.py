@@ -223,8 +223,7 @@ def select(
     primaries = _apply_gate(primaries, best, policy.min_top_similarity, dropped)
 
     survivors, passed_through = _apply_floor(primaries, min_similarity, policy, dropped)
-    survivors = _apply_source_cap(survivors, policy.max_per_source, dropped)
-    survivors = _apply_budget(survivors, policy.max_chars, DropReason.BUDGET, dropped)
+    survivors = _apply_cap_and_budget(survivors, policy, dropped)
     kept = survivors[: policy.top_k]
     dropped.extend([Dropped(c, DropReason.BEYOND_TOP_K) for c in survivors[policy.top_k :]])
 
@@ -370,38 +369,38 @@ def _apply_floor(
     return survivors, tuple(sorted(passed, key=lambda k: k.value))
 
 
-def _apply_source_cap(
-    items: list[Candidate[T]], cap: int | None, dropped: list[Dropped[T]]
+def _apply_cap_and_budget(
+    items: list[Candidate[T]], policy: RetrievalPolicy, dropped: list[Dropped[T]]
 ) -> list[Candidate[T]]:
-    if cap is None:
-        return items
-    per_source: Counter[str] = Counter()
-    survivors = []
-    for cand in items:
-        if cand.source is not None:
-            if per_source[cand.source] >= cap:
-                dropped.append(Dropped(cand, DropReason.SOURCE_CAP))
-                continue
-            per_source[cand.source] += 1
-        survivors.append(cand)
-    return survivors
+    """The source cap, then the budget, in one pass in score order: a source's place goes
+    to the sections it contributes, so one the budget drops leaves it to the next."""
+    return _apply_budget(items, policy.max_chars, DropReason.BUDGET, dropped, policy.max_per_source)
 
 
 def _apply_budget(
-    items: list[Candidate[T]], budget: int | None, reason: DropReason, dropped: list[Dropped[T]]
+    items: list[Candidate[T]],
+    budget: int | None,
+    reason: DropReason,
+    dropped: list[Dropped[T]],
+    cap: int | None = None,
 ) -> list[Candidate[T]]:
-    """Skip what would overflow the budget, and keep looking for what still fits."""
-    if budget is None:
-        return items
+    """Skip what would overflow the budget, and keep looking for what still fits; with a
+    ``cap``, first drop a section whose source has given ``cap`` sections already."""
+    per_source: Counter[str] = Counter()
     used = 0
     survivors = []
     for cand in items:
-        if used + cand.chars > budget:
+        if cap is not None and cand.source is not None and per_source[cand.source] >= cap:
+            dropped.append(Dropped(cand, DropReason.SOURCE_CAP))
+            continue
+        if budget is not None and used + cand.chars > budget:
             dropped.append(Dropped(cand, reason))
             if cand.chars > budget:
                 _say_too_long(cand, _BUDGET_NAMES[reason], budget)
             continue
         used += cand.chars
+        if cand.source is not None:
+            per_source[cand.source] += 1
         survivors.append(cand)
     return survivors
 

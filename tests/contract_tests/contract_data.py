@@ -49,7 +49,7 @@ SECTIONS = (
     Section("f0", "faq", 0.25),
     Section("f1", "faq", 0.6875, chars=900),  # over the character budget
     Section("f2", "faq", 0.625),
-    Section("f3", "faq", 0.5625),  # the faq's third: over the source cap
+    Section("f3", "faq", 0.5625),  # the faq's second (f1 gave nothing): beyond top_k
     Section("n0", "notes", 0.5),  # exactly at the floor: kept by it, then beyond top_k
 )
 SUMMARIES = {"guide": "guide#summary", "faq": "faq#summary", "notes": "notes#summary"}
@@ -62,7 +62,7 @@ ATTACHED = ["guide#summary", "g0", "g3", "faq#summary", "f1", "f3"]
 DROPPED = {
     "g3": "source_cap",
     "f1": "budget",
-    "f3": "source_cap",
+    "f3": "beyond_top_k",
     "n0": "beyond_top_k",
     "g4": "below_threshold",
     "f0": "below_threshold",

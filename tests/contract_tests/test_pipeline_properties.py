@@ -447,8 +447,9 @@ def reference(world: World, setup: Setup) -> Expected:
     gate (the best cosine among them below it: every one dropped ``below_gate``); the
     floor (0 turns it off; below it: ``below_threshold``); at most ``max_per_source``
     per source, in score order (``source_cap``; a section without a source is not
-    capped); the character budget, skipping what would overflow it and looking on
-    (``budget``); the first ``top_k`` (``beyond_top_k``). Then, for the kept sections
+    capped), and the character budget, skipping what would overflow it and looking on
+    (``budget``), in one pass: a section the budget drops takes no place of its source's;
+    the first ``top_k`` (``beyond_top_k``). Then, for the kept sections
     only, their parent summaries (``parent_levels`` up) and ``neighbours`` on each side,
     fetched hop by hop; a section already kept or attached is neither attached again nor
     walked through; one outside the filters is only counted (``outside``), and nothing is
@@ -478,20 +479,17 @@ def reference(world: World, setup: Setup) -> Expected:
             dropped.append((s.id, "below_threshold"))
         else:
             survivors.append((s, cosine))
-    capped, per_source = [], Counter()
+    within_budget, used, per_source = [], 0, Counter()
     for s, cosine in survivors:
-        if s.source is not None and policy.max_per_source is not None:
-            if per_source[s.source] >= policy.max_per_source:
-                dropped.append((s.id, "source_cap"))
-                continue
-            per_source[s.source] += 1
-        capped.append((s, cosine))
-    within_budget, used = [], 0
-    for s, cosine in capped:
+        capped = s.source is not None and policy.max_per_source is not None
+        if capped and per_source[s.source] >= policy.max_per_source:
+            dropped.append((s.id, "source_cap"))
+            continue
         if policy.max_chars is not None and used + s.chars > policy.max_chars:
             dropped.append((s.id, "budget"))
             continue
         used += s.chars
+        per_source[s.source] += 1
         within_budget.append((s, cosine))
     kept = within_budget[: policy.top_k]
     dropped += [(s.id, "beyond_top_k") for s, _ in within_budget[policy.top_k :]]

@@ -534,6 +534,31 @@ def test_cap_comes_before_the_budget() -> None:
     assert reasons(sel) == {"a3": DropReason.SOURCE_CAP}
 
 
+def test_a_section_dropped_for_the_budget_leaves_its_sources_place() -> None:
+    """The cap counts the sections a source contributes: one too long for the budget
+    contributes nothing, so the source's next section, which fits, is kept. It was dropped
+    for the cap, and the source gave nothing."""
+    cands = [
+        cand("a-long", 0.9, source="A", chars=5000),
+        cand("a-short", 0.8, source="A", chars=100),
+        cand("b", 0.7, source="B", chars=100),
+    ]
+    sel = select(cands, only(max_per_source=1, max_chars=4000), 0.5)
+    assert ids(sel.kept) == ["a-short", "b"]
+    assert reasons(sel) == {"a-long": DropReason.BUDGET}
+
+
+def test_a_section_over_the_remaining_budget_leaves_its_sources_place() -> None:
+    cands = [
+        cand("a1", 0.9, source="A", chars=3000),
+        cand("b1", 0.85, source="B", chars=2000),  # over the 1000 left
+        cand("b2", 0.8, source="B", chars=500),
+    ]
+    sel = select(cands, only(max_per_source=1, max_chars=4000), 0.5)
+    assert ids(sel.kept) == ["a1", "b2"]
+    assert reasons(sel) == {"b1": DropReason.BUDGET}
+
+
 def test_floor_comes_before_the_budget() -> None:
     # a below-floor section must not use up the budget
     cands = [cand("a", 0.9, chars=100), cand("low", 0.2, chars=10), cand("b", 0.8, chars=100)]

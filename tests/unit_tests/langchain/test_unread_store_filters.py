@@ -60,11 +60,19 @@ def test_a_filter_set_after_construction_is_refused_at_the_next_call(corpus):
         retriever.invoke(QUERY)
 
 
-def test_an_ensemble_members_unread_filter_is_refused(corpus):
+MEMBER_FILTERS = {
+    "unread": ({"where": {"doc_type": "public"}}, r"a member's search_kwargs \['where'\]"),
+    # the store calls its filter: a dict failed at the search, "'dict' object is not callable"
+    "not a function": ({"filter": {"doc_type": "public"}}, r"a member's search_kwargs\['filter'\]"),
+}
+
+
+@pytest.mark.parametrize("search_kwargs, message", MEMBER_FILTERS.values(), ids=MEMBER_FILTERS)
+def test_an_ensemble_members_unusable_filter_is_refused(corpus, search_kwargs, message):
     classic = pytest.importorskip("langchain_classic.retrievers")
-    member = two(corpus).store.as_retriever(search_kwargs={"where": {"doc_type": "public"}})
+    member = two(corpus).store.as_retriever(search_kwargs=search_kwargs)
     wrapped = classic.EnsembleRetriever(retrievers=[member], weights=[1.0])
-    with pytest.raises(ValueError, match=r"a member's search_kwargs \['where'\]"):
+    with pytest.raises(ValueError, match=message):
         ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
 
 
@@ -138,3 +146,28 @@ def test_arguments_bound_outside_an_ensemble_do_not_reach_its_members(corpus):
     ensemble = classic.EnsembleRetriever(retrievers=[store.as_retriever()], weights=[1.0])
     bound = ensemble.bind(where={"doc_type": "public"})
     ThresholdedRetriever.from_retriever(bound, policy=POLICY)
+
+
+NOT_A_FUNCTION = [{"doc_type": "public"}, 'doc_type == "public"']
+
+
+@pytest.mark.parametrize("raw", NOT_A_FUNCTION, ids=["dict", "expression"])
+def test_an_in_memory_filter_that_is_not_a_function_is_refused_when_built(corpus, raw):
+    """An ``InMemoryVectorStore`` calls its ``filter`` on each document: a dict (as Chroma or
+    FAISS read it) failed at the first search with "'dict' object is not callable"."""
+    with pytest.raises(ValueError, match=r"search_kwargs\['filter'\] .* filters=") as caught:
+        ThresholdedRetriever(
+            vectorstore=two(corpus).store, policy=POLICY, search_kwargs={"filter": raw}
+        )
+    assert "InMemoryVectorStore" in str(caught.value)
+
+
+@pytest.mark.parametrize("search_type", ["similarity", "mmr"])
+def test_a_wrapped_in_memory_retrievers_dict_filter_holds(corpus, search_type):
+    """``from_retriever`` takes the dict as the retriever's filters whatever the search type:
+    under MMR the search failed with "'dict' object is not callable"."""
+    wrapped = two(corpus).store.as_retriever(
+        search_type=search_type, search_kwargs={"filter": {"doc_type": "public"}}
+    )
+    retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+    assert [d.id for d in retriever.invoke(QUERY)] == ["pub"]

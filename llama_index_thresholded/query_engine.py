@@ -35,7 +35,7 @@ from llama_index.core.storage.docstore import BaseDocumentStore
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
 from llama_index_thresholded.retriever import EngineRetriever
-from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, no_match_flags
+from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED, no_match_flags
 from thresholded.errors import UnsafeFilterError
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
@@ -62,6 +62,13 @@ def no_match_response(
     if asynchronous:
         return AsyncStreamingResponse(response_gen=_aonce(message), metadata=metadata)
     return StreamingResponse(response_gen=_once(message), metadata=metadata)
+
+
+def _answered(response: RESPONSE_TYPE) -> RESPONSE_TYPE:
+    """The synthesizer's ``response``, flagged ``nothing_matched: False``: every answer of an
+    abstaining engine carries the flag, as the chat engines' do."""
+    response.metadata = {**(response.metadata or {}), NOTHING_MATCHED: False}
+    return response
 
 
 def check_message(message: Any) -> str:
@@ -271,7 +278,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
     ) -> RESPONSE_TYPE:
         if not nodes:
             return self._no_match()
-        return super().synthesize(query_bundle, nodes, additional_source_nodes)
+        return _answered(super().synthesize(query_bundle, nodes, additional_source_nodes))
 
     async def asynthesize(
         self,
@@ -281,7 +288,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
     ) -> RESPONSE_TYPE:
         if not nodes:
             return self._no_match(asynchronous=True)
-        return await super().asynthesize(query_bundle, nodes, additional_source_nodes)
+        return _answered(await super().asynthesize(query_bundle, nodes, additional_source_nodes))
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         with self.callback_manager.event(

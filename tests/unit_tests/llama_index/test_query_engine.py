@@ -160,3 +160,14 @@ def test_the_constructor_names_a_misspelt_keyword_as_from_args_does(retriever):
         retriever, response_synthesizer=synthesizer, no_match_message="I don't know."
     )
     assert engine.no_match_message == "I don't know."
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_every_answer_says_whether_nothing_matched(kit, retriever, streaming):
+    """As the chat engines' responses do: ``metadata["nothing_matched"]`` is False on an
+    answer from the LLM, so an application reads the flag without a KeyError."""
+    engine = AbstainingQueryEngine.from_args(retriever, llm=CountingLLM(), streaming=streaming)
+    for response in (engine.query(kit.QUESTION), await engine.aquery(kit.QUESTION)):
+        assert response.metadata[NOTHING_MATCHED] is False
+        assert [n.node.node_id for n in response.source_nodes] == ["refunds"]
+    assert engine.query(kit.ORTHOGONAL).metadata[NOTHING_MATCHED] is True

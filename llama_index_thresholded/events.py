@@ -49,10 +49,17 @@ class ThresholdSelectionEvent(BaseEvent):
     """The ids of their neighbours and summaries."""
     dropped: list[dict[str, Any]]
     """One entry per dropped candidate: ``id``, ``reason``, ``score`` and ``similarity``
-    (and ``collection`` from a multi-collection retriever); not those outside the filters."""
+    (and ``collection`` from a multi-collection retriever, ``attached_as`` for one that is
+    in the result all the same, attached to a kept section); not those outside the
+    filters."""
     outside_filters: int = 0
     """How many candidates were outside the filters: counted, never named, since an event
     may reach the end user."""
+    nothing_matched: bool = False
+    """True when no section was kept."""
+    emptied_by: str | None = None
+    """What emptied the result (``floor``, ``gate``, ``filters``, ``empty``, ``policy``);
+    None when something was kept."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -106,6 +113,8 @@ def retrieval_events(
             attached_ids=[n.node.node_id for n in report.attached],
             dropped=dropped,
             outside_filters=outside_filters,
+            nothing_matched=report.nothing_matched,
+            emptied_by=report.emptied_by,
         )
     )
     dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query, nodes=report.items))
@@ -124,18 +133,11 @@ def is_heard(dispatcher: Dispatcher) -> bool:
 
 
 def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:
-    """One JSON-ready entry per drop (those outside the filters are only counted): its id,
-    its collection (from a multi-collection retriever), its reason, its raw score (as the
-    store gave it) and its cosine."""
+    """The report's entry per drop (:meth:`~thresholded.report.Report.dropped_data`), with
+    its raw score as the store gave it."""
     return [
-        {
-            "id": d.id,
-            **({"collection": d.collection} if d.collection else {}),
-            "reason": d.reason.value,
-            "score": d.item.score,
-            "similarity": d.similarity,
-        }
-        for d in report.dropped
+        {**data, "score": d.item.score}
+        for data, d in zip(report.dropped_data(), report.dropped, strict=True)
     ]
 
 

@@ -239,6 +239,21 @@ class Report(Generic[T]):
             f"({counts})"
         )
 
+    def dropped_data(self) -> list[dict[str, Any]]:
+        """One JSON-ready entry per drop (those outside the filters are only counted): its
+        id, its collection (over several collections), its reason, its cosine, and
+        ``attached_as`` when it is in the result all the same (see :meth:`attached_as`)."""
+        return [
+            {
+                "id": d.id,
+                **({"collection": d.collection} if d.collection else {}),
+                "reason": d.reason.value,
+                "similarity": d.similarity,
+                **({"attached_as": role} if (role := self.attached_as(d)) else {}),
+            }
+            for d in self.dropped
+        ]
+
     def to_event_data(self, stage: str) -> dict[str, Any]:
         """The report as JSON-ready data, for callback events and traces."""
         return {
@@ -257,16 +272,7 @@ class Report(Generic[T]):
                 {"id": c.id, "attached_to": c.attached_to, "role": _text(c.attached_role)}
                 for c in self.selection.attached
             ],
-            "dropped": [
-                {
-                    "id": d.id,
-                    **({"collection": d.collection} if d.collection else {}),
-                    "reason": d.reason.value,
-                    "similarity": d.similarity,
-                    **({"attached_as": role} if (role := self.attached_as(d)) else {}),
-                }
-                for d in self.dropped
-            ],
+            "dropped": self.dropped_data(),
             "drop_counts": self.drop_counts(),
             "passed_through": [k.value for k in self.passed_through],
         }

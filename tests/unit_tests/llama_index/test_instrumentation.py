@@ -88,6 +88,25 @@ def test_each_call_emits_its_own_event(kit, index, recorder):
     assert {d["reason"] for d in recorder.selections[1].dropped} == {"below_threshold"}
 
 
+def test_the_event_says_what_emptied_a_call_and_which_drop_came_back_attached(
+    kit, index, recorder
+):
+    """As the LangChain event's data: ``nothing_matched``, ``emptied_by``, and a dropped
+    section in the result as a kept one's neighbour marked ``attached_as``."""
+    one_each = kit.policy(min_similarity=0.5, max_per_source=1)
+    retriever = ThresholdedRetriever(index, one_each, neighbours=1, parent_summaries=False)
+    retriever.retrieve(kit.QUESTION)
+    retriever.retrieve(kit.ORTHOGONAL)
+    answered, emptied = recorder.selections
+    assert (answered.nothing_matched, answered.emptied_by) == (False, None)
+    assert answered.kept_ids == ["a1"] and answered.attached_ids == ["a2"]
+    by_id = {d["id"]: d for d in answered.dropped}
+    assert by_id["a2"]["reason"] == "source_cap"
+    assert by_id["a2"]["attached_as"] == "neighbour"
+    assert "attached_as" not in by_id["a3"]
+    assert (emptied.nothing_matched, emptied.emptied_by) == (True, "floor")
+
+
 def test_the_callback_manager_sees_the_dropped_candidates(kit, index):
     debug = LlamaDebugHandler()
     retriever = ThresholdedRetriever(

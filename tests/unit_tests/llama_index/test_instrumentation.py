@@ -88,9 +88,7 @@ def test_each_call_emits_its_own_event(kit, index, recorder):
     assert {d["reason"] for d in recorder.selections[1].dropped} == {"below_threshold"}
 
 
-def test_the_event_says_what_emptied_a_call_and_which_drop_came_back_attached(
-    kit, index, recorder
-):
+def test_the_event_says_what_emptied_a_call_and_which_drop_came_back_attached(kit, index, recorder):
     """As the LangChain event's data: ``nothing_matched``, ``emptied_by``, and a dropped
     section in the result as a kept one's neighbour marked ``attached_as``."""
     one_each = kit.policy(min_similarity=0.5, max_per_source=1)

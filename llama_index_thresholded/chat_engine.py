@@ -44,10 +44,12 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_thresholded.query_engine import (
     NoMatchMessage,
+    apostprocessed,
+    aretrieved_with_report,
     check_message,
-    check_postprocessors,
     no_match_response,
-    none_added,
+    postprocessed,
+    retrieved_with_report,
 )
 from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED
 from thresholded.report import ABSTAINED_BY, abstained_by_of
@@ -155,28 +157,18 @@ class _Abstaining:
         return engine
 
     def _get_nodes(self, message: str) -> list[NodeWithScore]:
-        """The engine's own, and no section added to the retriever's (see ``none_added``);
-        a retriever with a report says what emptied the result."""
-        retriever = self._retriever  # type: ignore[attr-defined]
-        with_report = getattr(retriever, "retrieve_with_report", None)
-        report = None if with_report is None else with_report(message)
-        retrieved = retriever.retrieve(message) if report is None else report.items
-        check_postprocessors(retriever, retrieved, self._node_postprocessors)  # type: ignore[attr-defined]
-        nodes = retrieved
-        for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
-            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=QueryBundle(message))
-        return _retrieved(report, none_added(retriever, retrieved, nodes))
+        """The engine's own, checked as the query engine's (see ``postprocessed``); a
+        retriever with a report says what emptied the result."""
+        retriever, postprocessors = self._retriever, self._node_postprocessors  # type: ignore[attr-defined]
+        retrieved, report = retrieved_with_report(retriever, message)
+        nodes = postprocessed(retriever, retrieved, postprocessors, QueryBundle(message))
+        return _retrieved(report, nodes)
 
     async def _aget_nodes(self, message: str) -> list[NodeWithScore]:
-        retriever = self._retriever  # type: ignore[attr-defined]
-        with_report = getattr(retriever, "aretrieve_with_report", None)
-        report = None if with_report is None else await with_report(message)
-        retrieved = await retriever.aretrieve(message) if report is None else report.items
-        check_postprocessors(retriever, retrieved, self._node_postprocessors)  # type: ignore[attr-defined]
-        nodes = retrieved
-        for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
-            nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=QueryBundle(message))
-        return _retrieved(report, none_added(retriever, retrieved, nodes))
+        retriever, postprocessors = self._retriever, self._node_postprocessors  # type: ignore[attr-defined]
+        retrieved, report = await aretrieved_with_report(retriever, message)
+        nodes = await apostprocessed(retriever, retrieved, postprocessors, QueryBundle(message))
+        return _retrieved(report, nodes)
 
     def _get_response_synthesizer(
         self, chat_history: list[ChatMessage], streaming: bool = False

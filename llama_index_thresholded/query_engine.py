@@ -131,6 +131,54 @@ def check_postprocessors(
         )
 
 
+def retrieved_with_report(retriever: Any, query: Any) -> tuple[list[NodeWithScore], Any]:
+    """What ``retriever`` returns for ``query``, and its report where it gives one (else
+    None): a retriever of ours retrieves once, for both."""
+    with_report = getattr(retriever, "retrieve_with_report", None)
+    if with_report is None:
+        return retriever.retrieve(query), None
+    report = with_report(query)
+    return report.items, report
+
+
+async def aretrieved_with_report(retriever: Any, query: Any) -> tuple[list[NodeWithScore], Any]:
+    """:func:`retrieved_with_report`, asynchronously."""
+    with_report = getattr(retriever, "aretrieve_with_report", None)
+    if with_report is None:
+        return await retriever.aretrieve(query), None
+    report = await with_report(query)
+    return report.items, report
+
+
+def postprocessed(
+    retriever: Any,
+    retrieved: list[NodeWithScore],
+    postprocessors: Sequence[Any],
+    bundle: QueryBundle,
+) -> list[NodeWithScore]:
+    """What the node ``postprocessors`` make of what ``retriever`` returned, checked before
+    they run (:func:`check_postprocessors`) and after (:func:`none_added`)."""
+    check_postprocessors(retriever, retrieved, postprocessors)
+    nodes = retrieved
+    for postprocessor in postprocessors:
+        nodes = postprocessor.postprocess_nodes(nodes, query_bundle=bundle)
+    return none_added(retriever, retrieved, nodes)
+
+
+async def apostprocessed(
+    retriever: Any,
+    retrieved: list[NodeWithScore],
+    postprocessors: Sequence[Any],
+    bundle: QueryBundle,
+) -> list[NodeWithScore]:
+    """:func:`postprocessed`, with the postprocessors' asynchronous method."""
+    check_postprocessors(retriever, retrieved, postprocessors)
+    nodes = retrieved
+    for postprocessor in postprocessors:
+        nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=bundle)
+    return none_added(retriever, retrieved, nodes)
+
+
 def _check_no_cutoff_deletes_attachments(
     retrieved: list[NodeWithScore], postprocessors: Sequence[Any]
 ) -> None:
@@ -243,25 +291,14 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         )
 
     def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._processed(self._retriever.retrieve(query_bundle), query_bundle)
+        retrieved = self._retriever.retrieve(query_bundle)
+        return postprocessed(self._retriever, retrieved, self._node_postprocessors, query_bundle)
 
     async def aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return await self._aprocessed(await self._retriever.aretrieve(query_bundle), query_bundle)
-
-    def _processed(
-        self, retrieved: list[NodeWithScore], bundle: QueryBundle
-    ) -> list[NodeWithScore]:
-        """What the node postprocessors make of ``retrieved``, checked before and after."""
-        check_postprocessors(self._retriever, retrieved, self._node_postprocessors)
-        nodes = self._apply_node_postprocessors(retrieved, query_bundle=bundle)
-        return none_added(self._retriever, retrieved, nodes)
-
-    async def _aprocessed(
-        self, retrieved: list[NodeWithScore], bundle: QueryBundle
-    ) -> list[NodeWithScore]:
-        check_postprocessors(self._retriever, retrieved, self._node_postprocessors)
-        nodes = await self._async_apply_node_postprocessors(retrieved, query_bundle=bundle)
-        return none_added(self._retriever, retrieved, nodes)
+        retrieved = await self._retriever.aretrieve(query_bundle)
+        return await apostprocessed(
+            self._retriever, retrieved, self._node_postprocessors, query_bundle
+        )
 
     def synthesize(
         self,
@@ -287,16 +324,14 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         with self.callback_manager.event(
             CBEventType.QUERY, payload={EventPayload.QUERY_STR: query_bundle.query_str}
         ) as event:
-            with_report = getattr(self._retriever, "retrieve_with_report", None)
-            if with_report is None:
-                nodes, why = self.retrieve(query_bundle), None
-            else:
-                report = with_report(query_bundle)
-                nodes, why = self._processed(report.items, query_bundle), abstained_by_of(report)
+            retrieved, report = retrieved_with_report(self._retriever, query_bundle)
+            nodes = postprocessed(
+                self._retriever, retrieved, self._node_postprocessors, query_bundle
+            )
             if nodes:
                 response = self.synthesize(query_bundle, nodes)
             else:
-                response = self._no_match(abstained_by=why)
+                response = self._no_match(abstained_by=_why(report))
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
 
@@ -304,16 +339,18 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         with self.callback_manager.event(
             CBEventType.QUERY, payload={EventPayload.QUERY_STR: query_bundle.query_str}
         ) as event:
-            with_report = getattr(self._retriever, "aretrieve_with_report", None)
-            if with_report is None:
-                nodes, why = await self.aretrieve(query_bundle), None
-            else:
-                report = await with_report(query_bundle)
-                nodes = await self._aprocessed(report.items, query_bundle)
-                why = abstained_by_of(report)
+            retrieved, report = await aretrieved_with_report(self._retriever, query_bundle)
+            nodes = await apostprocessed(
+                self._retriever, retrieved, self._node_postprocessors, query_bundle
+            )
             if nodes:
                 response = await self.asynthesize(query_bundle, nodes)
             else:
-                response = self._no_match(asynchronous=True, abstained_by=why)
+                response = self._no_match(asynchronous=True, abstained_by=_why(report))
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
+
+
+def _why(report: Any) -> str | None:
+    """What emptied the result, when the retriever gave a report that says it."""
+    return None if report is None else abstained_by_of(report)

@@ -14,7 +14,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from thresholded.knowledge_base import KnowledgeDocument
+from thresholded.knowledge_base import KnowledgeDocument, Section
 
 
 def knowledge_nodes(documents: list[KnowledgeDocument]) -> tuple[list[TextNode], list[TextNode]]:
@@ -22,36 +22,32 @@ def knowledge_nodes(documents: list[KnowledgeDocument]) -> tuple[list[TextNode],
     sections: list[TextNode] = []
     summaries: list[TextNode] = []
     for doc in documents:
-        summary = TextNode(
-            id_=doc.summary_id,
-            text=f"{doc.title}: {doc.summary}",
-            metadata={**doc.metadata, "section": "summary"},
-        )
+        summary = TextNode(id_=doc.summary_id, text=doc.summary_text, metadata=doc.summary_metadata)
         summaries.append(summary)
-        nodes = [
-            TextNode(
-                id_=s.id,
-                text=s.text,
-                metadata=dict(s.metadata),
-                excluded_embed_metadata_keys=list(s.metadata),
-            )
-            for s in doc.sections
-        ]
-        for i, node in enumerate(nodes):
-            node.relationships[NodeRelationship.PARENT] = RelatedNodeInfo(node_id=summary.node_id)
-            if i > 0:
-                node.relationships[NodeRelationship.PREVIOUS] = RelatedNodeInfo(
-                    node_id=nodes[i - 1].node_id
-                )
-            if i + 1 < len(nodes):
-                node.relationships[NodeRelationship.NEXT] = RelatedNodeInfo(
-                    node_id=nodes[i + 1].node_id
-                )
+        nodes = [_section_node(s, doc.summary_id, p, n) for s, p, n in doc.linked_sections()]
         summary.relationships[NodeRelationship.CHILD] = [
             RelatedNodeInfo(node_id=n.node_id) for n in nodes
         ]
         sections.extend(nodes)
     return sections, summaries
+
+
+def _section_node(section: Section, parent: str, prev: str | None, next_: str | None) -> TextNode:
+    node = TextNode(
+        id_=section.id,
+        text=section.text,
+        metadata=dict(section.metadata),
+        excluded_embed_metadata_keys=list(section.metadata),
+    )
+    links = {
+        NodeRelationship.PARENT: parent,
+        NodeRelationship.PREVIOUS: prev,
+        NodeRelationship.NEXT: next_,
+    }
+    for relation, node_id in links.items():
+        if node_id is not None:
+            node.relationships[relation] = RelatedNodeInfo(node_id=node_id)
+    return node
 
 
 def index_knowledge_base(

@@ -37,9 +37,7 @@ MARK_KEYS = metadata_keys.MARKS
 
 def source_of(node: BaseNode, source_key: str) -> str | None:
     """The node's source: its ``source_key`` metadata, else the document it came from."""
-    value = node.metadata.get(source_key)
-    source = "" if value is None else str(value)
-    return source if source else node.ref_doc_id
+    return metadata_keys.source_from(node.metadata, source_key, node.ref_doc_id)
 
 
 def text_length(node: BaseNode) -> int:
@@ -52,11 +50,10 @@ def text_length(node: BaseNode) -> int:
 def marks_of(node: BaseNode) -> tuple[ScoreKind | None, str | None, AttachedRole | None]:
     """What this package already wrote on a node: its score kind and attachment marks."""
     kind = node.metadata.get(metadata_keys.SCORE_KIND)
-    role = node.metadata.get(metadata_keys.ATTACHED_ROLE)
     return (
         ScoreKind(kind) if kind in ScoreKind._value2member_map_ else None,
         node.metadata.get(metadata_keys.ATTACHED_TO),
-        AttachedRole(role) if role in AttachedRole._value2member_map_ else None,
+        metadata_keys.read_role(node.metadata.get(metadata_keys.ATTACHED_ROLE)),
     )
 
 

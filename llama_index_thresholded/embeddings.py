@@ -59,15 +59,6 @@ class UniversalSentenceEncoderEmbedding(StrictArguments, BaseEmbedding):
         return await asyncio.to_thread(self._get_text_embedding, text)
 
 
-def _huggingface(path: Path | str, **kwargs: Any) -> BaseEmbedding:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
-
-    kwargs.setdefault("normalize", True)
-    kwargs.setdefault("device", "cpu")
-    return HuggingFaceEmbedding(model_name=str(path), **kwargs)
-
-
 def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any) -> BaseEmbedding:
     """Load an embedding model by name, alias or local directory, from disk only.
 
@@ -79,7 +70,12 @@ def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any
     directory = locate_model(name, path, local="a local Hugging Face model directory")
     if directory is None:
         return UniversalSentenceEncoderEmbedding(**kwargs)
-    return _huggingface(Path(directory), **kwargs)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    kwargs.setdefault("normalize", True)
+    kwargs.setdefault("device", "cpu")
+    return HuggingFaceEmbedding(model_name=str(Path(directory)), **kwargs)
 
 
 def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:

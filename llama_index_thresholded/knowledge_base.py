@@ -14,7 +14,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from thresholded.knowledge_base import KnowledgeDocument, Section
+from thresholded.knowledge_base import KnowledgeDocument
 
 
 def knowledge_nodes(documents: list[KnowledgeDocument]) -> tuple[list[TextNode], list[TextNode]]:
@@ -24,30 +24,28 @@ def knowledge_nodes(documents: list[KnowledgeDocument]) -> tuple[list[TextNode],
     for doc in documents:
         summary = TextNode(id_=doc.summary_id, text=doc.summary_text, metadata=doc.summary_metadata)
         summaries.append(summary)
-        nodes = [_section_node(s, doc.summary_id, p, n) for s, p, n in doc.linked_sections()]
+        nodes = []
+        for section, prev, next_ in doc.linked_sections():
+            node = TextNode(
+                id_=section.id,
+                text=section.text,
+                metadata=dict(section.metadata),
+                excluded_embed_metadata_keys=list(section.metadata),
+            )
+            links = {
+                NodeRelationship.PARENT: doc.summary_id,
+                NodeRelationship.PREVIOUS: prev,
+                NodeRelationship.NEXT: next_,
+            }
+            for relation, node_id in links.items():
+                if node_id is not None:
+                    node.relationships[relation] = RelatedNodeInfo(node_id=node_id)
+            nodes.append(node)
         summary.relationships[NodeRelationship.CHILD] = [
             RelatedNodeInfo(node_id=n.node_id) for n in nodes
         ]
         sections.extend(nodes)
     return sections, summaries
-
-
-def _section_node(section: Section, parent: str, prev: str | None, next_: str | None) -> TextNode:
-    node = TextNode(
-        id_=section.id,
-        text=section.text,
-        metadata=dict(section.metadata),
-        excluded_embed_metadata_keys=list(section.metadata),
-    )
-    links = {
-        NodeRelationship.PARENT: parent,
-        NodeRelationship.PREVIOUS: prev,
-        NodeRelationship.NEXT: next_,
-    }
-    for relation, node_id in links.items():
-        if node_id is not None:
-            node.relationships[relation] = RelatedNodeInfo(node_id=node_id)
-    return node
 
 
 def index_knowledge_base(

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from thresholded.engine import Result
 
 _HIDDEN_KEYS = list(metadata_keys.ALL_KEYS)
-MARK_KEYS = metadata_keys.MARKS
 
 
 def source_of(node: BaseNode, source_key: str) -> str | None:
@@ -64,10 +63,10 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
     lists.
     """
     stored = node.metadata
-    if MARK_KEYS.isdisjoint(stored):
+    if metadata_keys.MARKS.isdisjoint(stored):
         metadata = {**stored, **marks}
     else:
-        metadata = {k: v for k, v in stored.items() if k not in MARK_KEYS}
+        metadata = {k: v for k, v in stored.items() if k not in metadata_keys.MARKS}
         metadata.update(marks)
     update = {
         "metadata": metadata,

@@ -214,12 +214,7 @@ def _holds_back(retriever: Any, retrieved: list[NodeWithScore]) -> bool:
     a retrieval of ours produced under filters, ids or store restrictions."""
     if isinstance(retriever, EngineRetriever) and retriever.restricted:
         return True
-    return any(_held_back(n.node) for n in retrieved)
-
-
-def _held_back(node: Any) -> bool:
-    asked = asked_of(node)
-    return asked is not None and asked.held_back
+    return any((asked := asked_of(n.node)) is not None and asked.held_back for n in retrieved)
 
 
 def _sections(nodes: list[NodeWithScore]) -> set[tuple[str | None, str]]:

@@ -40,19 +40,17 @@ from llama_index.core.base.response.schema import RESPONSE_TYPE
 from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 from llama_index.core.chat_engine.types import AgentChatResponse, StreamingAgentChatResponse
 from llama_index.core.response_synthesizers import BaseSynthesizer
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore
 
 from llama_index_thresholded.query_engine import (
     NoMatchMessage,
-    apostprocessed,
-    aretrieved_with_report,
+    achecked_retrieval,
     check_message,
+    checked_retrieval,
     no_match_response,
-    postprocessed,
-    retrieved_with_report,
 )
 from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED
-from thresholded.report import ABSTAINED_BY, abstained_by_of
+from thresholded.report import ABSTAINED_BY
 from thresholded.strict import check_arguments, named_parameters
 
 ChatResponse = TypeVar("ChatResponse", AgentChatResponse, StreamingAgentChatResponse)
@@ -106,12 +104,11 @@ def _turn() -> Iterator[_Turn]:
         _TURN.reset(token)
 
 
-def _retrieved(report: Any, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
-    """``nodes``; when none is left, the turn is told what emptied them, if the retriever
-    gave a report that says it."""
+def _retrieved(nodes: list[NodeWithScore], why: str | None) -> list[NodeWithScore]:
+    """``nodes``; when none is left, the turn is told ``why``, if the retriever said it."""
     turn = _TURN.get()
-    if turn is not None and report is not None and not nodes:
-        turn.abstained_by = abstained_by_of(report)
+    if turn is not None and why is not None:
+        turn.abstained_by = why
     return nodes
 
 
@@ -157,18 +154,14 @@ class _Abstaining:
         return engine
 
     def _get_nodes(self, message: str) -> list[NodeWithScore]:
-        """The engine's own, checked as the query engine's (see ``postprocessed``); a
+        """The engine's own, checked as the query engine's (see ``checked_retrieval``); a
         retriever with a report says what emptied the result."""
         retriever, postprocessors = self._retriever, self._node_postprocessors  # type: ignore[attr-defined]
-        retrieved, report = retrieved_with_report(retriever, message)
-        nodes = postprocessed(retriever, retrieved, postprocessors, QueryBundle(message))
-        return _retrieved(report, nodes)
+        return _retrieved(*checked_retrieval(retriever, postprocessors, message))
 
     async def _aget_nodes(self, message: str) -> list[NodeWithScore]:
         retriever, postprocessors = self._retriever, self._node_postprocessors  # type: ignore[attr-defined]
-        retrieved, report = await aretrieved_with_report(retriever, message)
-        nodes = await apostprocessed(retriever, retrieved, postprocessors, QueryBundle(message))
-        return _retrieved(report, nodes)
+        return _retrieved(*await achecked_retrieval(retriever, postprocessors, message))
 
     def _get_response_synthesizer(
         self, chat_history: list[ChatMessage], streaming: bool = False

@@ -131,23 +131,30 @@ def check_postprocessors(
         )
 
 
-def retrieved_with_report(retriever: Any, query: Any) -> tuple[list[NodeWithScore], Any]:
-    """What ``retriever`` returns for ``query``, and its report where it gives one (else
-    None): a retriever of ours retrieves once, for both."""
+def checked_retrieval(
+    retriever: Any, postprocessors: Sequence[Any], query: str | QueryBundle
+) -> tuple[list[NodeWithScore], str | None]:
+    """What ``retriever`` returns for ``query``, after the node ``postprocessors``
+    (:func:`postprocessed`), and, when nothing is left and the retriever gave a report,
+    what emptied it (see :data:`~thresholded.report.ABSTAINED_BY`)."""
+    bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
     with_report = getattr(retriever, "retrieve_with_report", None)
-    if with_report is None:
-        return retriever.retrieve(query), None
-    report = with_report(query)
-    return report.items, report
+    report = None if with_report is None else with_report(query)
+    retrieved = retriever.retrieve(query) if report is None else report.items
+    nodes = postprocessed(retriever, retrieved, postprocessors, bundle)
+    return nodes, None if nodes or report is None else abstained_by_of(report)
 
 
-async def aretrieved_with_report(retriever: Any, query: Any) -> tuple[list[NodeWithScore], Any]:
-    """:func:`retrieved_with_report`, asynchronously."""
+async def achecked_retrieval(
+    retriever: Any, postprocessors: Sequence[Any], query: str | QueryBundle
+) -> tuple[list[NodeWithScore], str | None]:
+    """:func:`checked_retrieval`, asynchronously."""
+    bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
     with_report = getattr(retriever, "aretrieve_with_report", None)
-    if with_report is None:
-        return await retriever.aretrieve(query), None
-    report = await with_report(query)
-    return report.items, report
+    report = None if with_report is None else await with_report(query)
+    retrieved = await retriever.aretrieve(query) if report is None else report.items
+    nodes = await apostprocessed(retriever, retrieved, postprocessors, bundle)
+    return nodes, None if nodes or report is None else abstained_by_of(report)
 
 
 def postprocessed(
@@ -319,14 +326,11 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         with self.callback_manager.event(
             CBEventType.QUERY, payload={EventPayload.QUERY_STR: query_bundle.query_str}
         ) as event:
-            retrieved, report = retrieved_with_report(self._retriever, query_bundle)
-            nodes = postprocessed(
-                self._retriever, retrieved, self._node_postprocessors, query_bundle
-            )
+            nodes, why = checked_retrieval(self._retriever, self._node_postprocessors, query_bundle)
             if nodes:
                 response = self.synthesize(query_bundle, nodes)
             else:
-                response = self._no_match(abstained_by=_why(report))
+                response = self._no_match(abstained_by=why)
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
 
@@ -334,18 +338,11 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         with self.callback_manager.event(
             CBEventType.QUERY, payload={EventPayload.QUERY_STR: query_bundle.query_str}
         ) as event:
-            retrieved, report = await aretrieved_with_report(self._retriever, query_bundle)
-            nodes = await apostprocessed(
-                self._retriever, retrieved, self._node_postprocessors, query_bundle
-            )
+            retriever, postprocessors = self._retriever, self._node_postprocessors
+            nodes, why = await achecked_retrieval(retriever, postprocessors, query_bundle)
             if nodes:
                 response = await self.asynthesize(query_bundle, nodes)
             else:
-                response = self._no_match(asynchronous=True, abstained_by=_why(report))
+                response = self._no_match(asynchronous=True, abstained_by=why)
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
-
-
-def _why(report: Any) -> str | None:
-    """What emptied the result, when the retriever gave a report that says it."""
-    return None if report is None else abstained_by_of(report)

@@ -8,15 +8,13 @@ own metadata dicts).
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.documents import Document
 
 from thresholded.copies import updated_copy
-from thresholded.scores import ScoreKind
-from thresholded.selection import AttachedRole
+from thresholded.metadata_keys import source_from
 
 _CONTENT_ID_PREFIX = "sha1:"
 
@@ -51,10 +49,7 @@ def document_id(doc: Document, id_key: str | None = None) -> str:
 
 def source_of(doc: Document, source_key: str, doc_id: str) -> str:
     """The source the per-source cap counts: ``metadata[source_key]``, else the id."""
-    value = doc.metadata.get(source_key)
-    if value is not None and str(value) != "":
-        return str(value)
-    return doc_id
+    return source_from(doc.metadata, source_key, doc_id) or doc_id
 
 
 def marked_copy(
@@ -72,36 +67,3 @@ def marked_copy(
     if doc.id is None and doc_id is not None and not doc_id.startswith(_CONTENT_ID_PREFIX):
         update["id"] = doc_id
     return updated_copy(doc, update)
-
-
-def read_score(value: Any) -> float | None:
-    """A metadata score as a float: missing is None, anything unreadable is NaN.
-
-    NaN makes the core drop it as ``invalid_score`` under an active floor, rather
-    than guess.
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def read_kind(value: Any, default: ScoreKind) -> ScoreKind:
-    """A metadata score kind; missing is ``default``, unknown text is ``unknown``."""
-    if value is None:
-        return default
-    try:
-        return ScoreKind.parse(value)
-    except ValueError:
-        return ScoreKind.UNKNOWN
-
-
-def read_role(value: Any) -> AttachedRole | None:
-    try:
-        return AttachedRole(str(value)) if value is not None else None
-    except ValueError:
-        return None

@@ -22,16 +22,26 @@ from thresholded.calibration import (
     calibrate_collection,
 )
 from thresholded.calibration.collection import Layout, filter_expression, not_a_milvus_store
+from thresholded.models import ModelId
 
 __all__ = ["calibrate_vectorstore", "embedder_of"]
 
 
-def embedder_of(embeddings: Embeddings, model_id: str, *, progress: bool = True) -> BatchedEmbedder:
-    """LangChain embeddings as a calibration ``Embedder``; ``model_id`` names the model."""
+def embedder_of(
+    embeddings: Embeddings,
+    model_id: ModelId | str,
+    *,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> BatchedEmbedder:
+    """LangChain embeddings as a calibration ``Embedder`` (queries on the query path);
+    ``model_id`` names the model. ``batch_size`` texts are embedded at a time, under a
+    progress bar when ``progress``."""
     return BatchedEmbedder(
         model_id,
         embeddings.embed_documents,
         lambda texts: [embeddings.embed_query(text) for text in texts],
+        batch_size=batch_size,
         progress=progress,
     )
 
@@ -76,9 +86,7 @@ def calibrate_vectorstore(
         vectorstore.collection_name,
         questions,
         id_field=id_field,
-        filter=filters
-        if isinstance(filters, str)
-        else filter_expression(to_filter(filters), vectorstore.client, given=filters),
+        filter=filter_expression(filters, vectorstore.client, translate=to_filter),
         progress=progress,
         client_options=options_of_client or None,
         layout=_layout_of(vectorstore),

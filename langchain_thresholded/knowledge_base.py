@@ -21,21 +21,18 @@ def knowledge_documents(documents: list[KnowledgeDocument]) -> tuple[list[Docume
     for doc in documents:
         summary = Document(
             id=doc.summary_id,
-            page_content=f"{doc.title}: {doc.summary}",
-            metadata={**doc.metadata, "id": doc.summary_id, "section": "summary"},
+            page_content=doc.summary_text,
+            metadata={**doc.summary_metadata, "id": doc.summary_id},
         )
         docstore.mset([(doc.summary_id, summary)])
-        for i, section in enumerate(doc.sections):
+        for section, prev, next_ in doc.linked_sections():
             links = {
                 "id": section.id,
                 "parent_id": doc.summary_id,
-                "prev_id": doc.sections[i - 1].id if i > 0 else "",
-                "next_id": doc.sections[i + 1].id if i + 1 < len(doc.sections) else "",
+                "prev_id": prev or "",
+                "next_id": next_ or "",
             }
-            sections.append(
-                Document(
-                    id=section.id, page_content=section.text, metadata={**section.metadata, **links}
-                )
-            )
+            metadata = {**section.metadata, **links}
+            sections.append(Document(id=section.id, page_content=section.text, metadata=metadata))
     docstore.mset([(d.id, d) for d in sections if d.id])
     return sections, docstore

@@ -68,18 +68,13 @@ def calibrate_index(
             embedder="embedder_of(embed_model)",
             hint=hint,
         )
-    expression = (
-        filters
-        if isinstance(filters, str)
-        else filter_expression(to_filter(filters), vector_store.client, given=filters)
-    )
     return calibrate_collection(
         embedder_of(embed_model, progress=progress),
         None,
         vector_store.collection_name,
         questions,
         id_field=id_field,
-        filter=expression,
+        filter=filter_expression(filters, vector_store.client, translate=to_filter),
         progress=progress,
         client=vector_store.client,  # its uri, token and database: the store keeps no uri
         layout=Layout("llama-index", "id", vector_store.embedding_field, vector_store.text_key),

@@ -40,17 +40,17 @@ from llama_index.core.base.response.schema import RESPONSE_TYPE
 from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 from llama_index.core.chat_engine.types import AgentChatResponse, StreamingAgentChatResponse
 from llama_index.core.response_synthesizers import BaseSynthesizer
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore
 
 from llama_index_thresholded.query_engine import (
     NoMatchMessage,
+    achecked_retrieval,
     check_message,
-    check_postprocessors,
+    checked_retrieval,
     no_match_response,
-    none_added,
 )
 from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED
-from thresholded.report import ABSTAINED_BY, abstained_by_of
+from thresholded.report import ABSTAINED_BY
 from thresholded.strict import check_arguments, named_parameters
 
 ChatResponse = TypeVar("ChatResponse", AgentChatResponse, StreamingAgentChatResponse)
@@ -104,12 +104,11 @@ def _turn() -> Iterator[_Turn]:
         _TURN.reset(token)
 
 
-def _retrieved(report: Any, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
-    """``nodes``; when none is left, the turn is told what emptied them, if the retriever
-    gave a report that says it."""
+def _retrieved(nodes: list[NodeWithScore], why: str | None) -> list[NodeWithScore]:
+    """``nodes``; when none is left, the turn is told ``why``, if the retriever said it."""
     turn = _TURN.get()
-    if turn is not None and report is not None and not nodes:
-        turn.abstained_by = abstained_by_of(report)
+    if turn is not None and why is not None:
+        turn.abstained_by = why
     return nodes
 
 
@@ -155,28 +154,14 @@ class _Abstaining:
         return engine
 
     def _get_nodes(self, message: str) -> list[NodeWithScore]:
-        """The engine's own, and no section added to the retriever's (see ``none_added``);
-        a retriever with a report says what emptied the result."""
-        retriever = self._retriever  # type: ignore[attr-defined]
-        with_report = getattr(retriever, "retrieve_with_report", None)
-        report = None if with_report is None else with_report(message)
-        retrieved = retriever.retrieve(message) if report is None else report.items
-        check_postprocessors(retriever, retrieved, self._node_postprocessors)  # type: ignore[attr-defined]
-        nodes = retrieved
-        for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
-            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=QueryBundle(message))
-        return _retrieved(report, none_added(retriever, retrieved, nodes))
+        """The engine's own, checked as the query engine's (see ``checked_retrieval``); a
+        retriever with a report says what emptied the result."""
+        retriever, postprocessors = self._retriever, self._node_postprocessors  # type: ignore[attr-defined]
+        return _retrieved(*checked_retrieval(retriever, postprocessors, message))
 
     async def _aget_nodes(self, message: str) -> list[NodeWithScore]:
-        retriever = self._retriever  # type: ignore[attr-defined]
-        with_report = getattr(retriever, "aretrieve_with_report", None)
-        report = None if with_report is None else await with_report(message)
-        retrieved = await retriever.aretrieve(message) if report is None else report.items
-        check_postprocessors(retriever, retrieved, self._node_postprocessors)  # type: ignore[attr-defined]
-        nodes = retrieved
-        for postprocessor in self._node_postprocessors:  # type: ignore[attr-defined]
-            nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=QueryBundle(message))
-        return _retrieved(report, none_added(retriever, retrieved, nodes))
+        retriever, postprocessors = self._retriever, self._node_postprocessors  # type: ignore[attr-defined]
+        return _retrieved(*await achecked_retrieval(retriever, postprocessors, message))
 
     def _get_response_synthesizer(
         self, chat_history: list[ChatMessage], streaming: bool = False

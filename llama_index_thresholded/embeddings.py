@@ -18,17 +18,7 @@ from pydantic import PrivateAttr
 
 from thresholded.models import ModelId, canonical_model_name
 from thresholded.strict import StrictArguments
-from thresholded.weights import (
-    BGE_M3,
-    MINILM,
-    USE_MULTILINGUAL,
-    check_weights_path,
-    find_bge_m3,
-    minilm_path,
-    use_encoder,
-)
-
-_KNOWN_DIMENSIONS = {BGE_M3: 1024, MINILM: 384, USE_MULTILINGUAL: 512}
+from thresholded.weights import KNOWN_DIMENSIONS, USE_MULTILINGUAL, locate_model, use_encoder
 
 
 class UniversalSentenceEncoderEmbedding(StrictArguments, BaseEmbedding):
@@ -69,36 +59,23 @@ class UniversalSentenceEncoderEmbedding(StrictArguments, BaseEmbedding):
         return await asyncio.to_thread(self._get_text_embedding, text)
 
 
-def _huggingface(path: Path | str, **kwargs: Any) -> BaseEmbedding:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
-
-    kwargs.setdefault("normalize", True)
-    kwargs.setdefault("device", "cpu")
-    return HuggingFaceEmbedding(model_name=str(path), **kwargs)
-
-
 def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any) -> BaseEmbedding:
     """Load an embedding model by name, alias or local directory, from disk only.
 
     ``minilm``, ``use-multilingual``, ``BAAI/bge-m3`` (with ``path`` or the
     ``THRESHOLDED_BGE_M3_PATH`` variable when it is not in the HF cache), or a
-    local Hugging Face model directory.
+    local Hugging Face model directory. Other ``kwargs`` go to the model's class
+    (``HuggingFaceEmbedding``, or ``UniversalSentenceEncoderEmbedding``).
     """
-    canonical = canonical_model_name(name)
-    check_weights_path(name, name if Path(name).is_dir() else canonical, path)
-    if Path(name).is_dir():
-        return _huggingface(Path(name), **kwargs)
-    if canonical == MINILM:
-        return _huggingface(minilm_path(), **kwargs)
-    if canonical == USE_MULTILINGUAL:
+    directory = locate_model(name, path, local="a local Hugging Face model directory")
+    if directory is None:
         return UniversalSentenceEncoderEmbedding(**kwargs)
-    if canonical == BGE_M3:
-        return _huggingface(find_bge_m3(path), **kwargs)
-    raise ValueError(
-        f"unknown embedding model {name!r}: use 'minilm', 'use-multilingual', "
-        f"'{BGE_M3}' or a local Hugging Face model directory"
-    )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    kwargs.setdefault("normalize", True)
+    kwargs.setdefault("device", "cpu")
+    return HuggingFaceEmbedding(model_name=str(Path(directory)), **kwargs)
 
 
 def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:
@@ -111,4 +88,4 @@ def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:
 def model_id_of(embed_model: BaseEmbedding, dimension: int | None = None) -> ModelId:
     """The canonical id of an embedding model: a local path maps to the model's name."""
     name = canonical_model_name(str(getattr(embed_model, "model_name", "") or type(embed_model)))
-    return ModelId(name, dimension if dimension is not None else _KNOWN_DIMENSIONS.get(name))
+    return ModelId(name, dimension if dimension is not None else KNOWN_DIMENSIONS.get(name))

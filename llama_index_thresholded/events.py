@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -84,7 +83,11 @@ def retrieval_events(
     ):
         yield reports.append
         report = reports[0]
-        dropped = _dropped(report)
+        # each drop with its raw score, as the store gave it
+        dropped = [
+            {**data, "score": d.item.score}
+            for data, d in zip(report.dropped_data(), report.dropped, strict=True)
+        ]
         outside_filters = report.outside_filters
         collections = (
             {"thresholded_collections": [s.describe() for s in report.collections]}
@@ -108,7 +111,7 @@ def retrieval_events(
             min_similarity=report.min_similarity,
             best_similarity=report.best_similarity,
             gate=report.gate,
-            score_kind=_score_kind(report),
+            score_kind=report.score_kind,
             kept_ids=[n.node.node_id for n in report.kept],
             attached_ids=[n.node.node_id for n in report.attached],
             dropped=dropped,
@@ -130,20 +133,3 @@ def is_heard(dispatcher: Dispatcher) -> bool:
             return True
         current = current.parent if current.propagate else None
     return False
-
-
-def _dropped(report: Report[NodeWithScore]) -> list[dict[str, Any]]:
-    """The report's entry per drop (:meth:`~thresholded.report.Report.dropped_data`), with
-    its raw score as the store gave it."""
-    return [
-        {**data, "score": d.item.score}
-        for data, d in zip(report.dropped_data(), report.dropped, strict=True)
-    ]
-
-
-def _score_kind(report: Report[NodeWithScore]) -> str | None:
-    """The kind of the sections' scores: the first section's, kept before dropped."""
-    for section in chain(report.selection.kept, (d.candidate for d in report.selection.dropped)):
-        if not section.is_attachment:
-            return str(section.score_kind)
-    return None

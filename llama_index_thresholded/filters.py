@@ -23,11 +23,8 @@ from llama_index.core.vector_stores.types import (
 
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Combine, Condition, Filter, Group, Op
-from thresholded.filters.model import check_no_wildcard, kind
-
-_STORE_SAFE = frozenset({Op.EQ, Op.NE, Op.IN, Op.NIN, Op.IS_EMPTY})
-"""Operators LlamaIndex's in-memory stores apply without raising on a value of another type."""
-_NEGATIVE = frozenset({Op.NE, Op.NIN})
+from thresholded.filters.equality import equality_part
+from thresholded.filters.model import like_condition
 
 
 def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None:
@@ -66,30 +63,17 @@ def _group(filters: MetadataFilters) -> Group:
 
 def _condition(item: MetadataFilter) -> Condition:
     op = Op(FilterOperator(item.operator).value)
-    if op is Op.TEXT_MATCH:  # LlamaIndex's Milvus store writes it into a LIKE pattern
-        check_no_wildcard(item.key, item.value, operator="text_match", instead="CONTAINS")
-    return Condition(item.key, op, item.value)
+    return like_condition(item.key, op, item.value, operator="text_match", instead="CONTAINS")
 
 
 def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:
-    """A core filter as flat LlamaIndex filters, for stores that hold no nested groups;
-    None when it is not flat, or uses an operator such a store may raise on (the engine's
-    check then applies it alone). Of an AND, the conditions the store applies safely are
-    sent, the others left to the engine's check: the store returns a superset, which that
-    check narrows, instead of every row (``tenant == "a" and flag != 1`` still sends the
-    tenant)."""
-    if f is None:
+    """A core filter as flat LlamaIndex filters, for stores that hold no nested groups: the
+    part of it they apply safely (:func:`thresholded.filters.equality.equality_part`); None
+    when there is none (the engine's check then applies it alone)."""
+    part = equality_part(f)
+    if part is None:
         return None
-    group = f if isinstance(f, Group) else Group(Combine.AND, (f,))
-    negated = group.combine is Combine.NOT
-    safe = [
-        c for c in group.children if isinstance(c, Condition) and _store_safe(c, negated=negated)
-    ]
-    if group.combine is Combine.AND:
-        if not safe:
-            return None
-    elif len(safe) != len(group.children):
-        return None  # OR, NOT: leaving a part out would not return a superset
+    combine, conditions = part
     return MetadataFilters(
         filters=[
             MetadataFilter(
@@ -97,27 +81,10 @@ def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:
                 operator=FilterOperator(c.op.value),
                 value=list(c.value) if isinstance(c.value, tuple) else c.value,
             )
-            for c in safe
+            for c in conditions
         ],
-        condition=FilterCondition(group.combine.value),
+        condition=FilterCondition(combine.value),
     )
-
-
-def _store_safe(c: Condition, *, negated: bool = False) -> bool:
-    """Whether such a store applies the condition no more strictly than the core does
-    (``negated``: under a NOT group, which returns the rows it does not match).
-
-    Not NE or NIN with a number, nor EQ or IN with a number under NOT: the store compares
-    with Python's ``==``, under which ``True == 1`` and ``False == 0``, so it would never
-    return a section whose stored ``True`` is "not 1" (a bool is not a number,
-    :mod:`thresholded.filters`). A store that returns too much is corrected by the engine's
-    check; one that returns too little, never.
-    """
-    if c.op not in _STORE_SAFE:
-        return False
-    values = c.value if isinstance(c.value, tuple) else (c.value,)
-    negative = (c.op in _NEGATIVE) != negated
-    return not negative or all(kind(v) != "number" for v in values)
 
 
 @dataclass(frozen=True)

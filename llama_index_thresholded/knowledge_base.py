@@ -22,31 +22,25 @@ def knowledge_nodes(documents: list[KnowledgeDocument]) -> tuple[list[TextNode],
     sections: list[TextNode] = []
     summaries: list[TextNode] = []
     for doc in documents:
-        summary = TextNode(
-            id_=doc.summary_id,
-            text=f"{doc.title}: {doc.summary}",
-            metadata={**doc.metadata, "section": "summary"},
-        )
+        summary = TextNode(id_=doc.summary_id, text=doc.summary_text, metadata=doc.summary_metadata)
         summaries.append(summary)
-        nodes = [
-            TextNode(
-                id_=s.id,
-                text=s.text,
-                metadata=dict(s.metadata),
-                excluded_embed_metadata_keys=list(s.metadata),
+        nodes = []
+        for section, prev, next_ in doc.linked_sections():
+            node = TextNode(
+                id_=section.id,
+                text=section.text,
+                metadata=dict(section.metadata),
+                excluded_embed_metadata_keys=list(section.metadata),
             )
-            for s in doc.sections
-        ]
-        for i, node in enumerate(nodes):
-            node.relationships[NodeRelationship.PARENT] = RelatedNodeInfo(node_id=summary.node_id)
-            if i > 0:
-                node.relationships[NodeRelationship.PREVIOUS] = RelatedNodeInfo(
-                    node_id=nodes[i - 1].node_id
-                )
-            if i + 1 < len(nodes):
-                node.relationships[NodeRelationship.NEXT] = RelatedNodeInfo(
-                    node_id=nodes[i + 1].node_id
-                )
+            links = {
+                NodeRelationship.PARENT: doc.summary_id,
+                NodeRelationship.PREVIOUS: prev,
+                NodeRelationship.NEXT: next_,
+            }
+            for relation, node_id in links.items():
+                if node_id is not None:
+                    node.relationships[relation] = RelatedNodeInfo(node_id=node_id)
+            nodes.append(node)
         summary.relationships[NodeRelationship.CHILD] = [
             RelatedNodeInfo(node_id=n.node_id) for n in nodes
         ]

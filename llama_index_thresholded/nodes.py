@@ -7,8 +7,6 @@ vector store's objects are never mutated.
 from __future__ import annotations
 
 import functools
-import operator
-from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,20 +24,17 @@ from thresholded import metadata_keys
 from thresholded.copies import updated_copy
 from thresholded.provenance import Asked, register
 from thresholded.scores import ScoreKind
-from thresholded.selection import AttachedRole, Candidate, Dropped, Selection
+from thresholded.selection import AttachedRole, Candidate
 
 if TYPE_CHECKING:
     from thresholded.engine import Result
 
 _HIDDEN_KEYS = list(metadata_keys.ALL_KEYS)
-MARK_KEYS = metadata_keys.MARKS
 
 
 def source_of(node: BaseNode, source_key: str) -> str | None:
     """The node's source: its ``source_key`` metadata, else the document it came from."""
-    value = node.metadata.get(source_key)
-    source = "" if value is None else str(value)
-    return source if source else node.ref_doc_id
+    return metadata_keys.source_from(node.metadata, source_key, node.ref_doc_id)
 
 
 def text_length(node: BaseNode) -> int:
@@ -52,11 +47,10 @@ def text_length(node: BaseNode) -> int:
 def marks_of(node: BaseNode) -> tuple[ScoreKind | None, str | None, AttachedRole | None]:
     """What this package already wrote on a node: its score kind and attachment marks."""
     kind = node.metadata.get(metadata_keys.SCORE_KIND)
-    role = node.metadata.get(metadata_keys.ATTACHED_ROLE)
     return (
         ScoreKind(kind) if kind in ScoreKind._value2member_map_ else None,
         node.metadata.get(metadata_keys.ATTACHED_TO),
-        AttachedRole(role) if role in AttachedRole._value2member_map_ else None,
+        metadata_keys.read_role(node.metadata.get(metadata_keys.ATTACHED_ROLE)),
     )
 
 
@@ -69,10 +63,10 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
     lists.
     """
     stored = node.metadata
-    if MARK_KEYS.isdisjoint(stored):
+    if metadata_keys.MARKS.isdisjoint(stored):
         metadata = {**stored, **marks}
     else:
-        metadata = {k: v for k, v in stored.items() if k not in MARK_KEYS}
+        metadata = {k: v for k, v in stored.items() if k not in metadata_keys.MARKS}
         metadata.update(marks)
     update = {
         "metadata": metadata,
@@ -100,30 +94,8 @@ def unlinked_result(result: Result[BaseNode]) -> Result[BaseNode]:
     """``result`` with every candidate's node :func:`unlinked`: a report carries the
     candidates (``Report.selection``) and the dropped nodes, and a span handler reads the
     report, so a node kept, attached or dropped names no other section but by its id."""
-    selection: Selection[BaseNode] = result.selection
-    kept = _each(_unlinked_candidate, selection.kept)
-    attached = _each(_unlinked_candidate, selection.attached)
-    dropped = _each(_unlinked_drop, selection.dropped)
-    if kept is selection.kept and attached is selection.attached and dropped is selection.dropped:
-        return result
-    changed = replace(selection, kept=kept, attached=attached, dropped=dropped)
-    return replace(result, selection=changed)
-
-
-def _each(change: Callable[[Any], Any], items: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``change`` applied to every item: ``items`` itself when it changed none of them."""
-    changed = tuple(map(change, items))
-    return items if all(map(operator.is_, changed, items)) else changed
-
-
-def _unlinked_candidate(candidate: Candidate[BaseNode]) -> Candidate[BaseNode]:
-    node = unlinked(candidate.item)
-    return candidate if node is candidate.item else replace(candidate, item=node)
-
-
-def _unlinked_drop(drop: Dropped[BaseNode]) -> Dropped[BaseNode]:
-    candidate = _unlinked_candidate(drop.candidate)
-    return drop if candidate is drop.candidate else Dropped(candidate, drop.reason)
+    selection = result.selection.with_items(unlinked)
+    return result if selection is result.selection else replace(result, selection=selection)
 
 
 def _holds_object(node: BaseNode) -> bool:

@@ -138,6 +138,61 @@ def check_postprocessors(
         )
 
 
+def checked_retrieval(
+    retriever: Any, postprocessors: Sequence[Any], query: str | QueryBundle
+) -> tuple[list[NodeWithScore], str | None]:
+    """What ``retriever`` returns for ``query``, after the node ``postprocessors``
+    (:func:`postprocessed`), and, when nothing is left and the retriever gave a report,
+    what emptied it (see :data:`~thresholded.report.ABSTAINED_BY`)."""
+    bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
+    with_report = getattr(retriever, "retrieve_with_report", None)
+    report = None if with_report is None else with_report(query)
+    retrieved = retriever.retrieve(query) if report is None else report.items
+    nodes = postprocessed(retriever, retrieved, postprocessors, bundle)
+    return nodes, None if nodes or report is None else abstained_by_of(report)
+
+
+async def achecked_retrieval(
+    retriever: Any, postprocessors: Sequence[Any], query: str | QueryBundle
+) -> tuple[list[NodeWithScore], str | None]:
+    """:func:`checked_retrieval`, asynchronously."""
+    bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
+    with_report = getattr(retriever, "aretrieve_with_report", None)
+    report = None if with_report is None else await with_report(query)
+    retrieved = await retriever.aretrieve(query) if report is None else report.items
+    nodes = await apostprocessed(retriever, retrieved, postprocessors, bundle)
+    return nodes, None if nodes or report is None else abstained_by_of(report)
+
+
+def postprocessed(
+    retriever: Any,
+    retrieved: list[NodeWithScore],
+    postprocessors: Sequence[Any],
+    bundle: QueryBundle,
+) -> list[NodeWithScore]:
+    """What the node ``postprocessors`` make of what ``retriever`` returned, checked before
+    they run (:func:`check_postprocessors`) and after (:func:`none_added`)."""
+    check_postprocessors(retriever, retrieved, postprocessors)
+    nodes = retrieved
+    for postprocessor in postprocessors:
+        nodes = postprocessor.postprocess_nodes(nodes, query_bundle=bundle)
+    return none_added(retriever, retrieved, nodes)
+
+
+async def apostprocessed(
+    retriever: Any,
+    retrieved: list[NodeWithScore],
+    postprocessors: Sequence[Any],
+    bundle: QueryBundle,
+) -> list[NodeWithScore]:
+    """:func:`postprocessed`, with the postprocessors' asynchronous method."""
+    check_postprocessors(retriever, retrieved, postprocessors)
+    nodes = retrieved
+    for postprocessor in postprocessors:
+        nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=bundle)
+    return none_added(retriever, retrieved, nodes)
+
+
 def _check_no_cutoff_deletes_attachments(
     retrieved: list[NodeWithScore], postprocessors: Sequence[Any]
 ) -> None:
@@ -173,12 +228,7 @@ def _holds_back(retriever: Any, retrieved: list[NodeWithScore]) -> bool:
     a retrieval of ours produced under filters, ids or store restrictions."""
     if isinstance(retriever, EngineRetriever) and retriever.restricted:
         return True
-    return any(_held_back(n.node) for n in retrieved)
-
-
-def _held_back(node: Any) -> bool:
-    asked = asked_of(node)
-    return asked is not None and asked.held_back
+    return any((asked := asked_of(n.node)) is not None and asked.held_back for n in retrieved)
 
 
 def _sections(nodes: list[NodeWithScore]) -> set[tuple[str | None, str]]:
@@ -250,25 +300,14 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         )
 
     def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._processed(self._retriever.retrieve(query_bundle), query_bundle)
+        retrieved = self._retriever.retrieve(query_bundle)
+        return postprocessed(self._retriever, retrieved, self._node_postprocessors, query_bundle)
 
     async def aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return await self._aprocessed(await self._retriever.aretrieve(query_bundle), query_bundle)
-
-    def _processed(
-        self, retrieved: list[NodeWithScore], bundle: QueryBundle
-    ) -> list[NodeWithScore]:
-        """What the node postprocessors make of ``retrieved``, checked before and after."""
-        check_postprocessors(self._retriever, retrieved, self._node_postprocessors)
-        nodes = self._apply_node_postprocessors(retrieved, query_bundle=bundle)
-        return none_added(self._retriever, retrieved, nodes)
-
-    async def _aprocessed(
-        self, retrieved: list[NodeWithScore], bundle: QueryBundle
-    ) -> list[NodeWithScore]:
-        check_postprocessors(self._retriever, retrieved, self._node_postprocessors)
-        nodes = await self._async_apply_node_postprocessors(retrieved, query_bundle=bundle)
-        return none_added(self._retriever, retrieved, nodes)
+        retrieved = await self._retriever.aretrieve(query_bundle)
+        return await apostprocessed(
+            self._retriever, retrieved, self._node_postprocessors, query_bundle
+        )
 
     def synthesize(
         self,
@@ -294,12 +333,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         with self.callback_manager.event(
             CBEventType.QUERY, payload={EventPayload.QUERY_STR: query_bundle.query_str}
         ) as event:
-            with_report = getattr(self._retriever, "retrieve_with_report", None)
-            if with_report is None:
-                nodes, why = self.retrieve(query_bundle), None
-            else:
-                report = with_report(query_bundle)
-                nodes, why = self._processed(report.items, query_bundle), abstained_by_of(report)
+            nodes, why = checked_retrieval(self._retriever, self._node_postprocessors, query_bundle)
             if nodes:
                 response = self.synthesize(query_bundle, nodes)
             else:
@@ -311,13 +345,8 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         with self.callback_manager.event(
             CBEventType.QUERY, payload={EventPayload.QUERY_STR: query_bundle.query_str}
         ) as event:
-            with_report = getattr(self._retriever, "aretrieve_with_report", None)
-            if with_report is None:
-                nodes, why = await self.aretrieve(query_bundle), None
-            else:
-                report = await with_report(query_bundle)
-                nodes = await self._aprocessed(report.items, query_bundle)
-                why = abstained_by_of(report)
+            retriever, postprocessors = self._retriever, self._node_postprocessors
+            nodes, why = await achecked_retrieval(retriever, postprocessors, query_bundle)
             if nodes:
                 response = await self.asynthesize(query_bundle, nodes)
             else:

@@ -23,8 +23,6 @@ def load_embedder(name: str, *, batch_size: int = 32, progress: bool = True) -> 
     """The model ``name`` (an alias or a local directory) as a calibration ``Embedder``.
     Without ``progress``, no progress bar is shown: neither the embedding's nor the model
     loading's (transformers' "Loading weights")."""
-    from thresholded.calibration import BatchedEmbedder
-
     if is_installed("llama-index"):
         from llama_index_thresholded.calibration import embedder_of
         from llama_index_thresholded.embeddings import load_embed_model
@@ -33,17 +31,13 @@ def load_embedder(name: str, *, batch_size: int = 32, progress: bool = True) -> 
             model = load_embed_model(name)
         return embedder_of(model, batch_size=batch_size, progress=progress)
     if is_installed("langchain"):
+        from langchain_thresholded.calibration import embedder_of as langchain_embedder
         from langchain_thresholded.embeddings import load_embeddings
 
         with _loading_bars(progress):
             embeddings = load_embeddings(name)
-        return BatchedEmbedder(
-            ModelId.parse(str(embeddings.model_id)),
-            embeddings.embed_documents,
-            lambda texts: [embeddings.embed_query(text) for text in texts],
-            batch_size=batch_size,
-            progress=progress,
-        )
+        model = ModelId.parse(str(embeddings.model_id))
+        return langchain_embedder(embeddings, model, batch_size=batch_size, progress=progress)
     raise MissingExtraError(
         f"loading the embedding model {name!r} needs a framework adapter: "
         f"{pip_install('llama-index')} or {pip_install('langchain')}"

@@ -9,6 +9,7 @@ both adapters index the same sections with the same ids.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,22 @@ class KnowledgeDocument:
     @property
     def summary_id(self) -> str:
         return f"{self.source}#summary"
+
+    @property
+    def summary_text(self) -> str:
+        """The text of the summary, the parent of the document's sections."""
+        return f"{self.title}: {self.summary}"
+
+    @property
+    def summary_metadata(self) -> dict[str, Any]:
+        """The metadata of the summary: the document's, as a section named ``summary``."""
+        return {**self.metadata, "section": "summary"}
+
+    def linked_sections(self) -> Iterator[tuple[Section, str | None, str | None]]:
+        """Each section, with the ids of the sections before and after it (None: none)."""
+        ids = [s.id for s in self.sections]
+        for i, section in enumerate(self.sections):
+            yield section, ids[i - 1] if i > 0 else None, ids[i + 1] if i + 1 < len(ids) else None
 
 
 def load_knowledge_base(folder: str | Path = EXAMPLE_KNOWLEDGE_BASE) -> list[KnowledgeDocument]:

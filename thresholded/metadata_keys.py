@@ -6,11 +6,14 @@ section was retrieved, not what it says.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from thresholded.scores import ScoreKind
+
 if TYPE_CHECKING:
-    from thresholded.selection import Candidate
+    from thresholded.selection import AttachedRole, Candidate
 
 SIMILARITY = "similarity"
 """The cosine similarity between the question and the section."""
@@ -57,6 +60,49 @@ def collection_of(metadata: Mapping[str, Any]) -> str:
     so two results of one id from two collections are two sections, not a duplicate."""
     value = metadata.get(COLLECTION)
     return "" if value is None else str(value)
+
+
+def source_from(metadata: Mapping[str, Any], source_key: str, fallback: str | None) -> str | None:
+    """The source the per-source cap counts: ``metadata[source_key]`` as text, else
+    ``fallback`` (an empty text names none)."""
+    value = metadata.get(source_key)
+    return fallback if value is None or str(value) == "" else str(value)
+
+
+def read_score(value: Any) -> float | None:
+    """A metadata score as a float: missing is None, anything unreadable is NaN.
+
+    NaN makes the core drop it as ``invalid_score`` under an active floor, rather
+    than guess.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_kind(value: Any, default: ScoreKind) -> ScoreKind:
+    """A metadata score kind; missing is ``default``, unknown text is ``unknown``."""
+    if value is None:
+        return default
+    try:
+        return ScoreKind.parse(value)
+    except ValueError:
+        return ScoreKind.UNKNOWN
+
+
+def read_role(value: Any) -> AttachedRole | None:
+    """A metadata attachment role; missing or unknown is None."""
+    from thresholded.selection import AttachedRole
+
+    try:
+        return AttachedRole(str(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 def marks(candidate: Candidate[Any], *, collection_key: str | None = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from thresholded.fanout import CollectionStatus
@@ -54,6 +55,16 @@ class DroppedItem(Generic[T]):
     """Its cosine, where one is known (dense or re-scored results); None for attachments."""
     collection: str = ""
     """The collection it came from, when several were searched."""
+
+    def to_data(self) -> dict[str, Any]:
+        """The drop as JSON-ready data: its id, its collection (when several were searched),
+        its reason and its cosine."""
+        return {
+            "id": self.id,
+            **({"collection": self.collection} if self.collection else {}),
+            "reason": self.reason.value,
+            "similarity": self.similarity,
+        }
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,16 @@ class Report(Generic[T]):
         return self.selection.outside_filters
 
     @property
+    def score_kind(self) -> str | None:
+        """The kind of the sections' scores (``cosine`` for dense search, ``rrf``...): the
+        first section's, kept before dropped; None when the search returned nothing."""
+        selection = self.selection
+        for section in chain(selection.kept, (d.candidate for d in selection.dropped)):
+            if not section.is_attachment:
+                return str(section.score_kind)
+        return None
+
+    @property
     def passed_through(self) -> tuple[Any, ...]:
         """Score kinds that met an active floor without being compared with it."""
         return self.selection.passed_through
@@ -244,13 +265,7 @@ class Report(Generic[T]):
         id, its collection (over several collections), its reason, its cosine, and
         ``attached_as`` when it is in the result all the same (see :meth:`attached_as`)."""
         return [
-            {
-                "id": d.id,
-                **({"collection": d.collection} if d.collection else {}),
-                "reason": d.reason.value,
-                "similarity": d.similarity,
-                **({"attached_as": role} if (role := self.attached_as(d)) else {}),
-            }
+            {**d.to_data(), **({"attached_as": role} if (role := self.attached_as(d)) else {})}
             for d in self.dropped
         ]
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -190,6 +191,31 @@ class Selection(Generic[T]):
         """The candidates one reason dropped; the reason may be given by name."""
         wanted = DropReason(reason)
         return tuple(d.candidate for d in self.dropped if d.reason is wanted)
+
+    def with_items(self, change: Callable[[T], T]) -> Selection[T]:
+        """This selection with ``change`` applied to the item of every candidate, kept,
+        attached or dropped: itself when ``change`` returned each item as it was."""
+
+        def candidate(c: Candidate[T]) -> Candidate[T]:
+            item = change(c.item)
+            return c if item is c.item else replace(c, item=item)
+
+        def drop(d: Dropped[T]) -> Dropped[T]:
+            changed = candidate(d.candidate)
+            return d if changed is d.candidate else Dropped(changed, d.reason)
+
+        kept = _each(candidate, self.kept)
+        attached = _each(candidate, self.attached)
+        dropped = _each(drop, self.dropped)
+        if kept is self.kept and attached is self.attached and dropped is self.dropped:
+            return self
+        return replace(self, kept=kept, attached=attached, dropped=dropped)
+
+
+def _each(change: Callable[[Any], Any], items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``change`` applied to every item: ``items`` itself when it changed none of them."""
+    changed = tuple(map(change, items))
+    return items if all(map(operator.is_, changed, items)) else changed
 
 
 def select(

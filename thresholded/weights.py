@@ -14,14 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from thresholded.errors import ModelWeightsNotFoundError
+from thresholded.models import canonical_model_name
 
 __all__ = [
     "BGE_M3",
     "BGE_M3_PATH_ENV",
+    "KNOWN_DIMENSIONS",
     "MINILM",
     "USE_MULTILINGUAL",
     "check_weights_path",
     "find_bge_m3",
+    "locate_model",
     "minilm_path",
     "use_encoder",
 ]
@@ -31,6 +34,29 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 USE_MULTILINGUAL = "google/universal-sentence-encoder-multilingual-3"
 BGE_M3_PATH_ENV = "THRESHOLDED_BGE_M3_PATH"
 """The environment variable that names the folder of bge-m3's weights."""
+KNOWN_DIMENSIONS = {BGE_M3: 1024, MINILM: 384, USE_MULTILINGUAL: 512}
+"""The dimension of each model this package knows by name."""
+
+
+def locate_model(name: str, path: str | Path | None, *, local: str) -> str | None:
+    """The directory of the weights of the model ``name`` (an alias or a local directory)
+    names: ``name`` itself for a local directory, and None for the Universal Sentence
+    Encoder, which its package loads. ``path`` is bge-m3's folder
+    (:func:`find_bge_m3`); ``local`` says what a local directory must hold, for the error
+    on an unknown name."""
+    canonical = canonical_model_name(name)
+    check_weights_path(name, name if Path(name).is_dir() else canonical, path)
+    if Path(name).is_dir():
+        return name
+    if canonical == MINILM:
+        return str(minilm_path())
+    if canonical == USE_MULTILINGUAL:
+        return None
+    if canonical == BGE_M3:
+        return str(find_bge_m3(path))
+    raise ValueError(
+        f"unknown embedding model {name!r}: use 'minilm', 'use-multilingual', '{BGE_M3}' or {local}"
+    )
 
 
 def check_weights_path(name: str, canonical: str, path: str | Path | None) -> None:

@@ -21,7 +21,7 @@ and a gate calibrated without the filter can empty answerable questions under it
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -62,16 +62,21 @@ def not_a_milvus_store(
     )
 
 
-def filter_expression(where: Filter | None, client: Any, *, given: Any) -> str:
-    """The Milvus expression the collection is read under (``given``: the filters as the
-    caller wrote them, for messages); a filter this engine cannot run exactly is refused:
-    the calibration would read other rows."""
-    written = to_milvus(where, client_dialect(client))
+def filter_expression(
+    filters: Any, client: Any, *, translate: Callable[[Any], Filter | None]
+) -> str:
+    """The Milvus expression the collection is read under: ``filters`` as they are when they
+    are one (a str), else in the core model by the adapter's ``translate`` and written for
+    ``client``'s engine; a filter this engine cannot run exactly is refused: the calibration
+    would read other rows."""
+    if isinstance(filters, str):
+        return filters
+    written = to_milvus(translate(filters), client_dialect(client))
     if written.never:
-        raise ValueError(f"the filters {given} match no section: there is nothing to calibrate")
+        raise ValueError(f"the filters {filters} match no section: there is nothing to calibrate")
     if not written.exact:
         raise ValueError(
-            f"the filters {given} cannot be written exactly for this Milvus engine; pass the "
+            f"the filters {filters} cannot be written exactly for this Milvus engine; pass the "
             "Milvus expression itself as filters='...'"
         )
     return written.expr or ""

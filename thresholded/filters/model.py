@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters.keys import check_key
@@ -163,18 +164,20 @@ def check_not_marks(f: Filter | None, marks: Mapping[str, str]) -> None:
             )
 
 
-def check_no_wildcard(key: str, value: object, *, operator: str, instead: str) -> None:
-    """Refuse ``%`` in the value of a framework's substring match (``operator``: its name
-    there) whose own stores write the value into a LIKE pattern, where ``%`` is a wildcard
-    (LangChain's ``like``, LlamaIndex's TEXT_MATCH on Milvus). TEXT_MATCH reads it as a
-    character: ``%internal%`` would match no section, and under NOT every one, the sections
-    it meant to leave out included. ``instead`` names the filter for a text that holds it."""
-    if isinstance(value, str) and "%" in value:
+def like_condition(key: str, op: Op, value: Any, *, operator: str, instead: str) -> Condition:
+    """A framework's condition in the model. A substring match (TEXT_MATCH) whose value holds
+    ``%`` is refused: the framework's own stores write it into a LIKE pattern, where ``%`` is
+    a wildcard (LangChain's ``like``, LlamaIndex's TEXT_MATCH on Milvus; ``operator``: its
+    name there). TEXT_MATCH reads it as a character: ``%internal%`` would match no section,
+    and under NOT every one, the sections it meant to leave out included. ``instead`` names
+    the filter for a text that holds it."""
+    if op is Op.TEXT_MATCH and isinstance(value, str) and "%" in value:
         raise UnsafeFilterError(
             f"{operator} on {key!r} is a substring match, and its value {value!r} holds '%', "
             "which would be matched as a character, not as a wildcard: give the text alone "
             f"({value.replace('%', '')!r}), or {instead} for a text that holds '%'"
         )
+    return Condition(key, op, value)
 
 
 def fold(f: Filter) -> Filter | bool:

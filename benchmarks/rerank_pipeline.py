@@ -55,11 +55,12 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from tqdm import tqdm
 
 from llama_index_thresholded import ThresholdedRetriever
-from llama_index_thresholded.embeddings import load_embed_model, minilm_path, model_id_of
+from llama_index_thresholded.embeddings import load_embed_model, model_id_of
 from llama_index_thresholded.milvus import milvus_store
 from thresholded.gate import gate_passes
 from thresholded.policy import RetrievalPolicy
 from thresholded.profile import CalibrationProfile
+from thresholded.weights import minilm_path
 
 DATA = ROOT / "data"
 BASELINE_TOP_K = 12

@@ -52,6 +52,7 @@ from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
 from thresholded.stored_vectors import chroma_vectors, faiss_vectors
+from thresholded.wrapped import restricts
 
 FAISS_FILTER_ROWS = 10_000
 """A filtered FAISS search considers every row of an index up to this size."""
@@ -74,6 +75,9 @@ _NAMESPACE = "namespace"
 searched (pymilvus sends it with the search): a tenant's rows, as a partition is."""
 _NOT_PER_CALL = STORE_FILTER_KEYS | {_NAMESPACE}
 """What a call's ``search_kwargs`` may not hold: it would replace the retriever's own."""
+_STORE_RESTRICTIONS = _NOT_PER_CALL - {_EXPR_PARAMS}
+"""The store arguments that restrict a search when given (not the values of an expression's
+placeholders, which restrict nothing alone)."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
 """Score kinds of a dense search, run by vector where the store can: cosines, and the
 scores of a dense store that are not cosines (re-scored, the floor reads their cosine).
@@ -120,6 +124,7 @@ class LangChainBackend:
         self._raw_expr = all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
         self._only_ids = _only_ids(rows_kwargs)
+        self._store_filtered = any(restricts(rows_kwargs.get(k)) for k in _STORE_RESTRICTIONS)
         self._partitions = (
             checked_partitions(rows_kwargs.get(_PARTITIONS), argument=_PARTITIONS)
             if is_milvus(self._rows)
@@ -377,9 +382,11 @@ class LangChainBackend:
 
     @property
     def fetch_holds_back(self) -> bool:
-        """``fetch`` holds what the docstore returns to the raw store restrictions."""
+        """The store's own restrictions in ``search_kwargs`` hold sections back: ``fetch``
+        holds what the docstore returns to them (a store filter they cannot be held to, such
+        as Chroma's ``where_document``, is refused with a docstore)."""
         raw = self._raw_filter is not None or self._only_ids is not None
-        return raw or bool(self._raw_expr or self._partitions)
+        return raw or bool(self._raw_expr or self._partitions) or self._store_filtered
 
     def admits(self, item: Document) -> bool:
         item_id = stored_id(item, self._id_key) or document_id(item)

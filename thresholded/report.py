@@ -26,10 +26,10 @@ ABSTAINED_BY = "abstained_by"
 abstaining chat engines, LangChain's ``AbstainingChain``): what emptied the result. ``gate``
 (even the best candidate was below the answer gate), ``floor`` (every candidate was below
 the cosine floor), ``filters`` (nothing was found under the filters), ``empty`` (no filter
-held anything back, and the search found no section: the collection is empty), ``policy``
-(the cap or the budget), or ``postprocessors`` (LlamaIndex's node postprocessors, a reranker say,
-removed it all). Absent when the retriever gives no report (another kind of retriever that
-returned nothing): what emptied it is not known."""
+nor store restriction held anything back, and the search found no section: the collection is
+empty), ``policy`` (the cap or the budget), or ``postprocessors`` (LlamaIndex's node
+postprocessors, a reranker say, removed it all). Absent when the retriever gives no report
+(another kind of retriever that returned nothing): what emptied it is not known."""
 
 
 def abstained_by_of(report: Any) -> str:

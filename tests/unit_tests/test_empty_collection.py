@@ -60,3 +60,48 @@ def test_an_empty_collection_is_emptied_by_nothing_stored(framework):
 def test_a_filter_that_admits_nothing_is_still_the_filters(framework):
     assert report(framework, empty=False, filters=NO_ROW).emptied_by == "filters"
     assert report(framework, empty=True, filters=NO_ROW).emptied_by == "filters"
+
+
+def langchain_store(kind: str, tmp_path: Path):
+    """A LangChain store of ``kind`` holding one public section."""
+    texts, metadatas = ["f2 ".ljust(100, ".")], [{"source": "faq", "doc_type": "public"}]
+    if kind == "faiss":
+        pytest.importorskip("faiss")
+        community = pytest.importorskip("langchain_community.vectorstores")
+        return community.FAISS.from_texts(
+            texts, FixedEmbeddings(), metadatas=metadatas, distance_strategy="MAX_INNER_PRODUCT"
+        )
+    pytest.importorskip("langchain_chroma")
+    import chromadb
+    from langchain_chroma import Chroma
+
+    return Chroma.from_texts(
+        texts,
+        FixedEmbeddings(),
+        metadatas=metadatas,
+        client=chromadb.PersistentClient(path=str(tmp_path / "chroma")),
+        collection_name="held_back",
+        collection_metadata={"hnsw:space": "cosine"},
+    )
+
+
+STORE_RESTRICTIONS = {
+    "faiss filter": ("faiss", {"filter": NO_ROW}),
+    "chroma filter": ("chroma", {"filter": NO_ROW}),
+    "chroma where_document": ("chroma", {"where_document": {"$contains": "no such text"}}),
+}
+
+
+@pytest.mark.parametrize("kind, search_kwargs", STORE_RESTRICTIONS.values(), ids=STORE_RESTRICTIONS)
+def test_a_store_restriction_that_admits_nothing_is_not_an_empty_collection(
+    tmp_path, kind, search_kwargs
+):
+    """The store's own filter in ``search_kwargs`` held its one section back: the collection
+    is not empty, as ``abstained_by="empty"`` said."""
+    store = langchain_store(kind, tmp_path)
+    plain = lc.ThresholdedRetriever(vectorstore=store, policy=POLICY)
+    assert not plain.retrieve_with_report(QUESTION).nothing_matched
+    restricted = lc.ThresholdedRetriever(
+        vectorstore=store, policy=POLICY, search_kwargs=search_kwargs
+    )
+    assert restricted.retrieve_with_report(QUESTION).emptied_by == "filters"

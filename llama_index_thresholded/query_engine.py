@@ -54,7 +54,7 @@ def no_match_response(
 
     A ``Response``; when ``streaming``, a ``StreamingResponse`` (an
     ``AsyncStreamingResponse`` when ``asynchronous``) that yields it as one token.
-    ``abstained_by`` (see :data:`ABSTAINED_BY`) says what emptied the result.
+    ``abstained_by`` (see :data:`~thresholded.report.ABSTAINED_BY`) says what emptied the result.
     """
     metadata = no_match_flags(abstained_by)
     if not streaming:

@@ -125,9 +125,9 @@ class CachingEmbedder:
     """A model's embeddings, kept on disk by text, so a second run embeds nothing."""
 
     def __init__(self, name: str, cache: Path | None) -> None:
-        from thresholded.commands.calibrate import llama_index_embedder
+        from thresholded.embedders import load_embedder
 
-        self._model = llama_index_embedder(name)
+        self._model = load_embedder(name)
         self.model_id = self._model.model_id
         self._path = None if cache is None else cache / f"{name}.npz"
         self._known: dict[str, np.ndarray] = {}

@@ -35,6 +35,7 @@ from thresholded.calibration import (
     load_corpus,
     load_questions,
 )
+from thresholded.embedders import loading_bars
 from thresholded.files import atomic_write_text
 from thresholded.gate import best_similarity, gate_passes
 from thresholded.policy import RetrievalPolicy
@@ -76,7 +77,8 @@ def run_bench(
         raise ValueError("give exactly one of a profile or a threshold")
     if profile is not None and gate is not None:
         raise ValueError("a profile brings its own gate: give a gate with a threshold only")
-    embed_model = load_embed_model(model)
+    with loading_bars(progress):
+        embed_model = load_embed_model(model)
     embedder = embedder_of(embed_model, progress=progress)
     allowed = allowed_passages(load_corpus(corpus), passages)
     questions = [q for path in queries for q in load_questions(path)]

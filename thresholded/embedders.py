@@ -27,14 +27,14 @@ def load_embedder(name: str, *, batch_size: int = 32, progress: bool = True) -> 
         from llama_index_thresholded.calibration import embedder_of
         from llama_index_thresholded.embeddings import load_embed_model
 
-        with _loading_bars(progress):
+        with loading_bars(progress):
             model = load_embed_model(name)
         return embedder_of(model, batch_size=batch_size, progress=progress)
     if is_installed("langchain"):
         from langchain_thresholded.calibration import embedder_of as langchain_embedder
         from langchain_thresholded.embeddings import load_embeddings
 
-        with _loading_bars(progress):
+        with loading_bars(progress):
             embeddings = load_embeddings(name)
         model = ModelId.parse(str(embeddings.model_id))
         return langchain_embedder(embeddings, model, batch_size=batch_size, progress=progress)
@@ -45,8 +45,9 @@ def load_embedder(name: str, *, batch_size: int = 32, progress: bool = True) -> 
 
 
 @contextmanager
-def _loading_bars(shown: bool) -> Iterator[None]:
-    """Unless ``shown``, transformers' progress bars off while a model loads, through its
+def loading_bars(shown: bool) -> Iterator[None]:
+    """Unless ``shown``, transformers' progress bars off while a model loads (the CLI's
+    ``--no-progress``: ``calibrate``'s models, ``bench``'s), through its
     own switch (``transformers.utils.logging.disable_progress_bar``), and back on after if
     they were on."""
     if shown:

@@ -79,3 +79,24 @@ def test_bench_progress_bars_can_be_turned_off(monkeypatch, capsys, flag, progre
     assert cli.main(["bench", *BENCH, "--threshold", "0.3", *flag]) == 0
     assert [call["progress"] for call in calls] == [progress]
     assert capsys.readouterr().out == "figures\n"
+
+
+def test_bench_without_progress_loads_its_model_without_the_loading_bar(monkeypatch):
+    """As ``calibrate --no-progress``: transformers' "Loading weights" bar was printed by
+    ``bench --no-progress`` all the same, and is on again after."""
+    bench = pytest.importorskip("llama_index_thresholded.bench")
+    bars = pytest.importorskip("transformers.utils.logging")
+    seen: list[bool] = []
+
+    class Loaded(Exception):
+        pass
+
+    def load(name: str) -> None:
+        seen.append(bars.is_progress_bar_enabled())
+        raise Loaded
+
+    monkeypatch.setattr(bench, "load_embed_model", load)
+    with pytest.raises(Loaded):
+        bench.run_bench(corpus="c", queries=[], model="m", threshold=0.3, progress=False)
+    assert seen == [False]
+    assert bars.is_progress_bar_enabled()

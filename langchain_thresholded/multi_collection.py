@@ -62,6 +62,7 @@ from thresholded.models import Embedder, check_one_embedder
 from thresholded.policy import RetrievalPolicy, unmeasured
 from thresholded.provenance import Asked
 from thresholded.report import MultiCollectionReport
+from thresholded.retriever_arguments import pool_size
 from thresholded.scores import ScoreKind
 
 __all__ = [
@@ -368,8 +369,7 @@ class MultiCollectionRetriever(EngineRetriever):
     def _executor(self) -> WorkerPool:
         with self._pool_lock:
             if self._pool is None:
-                workers = self.max_workers or min(64, 2 * len(self.collections))
-                self._pool = WorkerPool(workers)
+                self._pool = WorkerPool(pool_size(self.max_workers, len(self.collections)))
             return self._pool
 
 

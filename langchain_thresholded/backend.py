@@ -124,7 +124,7 @@ class LangChainBackend:
         self._raw_expr = all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
         self._only_ids = _only_ids(rows_kwargs)
-        self._store_filtered = any(restricts(rows_kwargs.get(k)) for k in _STORE_RESTRICTIONS)
+        self._store_filtered = _store_restricted(rows_kwargs)
         self._partitions = (
             checked_partitions(rows_kwargs.get(_PARTITIONS), argument=_PARTITIONS)
             if is_milvus(self._rows)
@@ -382,11 +382,16 @@ class LangChainBackend:
 
     @property
     def fetch_holds_back(self) -> bool:
-        """The store's own restrictions in ``search_kwargs`` hold sections back: ``fetch``
+        """The store's own restrictions hold sections back, those in ``search_kwargs`` or a
+        wrapped ensemble's members' (their store filters, their ``filters``): ``fetch``
         holds what the docstore returns to them (a store filter they cannot be held to, such
         as Chroma's ``where_document``, is refused with a docstore)."""
         raw = self._raw_filter is not None or self._only_ids is not None
-        return raw or bool(self._raw_expr or self._partitions) or self._store_filtered
+        if raw or self._raw_expr or self._partitions or self._store_filtered:
+            return True
+        members = _store_members(self._store.retriever) if _wraps_an_ensemble(self._store) else []
+        restricted = any(_store_restricted(kwargs) for _, kwargs in members)
+        return restricted or _members_where(self._store) is not None
 
     def admits(self, item: Document) -> bool:
         item_id = stored_id(item, self._id_key) or document_id(item)
@@ -675,11 +680,22 @@ def _fields(retriever: BaseRetriever) -> dict[str, Any]:
     return {name: getattr(retriever, name, None) for name in names}
 
 
+def _store_restricted(search_kwargs: Mapping[str, Any]) -> bool:
+    """Whether a store's arguments restrict its search (an empty or None value does not)."""
+    return any(restricts(search_kwargs.get(key)) for key in _STORE_RESTRICTIONS)
+
+
+def _wraps_an_ensemble(store: VectorStore) -> bool:
+    """Whether ``store`` is a ``RetrieverSource`` running other than a store's
+    ``as_retriever(...)``: an ensemble, a ``ThresholdedRetriever``..."""
+    return isinstance(store, RetrieverSource) and _wrapped_retriever(store) is None
+
+
 def _check_members(store: VectorStore) -> None:
     """Each ``store.as_retriever(...)`` member of a wrapped ensemble searches with its own
     ``search_kwargs``: they are checked as the retriever's own are (its store filters are
     read by its store; on Milvus, its partitions name some)."""
-    if not isinstance(store, RetrieverSource) or _wrapped_retriever(store) is not None:
+    if not _wraps_an_ensemble(store):
         return
     for member, search_kwargs in _store_members(store.retriever):
         _check_filters_read(member.vectorstore, search_kwargs, whose="a member's ")

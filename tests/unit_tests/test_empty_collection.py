@@ -105,3 +105,20 @@ def test_a_store_restriction_that_admits_nothing_is_not_an_empty_collection(
         vectorstore=store, policy=POLICY, search_kwargs=search_kwargs
     )
     assert restricted.retrieve_with_report(QUESTION).emptied_by == "filters"
+
+
+def test_an_ensemble_members_store_restriction_is_not_an_empty_collection(tmp_path):
+    """A wrapped ensemble's member searches with its own store filter, which held the one
+    section back: the collection is not empty."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    store = langchain_store("chroma", tmp_path)
+
+    def wrapping(search_kwargs: dict) -> lc.ThresholdedRetriever:
+        member = store.as_retriever(search_kwargs=search_kwargs)
+        ensemble = classic.EnsembleRetriever(retrievers=[member], weights=[1.0])
+        return lc.ThresholdedRetriever.from_retriever(
+            ensemble, policy=POLICY, embeddings=FixedEmbeddings()
+        )
+
+    assert not wrapping({}).retrieve_with_report(QUESTION).nothing_matched
+    assert wrapping({"filter": NO_ROW}).retrieve_with_report(QUESTION).emptied_by == "filters"

@@ -38,7 +38,7 @@ def abstained_by_of(report: Any) -> str:
     return report.emptied_by or "postprocessors"
 
 
-__all__ = ["DroppedItem", "MultiCollectionReport", "Report"]
+__all__ = ["ABSTAINED_BY", "DroppedItem", "MultiCollectionReport", "Report", "abstained_by_of"]
 
 
 @dataclass(frozen=True)

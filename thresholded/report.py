@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -212,10 +213,15 @@ class Report(Generic[T]):
         the result all the same, attached to a kept section; None when it is not. A section
         over the source cap, the budget or ``top_k``, or below the floor, may come back as a
         kept section's neighbour."""
+        return self._attached_roles.get((dropped.collection, dropped.id))
+
+    @cached_property
+    def _attached_roles(self) -> dict[tuple[str, str], str]:
+        """Each attached section's role, by its key: read once, not once per drop."""
+        roles: dict[tuple[str, str], str] = {}
         for candidate in self.selection.attached:
-            if candidate.key == (dropped.collection, dropped.id):
-                return _text(candidate.attached_role) or "attachment"
-        return None
+            roles.setdefault(candidate.key, _text(candidate.attached_role) or "attachment")
+        return roles
 
     # Telling ------------------------------------------------------------------------
     def explain(self, width: int = 70) -> str:

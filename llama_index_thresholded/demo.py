@@ -12,12 +12,9 @@ from llama_index_thresholded.knowledge_base import index_knowledge_base
 from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE
-from thresholded.knowledge_base import EXAMPLE_KNOWLEDGE_BASE, load_knowledge_base
+from thresholded.knowledge_base import EXAMPLE_COLLECTION, example_profile, load_knowledge_base
 from thresholded.report import Report
 
-COLLECTION = "example_support_kb"
-"""The example's own collection name: its profile is refused for any other collection."""
-PROFILE = EXAMPLE_KNOWLEDGE_BASE / "threshold.json"
 CUSTOMER_FILTERS = MetadataFilters(
     filters=[MetadataFilter(key="doc_type", value="internal", operator=FilterOperator.NE)]
 )
@@ -33,13 +30,14 @@ def build_demo_retriever(
 ) -> ThresholdedRetriever:
     """Index the example knowledge base (MiniLM, Milvus Lite) and wrap it with its profile,
     for customers: no ``doc_type: internal`` section, neighbour or summary."""
+    profile = example_profile(profile)
     embed_model = load_embed_model("minilm")
-    store = milvus_store(uri, COLLECTION, dim=384, overwrite=True)
+    store = milvus_store(uri, EXAMPLE_COLLECTION, dim=384, overwrite=True)
     index = index_knowledge_base(load_knowledge_base(), store, embed_model)
     # pushdown=False: the demo lists the drops below the floor, so Milvus must return them.
     return ThresholdedRetriever(
         index,
-        profile=profile or PROFILE,
+        profile=profile,
         neighbours=neighbours,
         pushdown=False,
         filters=CUSTOMER_FILTERS,

@@ -18,6 +18,8 @@ import yaml
 
 EXAMPLE_KNOWLEDGE_BASE = Path(__file__).resolve().parent / "example_knowledge_base"
 """The example support knowledge base and its MiniLM profile, shipped inside the package."""
+EXAMPLE_COLLECTION = "example_support_kb"
+"""The example's own collection name: its profile is refused for any other collection."""
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(?P<meta>.*?)\n---\s*\n(?P<body>.*)\Z", re.DOTALL)
 _HEADING = re.compile(r"^## +(?P<title>.+?)\s*$", re.MULTILINE)
@@ -73,6 +75,24 @@ def load_knowledge_base(folder: str | Path = EXAMPLE_KNOWLEDGE_BASE) -> list[Kno
     if not documents:
         raise ValueError(f"no markdown documents with front matter in {folder}")
     return documents
+
+
+def example_profile(profile: str | Path | None = None) -> Path:
+    """``profile`` for the example knowledge base, or its own; one measured on another
+    collection is refused: the example's sections are indexed into ``EXAMPLE_COLLECTION``."""
+    if profile is None:
+        return EXAMPLE_KNOWLEDGE_BASE / "threshold.json"
+    from thresholded.errors import ProfileError
+    from thresholded.profile import CalibrationProfile
+
+    measured_on = CalibrationProfile.load(profile).collection
+    if measured_on not in (None, EXAMPLE_COLLECTION):
+        raise ProfileError(
+            f"profile {profile} was measured for collection {measured_on!r}; the example "
+            f"knowledge base is indexed as collection {EXAMPLE_COLLECTION!r}: give a profile "
+            "measured on it, or leave the profile out to use the knowledge base's own"
+        )
+    return Path(profile)
 
 
 def parse_document(text: str, name: str = "<text>") -> KnowledgeDocument:

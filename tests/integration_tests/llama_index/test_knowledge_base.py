@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -286,6 +287,22 @@ def test_the_demo_refuses_a_doc_type_no_customer_section_has(
     argv = ["demo", "--uri", str(tmp_path / "demo.db"), "--doc-type", doc_type, "-q", REFUND]
     assert cli.main(argv) == 2
     assert re.search(rf"doc_type '{doc_type}'.*faq, guide, policy", capsys.readouterr().err)
+    assert not (tmp_path / "demo.db").exists()  # refused before anything was indexed
+
+
+def test_the_demo_refuses_a_profile_of_another_collection(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error advised passing collection=..., a Python argument the command has none of,
+    and came after the knowledge base was indexed."""
+    measured = json.loads((EXAMPLE_KNOWLEDGE_BASE / "threshold.json").read_text())
+    profile = tmp_path / "other.json"
+    profile.write_text(json.dumps({**measured, "collection": "tickets"}))
+    argv = ["demo", "--uri", str(tmp_path / "demo.db"), "--profile", str(profile), "-q", REFUND]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "measured for collection 'tickets'" in err and "'example_support_kb'" in err
+    assert "leave the profile out" in err and "collection=" not in err
     assert not (tmp_path / "demo.db").exists()  # refused before anything was indexed
 
 

@@ -29,9 +29,12 @@ if TYPE_CHECKING:
 
 
 class ThresholdSelectionEvent(BaseEvent):
-    """Emitted once per retrieval, after the policy and the attachments."""
+    """Emitted once per retrieval, after the policy and the attachments. Its fields are the
+    data of LangChain's ``thresholded_selection`` event (``Report.to_event_data``)."""
 
-    query_str: str
+    stage: str = "retriever"
+    """What made the selection: ``retriever``."""
+    query: str
     """The question's text."""
     min_similarity: float
     """The floor in force (over several collections, the lowest)."""
@@ -42,23 +45,31 @@ class ThresholdSelectionEvent(BaseEvent):
     score_kind: str | None = None
     """The kind of the sections' scores (``cosine`` for dense search, ``rrf``...); None
     when the search returned nothing."""
-    kept_ids: list[str]
-    """The ids of the kept sections, in score order."""
-    attached_ids: list[str]
-    """The ids of their neighbours and summaries."""
-    dropped: list[dict[str, Any]]
-    """One entry per dropped candidate: ``id``, ``reason``, ``score`` and ``similarity``
-    (and ``collection`` from a multi-collection retriever, ``attached_as`` for one that is
-    in the result all the same, attached to a kept section); not those outside the
-    filters."""
-    outside_filters: int = 0
-    """How many candidates were outside the filters: counted, never named, since an event
-    may reach the end user."""
     nothing_matched: bool = False
     """True when no section was kept."""
     emptied_by: str | None = None
     """What emptied the result (``floor``, ``gate``, ``filters``, ``empty``, ``policy``);
     None when something was kept."""
+    kept: list[dict[str, Any]]
+    """The kept sections in score order: ``id``, ``similarity``, ``score_kind``."""
+    attached: list[dict[str, Any]]
+    """Their neighbours and summaries: ``id``, ``attached_to``, ``role``."""
+    dropped: list[dict[str, Any]]
+    """One entry per dropped candidate: ``id``, ``reason`` and ``similarity`` (and
+    ``collection`` from a multi-collection retriever, ``attached_as`` for one that is in
+    the result all the same, attached to a kept section); not those outside the filters."""
+    drop_counts: dict[str, int]
+    """How many candidates each reason dropped, those outside the filters included."""
+    outside_filters: int = 0
+    """How many candidates were outside a call's filters: counted, never named, since an
+    event may reach the end user."""
+    passed_through: list[str]
+    """Score kinds that met an active floor without being compared with it."""
+    collections: list[str] | None = None
+    """From a multi-collection retriever, what each collection did (a line each); None
+    otherwise."""
+    partial: bool | None = None
+    """From a multi-collection retriever, whether a collection failed or timed out."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -105,21 +116,7 @@ def retrieval_events(
         )
     if not heard:
         return
-    dispatcher.event(
-        ThresholdSelectionEvent(
-            query_str=report.query,
-            min_similarity=report.min_similarity,
-            best_similarity=report.best_similarity,
-            gate=report.gate,
-            score_kind=report.score_kind,
-            kept_ids=[n.node.node_id for n in report.kept],
-            attached_ids=[n.node.node_id for n in report.attached],
-            dropped=dropped,
-            outside_filters=outside_filters,
-            nothing_matched=report.nothing_matched,
-            emptied_by=report.emptied_by,
-        )
-    )
+    dispatcher.event(ThresholdSelectionEvent(**report.to_event_data("retriever")))
     dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query, nodes=report.items))
 
 

@@ -276,13 +276,16 @@ class Report(Generic[T]):
         ]
 
     def to_event_data(self, stage: str) -> dict[str, Any]:
-        """The report as JSON-ready data, for callback events and traces."""
+        """The report as JSON-ready data, for callback events and traces: LangChain's
+        ``thresholded_selection`` event and LlamaIndex's ``ThresholdSelectionEvent`` carry
+        it, key for key."""
         return {
             "stage": stage,
             "query": self.query,
             "min_similarity": self.min_similarity,
             "best_similarity": self.best_similarity,
             "gate": self.gate,
+            "score_kind": self.score_kind,
             "nothing_matched": self.nothing_matched,
             "emptied_by": self.emptied_by,
             "kept": [
@@ -295,6 +298,7 @@ class Report(Generic[T]):
             ],
             "dropped": self.dropped_data(),
             "drop_counts": self.drop_counts(),
+            "outside_filters": self.outside_filters,
             "passed_through": [k.value for k in self.passed_through],
         }
 

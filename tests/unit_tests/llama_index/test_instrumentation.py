@@ -9,6 +9,7 @@ import pytest
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events.base import BaseEvent
 from pydantic import PrivateAttr
 
 from llama_index_thresholded import (
@@ -32,6 +33,10 @@ class Recorder(BaseEventHandler):
 
     def handle(self, event: Any, **kwargs: Any) -> None:
         self._events.append(event)
+
+
+def ids(sections: list[dict[str, Any]]) -> list[str]:
+    return [section["id"] for section in sections]
 
 
 @pytest.fixture
@@ -66,25 +71,43 @@ def test_an_event_handler_receives_the_selection_with_drop_reasons(kit, index, r
     assert len(recorder.selections) == 1
     event = recorder.selections[0]
     assert event.class_name() == "ThresholdSelectionEvent"
-    assert event.query_str == kit.QUESTION
+    assert event.query == kit.QUESTION
     assert event.min_similarity == 0.5
     assert event.score_kind == "cosine"
-    assert event.kept_ids == ["a1", "a2"]
-    assert event.attached_ids == []  # a1 and a2 are each other's neighbours, both kept
+    assert ids(event.kept) == ["a1", "a2"]
+    assert ids(event.attached) == []  # a1 and a2 are each other's neighbours, both kept
     by_id = {d["id"]: d for d in event.dropped}
     assert {i: d["reason"] for i, d in by_id.items()} == {
         "a3": "source_cap",
         "b1": "below_threshold",
     }
-    assert by_id["b1"]["score"] == pytest.approx(0.3, abs=1e-9)
+    assert by_id["b1"]["similarity"] == pytest.approx(0.3, abs=1e-9)
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_the_event_carries_the_langchain_events_data_key_for_key(kit, index, recorder, multi):
+    """Same concept, same name: the event said ``query_str``, ``kept_ids`` and
+    ``attached_ids`` where LangChain's ``thresholded_selection`` data says ``query``,
+    ``kept`` and ``attached``, and it lacked ``drop_counts`` and ``passed_through``."""
+    if multi:
+        retriever = MultiCollectionRetriever([CollectionSpec(index, name="kb")], policy(kit))
+    else:
+        retriever = ThresholdedRetriever(index, policy(kit), neighbours=1)
+    data = retriever.retrieve_with_report(kit.QUESTION).to_event_data("retriever")
+    (event,) = recorder.selections
+    own = set(ThresholdSelectionEvent.model_fields) - set(BaseEvent.model_fields)
+    fields = {name: getattr(event, name) for name in own}
+    assert {k: v for k, v in fields.items() if k in data} == data
+    assert set(fields) - set(data) == (set() if multi else {"collections", "partial"})
+    assert data["kept"] and data["dropped"] and ("collections" in data) == multi
 
 
 def test_each_call_emits_its_own_event(kit, index, recorder):
     retriever = ThresholdedRetriever(index, policy(kit), neighbours=0)
     retriever.retrieve_with_report(kit.QUESTION)
     retriever.retrieve_with_report(kit.ORTHOGONAL)
-    assert [e.query_str for e in recorder.selections] == [kit.QUESTION, kit.ORTHOGONAL]
-    assert recorder.selections[1].kept_ids == []
+    assert [e.query for e in recorder.selections] == [kit.QUESTION, kit.ORTHOGONAL]
+    assert ids(recorder.selections[1].kept) == []
     assert {d["reason"] for d in recorder.selections[1].dropped} == {"below_threshold"}
 
 
@@ -97,7 +120,7 @@ def test_the_event_says_what_emptied_a_call_and_which_drop_came_back_attached(ki
     retriever.retrieve(kit.ORTHOGONAL)
     answered, emptied = recorder.selections
     assert (answered.nothing_matched, answered.emptied_by) == (False, None)
-    assert answered.kept_ids == ["a1"] and answered.attached_ids == ["a2"]
+    assert ids(answered.kept) == ["a1"] and ids(answered.attached) == ["a2"]
     by_id = {d["id"]: d for d in answered.dropped}
     assert by_id["a2"]["reason"] == "source_cap"
     assert by_id["a2"]["attached_as"] == "neighbour"
@@ -204,7 +227,7 @@ def test_events_count_the_sections_outside_the_filters_and_never_name_them(kit, 
     assert (report.dropped, report.outside_filters) == ((), 1)
     assert "internal" not in report.explain()
     (event,) = recorder.selections
-    assert event.kept_ids == ["public"]
+    assert ids(event.kept) == ["public"]
     assert (event.dropped, event.outside_filters) == ([], 1)
     (_, end), *_ = debug.get_event_pairs(CBEventType.RETRIEVE)
     assert end.payload["thresholded_dropped"] == []
@@ -243,4 +266,4 @@ def test_a_handler_on_the_retrievers_own_dispatcher_hears_each_event_once(kit, i
     assert names.count("RetrievalStartEvent") == 1
     assert names.count("RetrievalEndEvent") == 1
     assert len(handler.selections) == 1
-    assert handler.selections[0].kept_ids == ["a1", "a2"]
+    assert ids(handler.selections[0].kept) == ["a1", "a2"]

@@ -71,6 +71,7 @@ from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.snapshot import Copied, same, shape
 from thresholded.strict import StrictArguments, check_call_options
+from thresholded.wrapped import merged_restrictions
 
 REPORT_SINK = "_thresholded_report_sink"
 STORE_OPTIONS = ("filters", "filter", "expr", "search_kwargs")
@@ -499,7 +500,13 @@ class ThresholdedRetriever(EngineRetriever):
             return cls(vectorstore=source, embeddings=store_embeddings, **fields)
         if raw_expr is not None:
             store_kwargs["filter"] = raw_expr
-        fields["search_kwargs"] = _inherited_kwargs(store_kwargs, fields.get("search_kwargs") or {})
+        fields["search_kwargs"] = merged_restrictions(
+            store_kwargs,
+            fields.get("search_kwargs") or {},
+            restricting=STORE_FILTER_KEYS,
+            expr_keys=_RAW_FILTERS,
+            argument="search_kwargs",
+        )
         return cls(vectorstore=retriever.vectorstore, embeddings=embeddings, **fields)
 
     # BaseRetriever -----------------------------------------------------------------
@@ -757,24 +764,6 @@ def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:
         "Build the retriever without it and pass filters=... (a structured filter or a dict "
         "such as {'doc_type': 'public'}), which holds for every result and attachment"
     )
-
-
-def _inherited_kwargs(inherited: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
-    """A wrapped retriever's ``search_kwargs`` with the ones given to ``from_retriever``,
-    which replace them, but for the store's filters: a Milvus expression both give holds
-    twice (AND); any other filter both give is refused, as neither may replace the other."""
-    merged = {**inherited, **given}
-    for key in sorted(inherited.keys() & given.keys() & STORE_FILTER_KEYS):
-        mine, theirs = inherited[key], given[key]
-        if key in _RAW_FILTERS and isinstance(mine, str) and isinstance(theirs, str):
-            merged[key] = f"({mine}) and ({theirs})"
-        elif mine != theirs:
-            raise ValueError(
-                f"search_kwargs[{key!r}] is given both by the wrapped retriever ({mine!r}) and "
-                f"to from_retriever ({theirs!r}): one would replace the other. Keep one, and "
-                "give further restrictions as filters=..., which are ANDed with it"
-            )
-    return merged
 
 
 def policy_of_call(own: RetrievalPolicy, options: dict[str, Any]) -> RetrievalPolicy:

@@ -560,7 +560,11 @@ def _kwargs_both(
     checked_partitions((given or {}).get(PARTITIONS), argument=PARTITIONS)  # refused, not dropped
     restricting = restricting_kwargs(store, inherited)
     return merged_restrictions(
-        inherited, given or {}, restricting=restricting, expr_key="string_expr"
+        inherited,
+        given or {},
+        restricting=restricting,
+        expr_keys=("string_expr",),
+        argument="vector_store_kwargs",
     )
 
 

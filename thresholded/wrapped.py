@@ -19,14 +19,18 @@ def restricts(value: Any) -> bool:
 
 
 def refuse_replaced(
-    inherited: Mapping[str, Any], given: Mapping[str, Any], keys: Iterable[str]
+    inherited: Mapping[str, Any],
+    given: Mapping[str, Any],
+    keys: Iterable[str],
+    argument: str = "",
 ) -> None:
-    """Refuse a restriction among ``keys`` that both set (not None), differently."""
+    """Refuse a restriction among ``keys`` that both set (not None), differently;
+    ``argument`` names the store arguments that hold them, if any."""
     clashing = [k for k in keys if inherited.get(k) is not None and given.get(k) is not None]
     clashing = [k for k in clashing if inherited[k] != given[k]]
     if clashing:
         raise ValueError(
-            f"both the wrapped retriever and from_retriever give {clashing}: one would "
+            f"both the wrapped retriever and from_retriever give {argument}{clashing}: one would "
             "replace the other. Give them once, and further restrictions as filters=..., "
             "which are combined"
         )
@@ -37,15 +41,17 @@ def merged_restrictions(
     given: Mapping[str, Any],
     *,
     restricting: Iterable[str],
-    expr_key: str,
+    expr_keys: Iterable[str],
+    argument: str,
 ) -> dict[str, Any]:
-    """``inherited`` with ``given`` over it, ``given``'s empty values left out: the raw
-    expression under ``expr_key`` that both give holds twice (AND); any other of
-    ``restricting`` both give is refused (:func:`refuse_replaced`)."""
+    """``inherited`` with ``given`` over it, ``given``'s empty values left out: a raw
+    expression (a string under one of ``expr_keys``) that both give holds twice (AND); any
+    other of ``restricting`` both give is refused (:func:`refuse_replaced`); ``argument``
+    names the store arguments in the error."""
     given = {k: v for k, v in given.items() if restricts(v)}
     merged = {**inherited, **given}
-    exprs = [k.get(expr_key) for k in (inherited, given) if k.get(expr_key)]
-    if len(exprs) > 1:
-        merged[expr_key] = " and ".join(f"({e})" for e in exprs)
-    refuse_replaced(inherited, given, sorted(set(restricting) - {expr_key}))
+    anded = {k for k in expr_keys if all(isinstance(m.get(k), str) for m in (inherited, given))}
+    for key in anded:
+        merged[key] = f"({inherited[key]}) and ({given[key]})"
+    refuse_replaced(inherited, given, sorted(set(restricting) - anded), argument=f"{argument} ")
     return merged

@@ -310,7 +310,9 @@ def test_a_calls_partition_names_are_refused(leaky) -> None:
 
 def test_partition_names_given_to_from_retriever_cannot_replace_the_wrapped_ones(leaky) -> None:
     wrapped = leaky.langchain_store.as_retriever(search_kwargs={"partition_names": ["public"]})
-    with pytest.raises(ValueError, match=r"search_kwargs\['partition_names'\].*both"):
+    with pytest.raises(
+        ValueError, match=r"search_kwargs \['partition_names'\].*would replace the other"
+    ):
         lc.ThresholdedRetriever.from_retriever(
             wrapped, policy=POLICY, search_kwargs={"partition_names": ["_default"]}
         )
@@ -406,7 +408,7 @@ def test_chroma_ids_hold_for_attachments(chroma) -> None:
 
 def test_ids_given_to_from_retriever_cannot_replace_the_wrapped_ones(chroma) -> None:
     wrapped = chroma.as_retriever(search_kwargs={"ids": PUBLIC_IDS})
-    with pytest.raises(ValueError, match=r"search_kwargs\['ids'\].*both"):
+    with pytest.raises(ValueError, match=r"search_kwargs \['ids'\].*would replace the other"):
         lc.ThresholdedRetriever.from_retriever(
             wrapped, policy=POLICY, search_kwargs={"ids": EVERY_ID}
         )

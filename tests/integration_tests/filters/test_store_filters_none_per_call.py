@@ -88,3 +88,22 @@ def test_a_calls_where_document_none_cannot_lift_the_retrievers(chroma) -> None:
     assert ids(retriever.invoke(QUESTION)) == ["f0", "f1"]
     with pytest.raises(TypeError, match=r"search_kwargs hold a store filter \(where_document\)"):
         retriever.invoke(QUESTION, search_kwargs={"where_document": None})
+
+
+@pytest.mark.parametrize("nothing", [None, {}])
+def test_from_retriever_given_no_where_document_keeps_the_wrapped_one(chroma, nothing) -> None:
+    """As LlamaIndex's ``from_retriever``: a restriction given as None or empty restricts
+    nothing, so the wrapped retriever's holds (it was refused as replacing it); one given
+    differently is refused."""
+    wrapped = chroma.as_retriever(search_kwargs={"where_document": {"$contains": "f"}})
+    retriever = lc.ThresholdedRetriever.from_retriever(
+        wrapped, policy=POLICY, search_kwargs={"where_document": nothing}
+    )
+    assert retriever.search_kwargs == {"where_document": {"$contains": "f"}}
+    assert ids(retriever.invoke(QUESTION)) == ["f0", "f1"]
+    with pytest.raises(
+        ValueError, match=r"search_kwargs \['where_document'\].*would replace the other"
+    ):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, search_kwargs={"where_document": {"$contains": "h"}}
+        )

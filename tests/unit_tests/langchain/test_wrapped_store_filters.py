@@ -44,7 +44,9 @@ def test_a_wrapped_store_filter_and_another_of_the_same_key_are_refused(corpus):
     """Neither may replace the other (a Milvus expression, which can, holds twice)."""
     store = corpus([("a", 0.75, {"doc_type": "public"})]).store
     wrapped = store.as_retriever(search_kwargs={"where_document": {"$contains": "a"}})
-    with pytest.raises(ValueError, match=r"search_kwargs\['where_document'\].*both"):
+    with pytest.raises(
+        ValueError, match=r"search_kwargs \['where_document'\].*would replace the other"
+    ):
         ThresholdedRetriever.from_retriever(
             wrapped, search_kwargs={"where_document": {"$contains": "b"}}
         )

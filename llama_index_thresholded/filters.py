@@ -66,8 +66,9 @@ def _group(filters: MetadataFilters, negated: bool = False) -> Group:
 
 def _condition(item: MetadataFilter, negated: bool = False) -> Condition:
     op = Op(FilterOperator(item.operator).value)
+    instead = "CONTAINS" if op is Op.TEXT_MATCH else "CONTAINS (which tells case apart)"
     return like_condition(
-        item.key, op, item.value, operator="text_match", instead="CONTAINS", negated=negated
+        item.key, op, item.value, operator=op.value, instead=instead, negated=negated
     )
 
 

@@ -168,10 +168,11 @@ def like_condition(
     key: str, op: Op, value: Any, *, operator: str, instead: str, negated: bool = False
 ) -> Condition:
     """A framework's condition in the model (``negated``: under a NOT, or an odd number of
-    them). A substring match (TEXT_MATCH) is refused where a LIKE character in its value
-    would change what the filter lets through: the framework's own stores write the value
-    into a LIKE pattern (LangChain's ``like``, LlamaIndex's TEXT_MATCH on Milvus;
-    ``operator``: its name there), and TEXT_MATCH reads it as a character.
+    them). A substring match (TEXT_MATCH, TEXT_MATCH_INSENSITIVE) is refused where a LIKE
+    character in its value would change what the filter lets through: the framework's own
+    stores write the value into a LIKE pattern (LangChain's ``like``, LlamaIndex's TEXT_MATCH
+    on Milvus, both of LlamaIndex's on its SQL stores, ILIKE for the insensitive one;
+    ``operator``: its name there), and the model reads it as a character.
 
     - ``%``, a wildcard there, anywhere: ``%internal%`` would match no section, and under
       NOT every one, the sections it meant to leave out included;
@@ -180,7 +181,7 @@ def like_condition(
       section). Elsewhere it can only leave sections out, and is read as the character.
 
     ``instead`` names the filter for a text that holds such a character."""
-    if op is Op.TEXT_MATCH and isinstance(value, str):
+    if op in TEXTS and isinstance(value, str):
         if "%" in value:
             raise UnsafeFilterError(
                 f"{operator} on {key!r} is a substring match, and its value {value!r} holds "

@@ -18,8 +18,8 @@ from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriev
 from thresholded.errors import UnsafeFilterError
 
 
-def none_matching(value: str) -> MetadataFilters:
-    match = MetadataFilter(key="tags", value=value, operator=FilterOperator.TEXT_MATCH)
+def none_matching(value: str, operator=FilterOperator.TEXT_MATCH) -> MetadataFilters:
+    match = MetadataFilter(key="tags", value=value, operator=operator)
     return MetadataFilters(filters=[match], condition=FilterCondition.NOT)
 
 
@@ -49,15 +49,20 @@ ANY_ONE = r"'_'.*any one character"
     [(v, WILDCARD) for v in ("%internal%", "internal%", "%")]
     + [(v, ANY_ONE) for v in ("int_rnal", "_")],
 )
-def test_a_text_match_wildcard_is_refused(kit, tagged, value, said):
+@pytest.mark.parametrize(
+    "operator", [FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE]
+)
+def test_a_text_match_wildcard_is_refused(kit, tagged, value, said, operator):
     """``_`` too, under NOT: in LlamaIndex's Milvus store's LIKE pattern it is any one
     character, so "none of int_rnal" meant to leave out the internal section, and read as
-    the characters ``int_rnal``, which no section holds, it left out none."""
+    the characters ``int_rnal``, which no section holds, it left out none. TEXT_MATCH_INSENSITIVE
+    too: LlamaIndex's SQL stores (Postgres) write it into an ILIKE pattern."""
+    filters = none_matching(value, operator)
     for retriever in retrievers(kit, tagged):
         with pytest.raises(UnsafeFilterError, match=said):
-            retriever.retrieve_with_report(kit.QUESTION, filters=none_matching(value))
+            retriever.retrieve_with_report(kit.QUESTION, filters=filters)
     with pytest.raises(UnsafeFilterError, match=said):
-        retrievers(kit, tagged, none_matching(value))
+        retrievers(kit, tagged, filters)
 
 
 def test_text_match_is_a_substring(kit, tagged):

@@ -189,13 +189,13 @@ def like_condition(
                 f"alone ({value.replace('%', '')!r}), or {instead} for a text that holds '%'"
             )
         if negated and "_" in value:
+            part = max(value.split("_"), key=len)
             raise UnsafeFilterError(
                 f"{operator} on {key!r} under NOT is a substring match, and its value "
                 f"{value!r} holds '_', which a LIKE pattern reads as any one character and "
                 "this package as the character itself: the NOT would let through the "
-                "sections the pattern meant to leave out. Give the text without '_' (e.g. "
-                f"its longest part, {max(value.split('_'), key=len)!r}), or {instead} for a "
-                "text that holds '_'"
+                "sections the pattern meant to leave out. Give the text without '_'"
+                f"{f' (e.g. {part!r})' if part else ''}, or {instead} for a text that holds '_'"
             )
     return Condition(key, op, value)
 

@@ -7,7 +7,7 @@ A call's ``filters=`` (and a retriever's ``filters`` field) is a structured filt
   ``in``, ``nin``, ``contain`` (a stored list holds the value, or a stored string the text)
   and ``like`` (a substring), under
   ``and``, ``or`` and ``not`` ("none of"); a ``like`` value holding ``%`` is refused (it
-  is no wildcard here);
+  is no wildcard here), and one holding ``_`` under ``not`` (nor is it any one character);
 - or a dict: ``{"doc_type": "public"}`` (equal), ``{"year": {"$gte": 2020}}``, with
   ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, ``$contains``,
   ``$any``, ``$all``, ``$text_match``, ``$text_match_insensitive`` (not on Milvus) and
@@ -71,15 +71,19 @@ def to_filter(filters: Any) -> Filter | None:
     )
 
 
-def _structured(item: Comparison | Operation) -> Filter:
+def _structured(item: Comparison | Operation, negated: bool = False) -> Filter:
+    """``negated``: under a NOT (or an odd number of them)."""
     if isinstance(item, Comparison):
         op = _COMPARATORS[str(getattr(item.comparator, "value", item.comparator))]
-        return like_condition(item.attribute, op, item.value, operator="like", instead=_LITERAL)
-    children = tuple(_nested(a) for a in item.arguments)
-    return Group(Combine(str(getattr(item.operator, "value", item.operator))), children)
+        return like_condition(
+            item.attribute, op, item.value, operator="like", instead=_LITERAL, negated=negated
+        )
+    combine = Combine(str(getattr(item.operator, "value", item.operator)))
+    inner = negated != (combine is Combine.NOT)
+    return Group(combine, tuple(_nested(a, inner) for a in item.arguments))
 
 
-def _nested(item: Any) -> Filter:
+def _nested(item: Any, negated: bool) -> Filter:
     if isinstance(item, Comparison | Operation):
-        return _structured(item)
+        return _structured(item, negated)
     raise TypeError(f"an Operation holds Comparisons and Operations, got {item!r}")

@@ -83,8 +83,9 @@ class CallFilters:
     filters: MetadataFilters | None
     milvus_expr: str | None = None
     chroma_where: dict[str, Any] | None = None
-    """On Chroma, given the retriever's own ``where``: that clause AND the filters, as one
-    (Chroma takes either LlamaIndex's filters or a ``where``, never both)."""
+    """On Chroma, the filters as a ``where`` clause (:func:`thresholded.filters.chroma.to_chroma`),
+    AND the retriever's own ``where`` (Chroma takes either LlamaIndex's filters or a
+    ``where``, never both; LlamaIndex's translation writes no NOT and no IS_EMPTY)."""
     keys: frozenset[str] = frozenset()
     """On Milvus, the keys the filters name: each result's metadata must hold them."""
 
@@ -141,11 +142,11 @@ class LlamaIndexBackend:
     # Filters -------------------------------------------------------------------------------
     def prepare(self, where: Filter | None, options: Any = None) -> CallFilters:
         """The call's filters for the store, before any query is sent: on Milvus, one
-        expression ANDing every restriction in force; on Chroma with the retriever's own
-        ``where``, one clause ANDing it with them; elsewhere LlamaIndex's filters."""
+        expression ANDing every restriction in force; on Chroma, one ``where`` clause ANDing
+        the retriever's own with them; elsewhere LlamaIndex's filters."""
         _check_no_store_fields(self._store, where)
-        own_where = self._args["vector_store_kwargs"].get("where")
-        if is_chroma_store(self._store) and own_where:
+        if is_chroma_store(self._store):  # its own translation writes no NOT, no IS_EMPTY
+            own_where = self._args["vector_store_kwargs"].get("where")
             return CallFilters(None, chroma_where=_all_of(own_where, to_chroma(where).where))
         if is_named(self._store, "FaissVectorStore"):  # it refuses any MetadataFilters
             return CallFilters(None)  # the engine holds the results to them after the search
@@ -762,9 +763,12 @@ def _by_id(store: Any, ids: list[str]) -> dict[str, Any]:
     }
 
 
-def _all_of(own: dict[str, Any], written: dict[str, Any] | None) -> dict[str, Any]:
-    """A Chroma ``where`` clause: the retriever's own, AND the filters where written."""
-    return own if written is None else {"$and": [own, written]}
+def _all_of(own: dict[str, Any] | None, written: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A Chroma ``where`` clause: the retriever's own, AND the filters where written (None:
+    neither restricts)."""
+    if not own or written is None:
+        return written or own or None
+    return {"$and": [own, written]}
 
 
 def _milvus_vectors(store: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Vector]:

@@ -53,17 +53,23 @@ def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None
     return _group(filters)
 
 
-def _group(filters: MetadataFilters) -> Group:
-    children = tuple(
-        _group(f) if isinstance(f, MetadataFilters) else _condition(f) for f in filters.filters
-    )
+def _group(filters: MetadataFilters, negated: bool = False) -> Group:
+    """``negated``: under a NOT (or an odd number of them)."""
     combine = Combine((filters.condition or FilterCondition.AND).value)
+    inner = negated != (combine is Combine.NOT)
+    children = tuple(
+        _group(f, inner) if isinstance(f, MetadataFilters) else _condition(f, inner)
+        for f in filters.filters
+    )
     return Group(combine, children)
 
 
-def _condition(item: MetadataFilter) -> Condition:
+def _condition(item: MetadataFilter, negated: bool = False) -> Condition:
     op = Op(FilterOperator(item.operator).value)
-    return like_condition(item.key, op, item.value, operator="text_match", instead="CONTAINS")
+    instead = "CONTAINS" if op is Op.TEXT_MATCH else "CONTAINS (which tells case apart)"
+    return like_condition(
+        item.key, op, item.value, operator=op.value, instead=instead, negated=negated
+    )
 
 
 def to_metadata_filters(f: Filter | None) -> MetadataFilters | None:

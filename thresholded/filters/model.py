@@ -164,19 +164,39 @@ def check_not_marks(f: Filter | None, marks: Mapping[str, str]) -> None:
             )
 
 
-def like_condition(key: str, op: Op, value: Any, *, operator: str, instead: str) -> Condition:
-    """A framework's condition in the model. A substring match (TEXT_MATCH) whose value holds
-    ``%`` is refused: the framework's own stores write it into a LIKE pattern, where ``%`` is
-    a wildcard (LangChain's ``like``, LlamaIndex's TEXT_MATCH on Milvus; ``operator``: its
-    name there). TEXT_MATCH reads it as a character: ``%internal%`` would match no section,
-    and under NOT every one, the sections it meant to leave out included. ``instead`` names
-    the filter for a text that holds it."""
-    if op is Op.TEXT_MATCH and isinstance(value, str) and "%" in value:
-        raise UnsafeFilterError(
-            f"{operator} on {key!r} is a substring match, and its value {value!r} holds '%', "
-            "which would be matched as a character, not as a wildcard: give the text alone "
-            f"({value.replace('%', '')!r}), or {instead} for a text that holds '%'"
-        )
+def like_condition(
+    key: str, op: Op, value: Any, *, operator: str, instead: str, negated: bool = False
+) -> Condition:
+    """A framework's condition in the model (``negated``: under a NOT, or an odd number of
+    them). A substring match (TEXT_MATCH, TEXT_MATCH_INSENSITIVE) is refused where a LIKE
+    character in its value would change what the filter lets through: the framework's own
+    stores write the value into a LIKE pattern (LangChain's ``like``, LlamaIndex's TEXT_MATCH
+    on Milvus, both of LlamaIndex's on its SQL stores, ILIKE for the insensitive one;
+    ``operator``: its name there), and the model reads it as a character.
+
+    - ``%``, a wildcard there, anywhere: ``%internal%`` would match no section, and under
+      NOT every one, the sections it meant to leave out included;
+    - ``_``, any one character there, under NOT: read as the character, it matches fewer
+      sections, so "none of" lets more through (``int_rnal`` left out no ``internal``
+      section). Elsewhere it can only leave sections out, and is read as the character.
+
+    ``instead`` names the filter for a text that holds such a character."""
+    if op in TEXTS and isinstance(value, str):
+        if "%" in value:
+            raise UnsafeFilterError(
+                f"{operator} on {key!r} is a substring match, and its value {value!r} holds "
+                "'%', which would be matched as a character, not as a wildcard: give the text "
+                f"alone ({value.replace('%', '')!r}), or {instead} for a text that holds '%'"
+            )
+        if negated and "_" in value:
+            part = max(value.split("_"), key=len)
+            raise UnsafeFilterError(
+                f"{operator} on {key!r} under NOT is a substring match, and its value "
+                f"{value!r} holds '_', which a LIKE pattern reads as any one character and "
+                "this package as the character itself: the NOT would let through the "
+                "sections the pattern meant to leave out. Give the text without '_'"
+                f"{f' (e.g. {part!r})' if part else ''}, or {instead} for a text that holds '_'"
+            )
     return Condition(key, op, value)
 
 

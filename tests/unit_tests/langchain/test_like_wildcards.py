@@ -47,3 +47,23 @@ def test_a_like_wildcard_is_refused(retriever: ThresholdedRetriever, value: str)
 def test_like_is_a_substring(retriever: ThresholdedRetriever) -> None:
     assert [d.id for d in retriever.invoke(Q, filters=none_of(like("internal")))] == ["pub"]
     assert [d.id for d in retriever.invoke(Q, filters=like("internal"))] == ["int"]
+
+
+@pytest.mark.parametrize("value", ["int_rnal", "_"])
+def test_an_underscore_under_not_is_refused(retriever: ThresholdedRetriever, value: str) -> None:
+    """LangChain's Milvus translator writes ``like`` into a LIKE pattern, where ``_`` is any one
+    character: "none like int_rnal" meant to leave out the internal document, and read as the
+    characters ``int_rnal``, which no document holds, it left out none."""
+    with pytest.raises(UnsafeFilterError, match=r"'_'.*any one character"):
+        retriever.invoke(Q, filters=none_of(like(value)))
+    with pytest.raises(UnsafeFilterError, match=r"'_'.*any one character"):
+        ThresholdedRetriever(vectorstore=retriever.vectorstore, filters=none_of(like(value)))
+
+
+def test_an_underscore_where_it_only_narrows_is_the_character(
+    retriever: ThresholdedRetriever,
+) -> None:
+    assert retriever.invoke(Q, filters=like("int_rnal")) == []
+    assert retriever.invoke(Q, filters=none_of(none_of(like("int_rnal")))) == []
+    literal = {"$not": [{"tags": {"$text_match": "int_rnal"}}]}  # the dict form: the character
+    assert {d.id for d in retriever.invoke(Q, filters=literal)} == {"pub", "int"}

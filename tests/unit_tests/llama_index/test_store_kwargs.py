@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import pytest
 from llama_index.core.retrievers import VectorIndexRetriever
-from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
 
 from llama_index_thresholded import ThresholdedRetriever
 from thresholded.errors import UnsafeFilterError
@@ -166,6 +171,29 @@ def test_chroma_where_holds_with_the_retrievers_filters_and_a_calls(kit, chroma_
     assert ids(restricted.retrieve_with_report(kit.QUESTION)) == {"pub-a"}
     internal = restricted.retrieve_with_report(kit.QUESTION, filters=only("doc_type", "internal"))
     assert ids(internal) == set()
+
+
+NONE_INTERNAL = MetadataFilters(
+    filters=[MetadataFilter(key="doc_type", value="internal")], condition=FilterCondition.NOT
+)
+PUBLIC_NO_OWNER = MetadataFilters(
+    filters=[
+        MetadataFilter(key="owner", value=None, operator=FilterOperator.IS_EMPTY),
+        MetadataFilter(key="doc_type", value="public"),
+    ]
+)
+
+
+@pytest.mark.parametrize("filters", [NONE_INTERNAL, PUBLIC_NO_OWNER], ids=["not", "is_empty"])
+@pytest.mark.parametrize("own", [None, {"doc_type": {"$in": ["public", "internal"]}}])
+def test_chroma_takes_every_filter_with_or_without_a_where_of_its_own(
+    kit, chroma_index, filters, own
+):
+    """LlamaIndex's Chroma store writes no NOT and no IS_EMPTY (a ValueError of its own): the
+    filters are written as a Chroma ``where`` whether or not the retriever has one."""
+    kwargs = {} if own is None else {"vector_store_kwargs": {"where": own}}
+    found = retriever(kit, chroma_index, filters=filters, **kwargs)
+    assert ids(found.retrieve_with_report(kit.QUESTION)) == {"pub-a"}
 
 
 @pytest.mark.parametrize("empty", ["", "  ", None])

@@ -518,12 +518,14 @@ def test_a_closed_multi_collection_retriever_searches_again(fixture, variant):
 # Events, exactly once -------------------------------------------------------------------------
 class Selections(BaseEventHandler):
     _events: list[Any] = PrivateAttr(default_factory=list)
+    _names: Counter = PrivateAttr(default_factory=Counter)
 
     @classmethod
     def class_name(cls) -> str:
         return "Selections"
 
     def handle(self, event: Any, **kwargs: Any) -> None:
+        self._names[type(event).__name__] += 1
         if isinstance(event, li.ThresholdSelectionEvent):
             self._events.append(event)
 
@@ -575,6 +577,7 @@ def test_llama_index_events_exactly_once(fixture, variant, call, instrumentation
     ours = [s for s in spans.completed_spans if "Retriever." in s.id_]
     assert len(ours) == 1, [s.id_ for s in ours]
     assert len(selections._events) == 1
+    assert selections._names["RetrievalStartEvent"] == selections._names["RetrievalEndEvent"] == 1
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] == "langchain"], ids=variant_id)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Any, ClassVar, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -147,8 +147,6 @@ class MultiCollectionRetriever(EngineRetriever):
     ``floors`` (each collection's), ``min_similarity`` (the lowest of them) and
     ``min_top_similarity`` (the merged result's gate) read the floors and gate in force.
     """
-
-    _stage: ClassVar[str] = "multi_collection"
 
     collections: list[ThresholdedRetriever | CollectionSpec | VectorStore]
     policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)

@@ -6,7 +6,7 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -112,9 +112,6 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         arbitrary_types_allowed=True, extra="forbid", validate_assignment=True
     )
 
-    _stage: ClassVar[str] = "retriever"
-    """What the event's ``stage`` says."""
-
     _built: tuple[dict[str, Any], Any] | None = PrivateAttr(default=None)
     """The fields as ``_build`` read them (their dicts and lists copied), and what it made."""
 
@@ -207,7 +204,7 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         sink = kwargs.pop(REPORT_SINK, None)
         report = self._report(drive(retrieve(self._plan(query, kwargs))))
         run_manager.on_text(report.summary())
-        data = report.to_event_data(self._stage)
+        data = report.to_event_data()
         dispatch_custom_event(EVENT_NAME, data, config={"callbacks": run_manager.get_child()})
         if sink is not None:
             sink.append(report)
@@ -219,7 +216,7 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         sink = kwargs.pop(REPORT_SINK, None)
         report = self._report(await adrive(retrieve(self._plan(query, kwargs))))
         await run_manager.on_text(report.summary())
-        data = report.to_event_data(self._stage)
+        data = report.to_event_data()
         await adispatch_custom_event(
             EVENT_NAME, data, config={"callbacks": run_manager.get_child()}
         )

@@ -33,7 +33,8 @@ class ThresholdSelectionEvent(BaseEvent):
     data of LangChain's ``thresholded_selection`` event (``Report.to_event_data``)."""
 
     stage: str = "retriever"
-    """What made the selection: ``retriever``."""
+    """What made the selection: ``retriever``, or ``multi_collection`` (a
+    ``MultiCollectionRetriever``), as LangChain's event says it."""
     query: str
     """The question's text."""
     min_similarity: float
@@ -116,7 +117,7 @@ def retrieval_events(
         )
     if not heard:
         return
-    dispatcher.event(ThresholdSelectionEvent(**report.to_event_data("retriever")))
+    dispatcher.event(ThresholdSelectionEvent(**report.to_event_data()))
     dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query, nodes=report.items))
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from thresholded.fanout import CollectionStatus
 from thresholded.selection import Candidate, DropReason, Selection
@@ -92,6 +92,9 @@ class Report(Generic[T]):
     ``policy`` (the cap or budget); None if kept."""
     describe: Callable[[T], str] = field(default=repr, repr=False, compare=False)
     """A short text of an item, for ``explain``."""
+
+    STAGE: ClassVar[str] = "retriever"
+    """What made a selection of this kind, as its events' ``stage`` says it in both adapters."""
 
     @classmethod
     def build(
@@ -275,12 +278,13 @@ class Report(Generic[T]):
             for d in self.dropped
         ]
 
-    def to_event_data(self, stage: str) -> dict[str, Any]:
+    def to_event_data(self, stage: str | None = None) -> dict[str, Any]:
         """The report as JSON-ready data, for callback events and traces: LangChain's
         ``thresholded_selection`` event and LlamaIndex's ``ThresholdSelectionEvent`` carry
-        it, key for key."""
+        it, key for key. ``stage`` says what made the selection (default: the report's
+        kind, :attr:`STAGE`; a compressor's says ``compressor``)."""
         return {
-            "stage": stage,
+            "stage": stage or self.STAGE,
             "query": self.query,
             "min_similarity": self.min_similarity,
             "best_similarity": self.best_similarity,
@@ -314,6 +318,8 @@ class MultiCollectionReport(Report[T]):
     collections: tuple[CollectionStatus, ...] = ()
     """What each collection did: its status, floor, latency and counts."""
 
+    STAGE: ClassVar[str] = "multi_collection"
+
     @property
     def partial(self) -> bool:
         """True when a collection failed or timed out: the result may lack its sections."""
@@ -339,7 +345,7 @@ class MultiCollectionReport(Report[T]):
     def summary(self) -> str:
         return "; ".join([super().summary(), *(s.describe() for s in self.collections)])
 
-    def to_event_data(self, stage: str) -> dict[str, Any]:
+    def to_event_data(self, stage: str | None = None) -> dict[str, Any]:
         return {
             **super().to_event_data(stage),
             "collections": [s.describe() for s in self.collections],

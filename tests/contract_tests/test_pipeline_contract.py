@@ -36,6 +36,7 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events.base import BaseEvent
 from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
@@ -517,12 +518,14 @@ def test_a_closed_multi_collection_retriever_searches_again(fixture, variant):
 # Events, exactly once -------------------------------------------------------------------------
 class Selections(BaseEventHandler):
     _events: list[Any] = PrivateAttr(default_factory=list)
+    _names: Counter = PrivateAttr(default_factory=Counter)
 
     @classmethod
     def class_name(cls) -> str:
         return "Selections"
 
     def handle(self, event: Any, **kwargs: Any) -> None:
+        self._names[type(event).__name__] += 1
         if isinstance(event, li.ThresholdSelectionEvent):
             self._events.append(event)
 
@@ -574,6 +577,7 @@ def test_llama_index_events_exactly_once(fixture, variant, call, instrumentation
     ours = [s for s in spans.completed_spans if "Retriever." in s.id_]
     assert len(ours) == 1, [s.id_ for s in ours]
     assert len(selections._events) == 1
+    assert selections._names["RetrievalStartEvent"] == selections._names["RetrievalEndEvent"] == 1
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] == "langchain"], ids=variant_id)
@@ -587,6 +591,46 @@ def test_langchain_events_exactly_once(fixture, variant):
     else:
         asyncio.run(retriever.ainvoke(QUESTION, config))
     assert handler.counts == Counter({"start": 1, "end": 1, lc.EVENT_NAME: 1})
+
+
+class LangChainSelections(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.data: list[dict[str, Any]] = []
+
+    def on_custom_event(self, name: str, data: Any, *args: Any, **kwargs: Any) -> None:
+        self.data.append(data)
+
+
+def event_data(framework: str, retriever: Any, mode: str, selections: Selections) -> tuple:
+    """The selection event's data of one ``retrieve_with_report`` call, and its report."""
+    if framework == "llama_index":
+        report = report_of(retriever, mode)
+        (event,) = selections._events
+        own = set(li.ThresholdSelectionEvent.model_fields) - set(BaseEvent.model_fields)
+        data = {name: getattr(event, name) for name in own}
+        return {
+            k: v for k, v in data.items() if v is not None or k not in ("collections", "partial")
+        }, report
+    handler = LangChainSelections()
+    report = report_of(retriever, mode, config={"callbacks": [handler]})
+    (data,) = handler.data
+    return data, report
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_the_selection_event_is_the_calls_report_named_alike_in_both_adapters(
+    fixture, variant, instrumentation
+):
+    """One event per call, its data the report's of the same call, key for key: the same
+    kept, attached and dropped sections, and the same ``stage`` for the same retriever in
+    both adapters (a multi-collection retriever's said ``retriever`` in LlamaIndex's)."""
+    framework, shape, mode = variant
+    data, report = event_data(framework, build(fixture, framework, shape), mode, instrumentation[1])
+    assert data["stage"] == {"single": "retriever", "multi": "multi_collection"}[shape]
+    assert data == report.to_event_data()
+    assert [k["id"] for k in data["kept"]] == KEPT
+    assert [a["id"] for a in data["attached"]] == ATTACHED
+    assert {d["id"]: d["reason"] for d in data["dropped"]} == DROPPED
 
 
 def test_a_langchain_collection_named_by_uri_keeps_the_same(fixture):

@@ -93,7 +93,7 @@ def test_the_event_carries_the_langchain_events_data_key_for_key(kit, index, rec
         retriever = MultiCollectionRetriever([CollectionSpec(index, name="kb")], policy(kit))
     else:
         retriever = ThresholdedRetriever(index, policy(kit), neighbours=1)
-    data = retriever.retrieve_with_report(kit.QUESTION).to_event_data("retriever")
+    data = retriever.retrieve_with_report(kit.QUESTION).to_event_data()
     (event,) = recorder.selections
     own = set(ThresholdSelectionEvent.model_fields) - set(BaseEvent.model_fields)
     fields = {name: getattr(event, name) for name in own}

@@ -73,9 +73,10 @@ never replaced."""
 _NAMESPACE = "namespace"
 """Where a langchain-milvus store's arguments name the namespace of a Milvus 2.6 collection
 searched (pymilvus sends it with the search): a tenant's rows, as a partition is."""
-_NOT_PER_CALL = STORE_FILTER_KEYS | {_NAMESPACE}
-"""What a call's ``search_kwargs`` may not hold: it would replace the retriever's own."""
-_STORE_RESTRICTIONS = _NOT_PER_CALL - {_EXPR_PARAMS}
+NEVER_REPLACED = STORE_FILTER_KEYS | {_NAMESPACE}
+"""The retriever's own store restrictions, which nothing replaces: a call's ``search_kwargs``
+may not hold them, and ``from_retriever``'s may not give the wrapped retriever's anew."""
+_STORE_RESTRICTIONS = NEVER_REPLACED - {_EXPR_PARAMS}
 """The store arguments that restrict a search when given (not the values of an expression's
 placeholders, which restrict nothing alone)."""
 _DENSE = frozenset({ScoreKind.COSINE, ScoreKind.UNKNOWN})
@@ -654,13 +655,13 @@ def _unheld_filters(store: VectorStore) -> list[str]:
     if wrapped is None:
         members = members_of(store.retriever)
         kwargs = [m.search_kwargs for m in members if isinstance(m, VectorStoreRetriever)]
-        return sorted({key for each in kwargs for key in _filter_keys(each, _NOT_PER_CALL)})
+        return sorted({key for each in kwargs for key in _filter_keys(each, NEVER_REPLACED)})
     held: tuple[str, ...] = (_ONLY_IDS,)
     if is_milvus(wrapped.vectorstore):
         held += (*_RAW_EXPR_KEYS, _PARTITIONS)
     elif _structured(wrapped.search_kwargs.get("filter")):
         held += ("filter",)
-    return [key for key in _filter_keys(wrapped.search_kwargs, _NOT_PER_CALL) if key not in held]
+    return [key for key in _filter_keys(wrapped.search_kwargs, NEVER_REPLACED) if key not in held]
 
 
 def source_settings(store: VectorStore) -> list[Any]:
@@ -849,7 +850,7 @@ def _members_where(store: VectorStore) -> Filter | None:
 def _filter_keys(
     search_kwargs: Mapping[str, Any], keys: frozenset[str] = STORE_FILTER_KEYS
 ) -> list[str]:
-    """The store filters among a store's arguments (with ``_NOT_PER_CALL``, a Milvus
+    """The store filters among a store's arguments (with ``NEVER_REPLACED``, a Milvus
     namespace too)."""
     return sorted(key for key in keys if search_kwargs.get(key) is not None)
 
@@ -910,7 +911,7 @@ def _no_store_filter_per_call(search_kwargs: Mapping[str, Any]) -> None:
     """A call's ``search_kwargs`` hold no store filter: it would replace the retriever's, and
     the neighbours and summaries fetched from the docstore would not be held to it. A key
     given as None is refused too: it replaces the retriever's own with no restriction."""
-    given = sorted(key for key in _NOT_PER_CALL if key in search_kwargs)
+    given = sorted(key for key in NEVER_REPLACED if key in search_kwargs)
     if given:
         raise TypeError(
             f"a call's search_kwargs hold a store filter ({', '.join(given)}), which would "

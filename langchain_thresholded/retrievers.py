@@ -25,7 +25,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, Vector
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from langchain_thresholded.backend import (
-    STORE_FILTER_KEYS,
+    NEVER_REPLACED,
     LangChainBackend,
     LinkKeys,
     as_dropped,
@@ -500,7 +500,7 @@ class ThresholdedRetriever(EngineRetriever):
         fields["search_kwargs"] = merged_restrictions(
             store_kwargs,
             fields.get("search_kwargs") or {},
-            restricting=STORE_FILTER_KEYS,
+            restricting=NEVER_REPLACED,
             expr_keys=_RAW_FILTERS,
             argument="search_kwargs",
         )

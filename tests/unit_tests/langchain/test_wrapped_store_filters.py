@@ -187,3 +187,19 @@ def test_a_wrapped_retrievers_namespace_with_a_docstore_is_refused(corpus):
             score_kind=ScoreKind.MMR,
             docstore=InMemoryStore(),
         )
+
+
+def test_a_wrapped_namespace_cannot_be_replaced(corpus):
+    """A Milvus namespace limits the search to one tenant's rows, as a partition does: one
+    given to ``from_retriever`` replaced the wrapped retriever's, so the search ran over
+    another tenant's rows. None leaves the wrapped one in force."""
+    store = corpus([("a", 0.75)]).store
+    wrapped = store.as_retriever(search_kwargs={"namespace": "tenant_a"})
+    with pytest.raises(ValueError, match=r"search_kwargs \['namespace'\].*would replace"):
+        ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, search_kwargs={"namespace": "tenant_b"}
+        )
+    kept = ThresholdedRetriever.from_retriever(
+        wrapped, policy=POLICY, search_kwargs={"namespace": None}
+    )
+    assert kept.search_kwargs == {"namespace": "tenant_a"}

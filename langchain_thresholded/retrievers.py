@@ -424,7 +424,11 @@ class ThresholdedRetriever(EngineRetriever):
         ``filters=``) when it is a structured filter or its dict form (a Milvus ``expr``
         string stays the raw expression); any other form (a function, a dict of
         operators the filter model does not accept) is an error that says to pass
-        ``filters=``. Its settings are copied, so a search after the retriever changed (a
+        ``filters=``. ``search_kwargs=`` given here are merged with its own: its store
+        restrictions stay in force (a Milvus ``expr`` or ``filter`` string given too is
+        ANDed with its own; any other restriction it already has, a ``namespace`` included,
+        is refused rather than replaced), and one given as None or empty restricts nothing.
+        Its settings are copied, so a search after the retriever changed (a
         filter set on it afterwards, say) is refused: call ``from_retriever`` again.
 
         With a ``docstore``, the neighbours and summaries it attaches are held to the wrapped

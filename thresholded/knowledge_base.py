@@ -78,8 +78,10 @@ def load_knowledge_base(folder: str | Path = EXAMPLE_KNOWLEDGE_BASE) -> list[Kno
 
 
 def example_profile(profile: str | Path | None = None) -> Path:
-    """``profile`` for the example knowledge base, or its own; one measured on another
-    collection is refused: the example's sections are indexed into ``EXAMPLE_COLLECTION``."""
+    """The profile to retrieve from the example knowledge base with: ``profile``, or the
+    knowledge base's own when it is None. One measured on another collection is refused
+    (:class:`~thresholded.errors.ProfileError`) before anything is indexed: the example's
+    sections are indexed into ``EXAMPLE_COLLECTION``."""
     if profile is None:
         return EXAMPLE_KNOWLEDGE_BASE / "threshold.json"
     from thresholded.errors import ProfileError

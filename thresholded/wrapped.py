@@ -45,9 +45,11 @@ def merged_restrictions(
     argument: str,
 ) -> dict[str, Any]:
     """``inherited`` with ``given`` over it, ``given``'s empty values left out: a raw
-    expression (a string under one of ``expr_keys``) that both give holds twice (AND); any
-    other of ``restricting`` both give is refused (:func:`refuse_replaced`); ``argument``
-    names the store arguments in the error."""
+    expression (a string under one of ``expr_keys``) that both give holds twice (AND), an
+    empty one restricting nothing; any other of ``restricting`` both give is refused
+    (:func:`refuse_replaced`); ``argument`` names the store arguments in the error."""
+    expr_keys = set(expr_keys)
+    inherited = {k: v for k, v in inherited.items() if k not in expr_keys or restricts(v)}
     given = {k: v for k, v in given.items() if restricts(v)}
     merged = {**inherited, **given}
     anded = {k for k in expr_keys if all(isinstance(m.get(k), str) for m in (inherited, given))}

@@ -211,6 +211,20 @@ def test_from_retriever_keeps_the_wrapped_string_expr_beside_an_empty_one(kit, m
     assert ids(restricted.retrieve_with_report(kit.QUESTION)) == PUBLIC
 
 
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_from_retriever_takes_a_string_expr_beside_a_wrapped_empty_one(kit, milvus_index, empty):
+    """The wrapped retriever's empty ``string_expr`` restricts nothing: the one given is the
+    restriction (they were ANDed into ``() and (...)``, which Milvus cannot read)."""
+    wrapped = VectorIndexRetriever(milvus_index, vector_store_kwargs={"string_expr": empty})
+    restricted = ThresholdedRetriever.from_retriever(
+        wrapped,
+        kit.policy(min_similarity=0.0),
+        pushdown=False,
+        vector_store_kwargs={"string_expr": 'doc_type == "public"'},
+    )
+    assert ids(restricted.retrieve_with_report(kit.QUESTION)) == PUBLIC
+
+
 def test_partition_names_that_name_no_partition_are_refused(kit, milvus_index):
     """Milvus searches every partition for an empty list: a list of the partitions a caller
     may read that came out empty would have opened all of them."""

@@ -427,7 +427,8 @@ class ThresholdedRetriever(EngineRetriever):
         ``filters=``. ``search_kwargs=`` given here are merged with its own: its store
         restrictions stay in force (a Milvus ``expr`` or ``filter`` string given too is
         ANDed with its own; any other restriction it already has, a ``namespace`` included,
-        is refused rather than replaced), and one given as None or empty restricts nothing.
+        is refused rather than replaced), and one given as None, a blank expression or an empty
+        clause restricts nothing (an empty list of ids names no section).
         Its settings are copied, so a search after the retriever changed (a
         filter set on it afterwards, say) is refused: call ``from_retriever`` again.
 

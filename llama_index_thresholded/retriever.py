@@ -377,8 +377,9 @@ class ThresholdedRetriever(EngineRetriever):
         filters, ``doc_ids``, ``node_ids`` and ``vector_store_kwargs`` restrictions stay in
         force: ``filters=`` given here is combined with its filters (AND), a
         ``string_expr`` with its own (AND), and any other restriction it already has is
-        refused rather than replaced. One given as None (or, in ``vector_store_kwargs``,
-        empty) restricts nothing, so it leaves the wrapped retriever's in force. Its settings
+        refused rather than replaced. One given as None (or, in ``vector_store_kwargs``, a
+        blank expression or an empty clause) restricts nothing, so it leaves the wrapped
+        retriever's in force; an empty list of ids names no section. Its settings
         are copied, so a search after the wrapped retriever changed (its ``_filters``,
         ``_node_ids`` or ``_kwargs`` set afterwards, say) is refused: call
         ``from_retriever`` again. Any other

@@ -1,7 +1,8 @@
 """A wrapped retriever's restrictions with those given to ``from_retriever``: they only
 narrow. A raw expression both give holds twice (AND); any other restriction both give is
-refused, as neither may replace the other; one given as None or empty restricts nothing,
-so it leaves the wrapped retriever's in force."""
+refused, as neither may replace the other; one given as None, a blank expression or an empty
+clause restricts nothing, so it leaves the wrapped retriever's in force (an empty list of ids
+or partitions is no such thing: it is held as given)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,16 @@ def restricts(value: Any) -> bool:
     if isinstance(value, str):
         return bool(value.strip())
     return not isinstance(value, Sized) or len(value) > 0
+
+
+def says_nothing(value: Any) -> bool:
+    """A restriction given to ``from_retriever`` that leaves the wrapped one in force: None,
+    a blank string (no expression) or an empty mapping (no clause). An empty list is not one:
+    a list of ids that names none admits no section, and one of partitions is refused
+    (Milvus would search every partition)."""
+    if value is None or isinstance(value, Mapping):
+        return not value
+    return isinstance(value, str) and not value.strip()
 
 
 def refuse_replaced(
@@ -44,13 +55,14 @@ def merged_restrictions(
     expr_keys: Iterable[str],
     argument: str,
 ) -> dict[str, Any]:
-    """``inherited`` with ``given`` over it, ``given``'s empty values left out: a raw
-    expression (a string under one of ``expr_keys``) that both give holds twice (AND), an
-    empty one restricting nothing; any other of ``restricting`` both give is refused
-    (:func:`refuse_replaced`); ``argument`` names the store arguments in the error."""
+    """``inherited`` with ``given`` over it, what of ``given`` says nothing left out
+    (:func:`says_nothing`): a raw expression (a string under one of ``expr_keys``) that
+    both give holds twice (AND), a blank one restricting nothing; any other of
+    ``restricting`` both give is refused (:func:`refuse_replaced`); ``argument`` names the
+    store arguments in the error."""
     expr_keys = set(expr_keys)
-    inherited = {k: v for k, v in inherited.items() if k not in expr_keys or restricts(v)}
-    given = {k: v for k, v in given.items() if restricts(v)}
+    inherited = {k: v for k, v in inherited.items() if k not in expr_keys or not says_nothing(v)}
+    given = {k: v for k, v in given.items() if not says_nothing(v)}
     merged = {**inherited, **given}
     anded = {k for k in expr_keys if all(isinstance(m.get(k), str) for m in (inherited, given))}
     for key in anded:

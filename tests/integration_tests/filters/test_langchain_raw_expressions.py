@@ -327,6 +327,16 @@ def test_partition_names_that_name_no_partition_are_refused(leaky) -> None:
         lc.ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
 
 
+def test_partition_names_given_to_from_retriever_that_name_none_are_refused(leaky) -> None:
+    """An empty list given to ``from_retriever`` was dropped as restricting nothing: the
+    search ran over every partition, the internal ones included."""
+    wrapped = leaky.langchain_store.as_retriever()
+    with pytest.raises(UnsafeFilterError, match=r"partition_names=\[\] names no partition"):
+        lc.ThresholdedRetriever.from_retriever(
+            wrapped, policy=POLICY, search_kwargs={"partition_names": []}
+        )
+
+
 def test_partition_names_read_as_patterns_are_refused(leaky) -> None:
     """A server that reads partition names as patterns (Milvus before 2.3.4) would search
     every partition whose name matches: ``".*"`` all of them."""
@@ -414,3 +424,14 @@ def test_ids_given_to_from_retriever_cannot_replace_the_wrapped_ones(chroma) -> 
         )
     inherited = lc.ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
     assert sorted(ids(inherited.invoke(QUESTION))) == PUBLIC_IDS
+
+
+def test_ids_given_to_from_retriever_that_name_none_admit_none(chroma) -> None:
+    """An empty id list names no section, as it does on a retriever built over the store:
+    given to ``from_retriever`` it was dropped as restricting nothing, and every section
+    came back."""
+    built = lc.ThresholdedRetriever(vectorstore=chroma, policy=POLICY, search_kwargs={"ids": []})
+    wrapped = lc.ThresholdedRetriever.from_retriever(
+        chroma.as_retriever(), policy=POLICY, search_kwargs={"ids": []}
+    )
+    assert ids(built.invoke(QUESTION)) == ids(wrapped.invoke(QUESTION)) == []

@@ -225,6 +225,19 @@ def test_from_retriever_takes_a_string_expr_beside_a_wrapped_empty_one(kit, milv
     assert ids(restricted.retrieve_with_report(kit.QUESTION)) == PUBLIC
 
 
+def test_from_retriever_given_ids_that_name_none_admits_none(kit, chroma_index):
+    """An empty id list names no section, as on a retriever built over the index: given to
+    ``from_retriever`` it was dropped as restricting nothing, and every section came back."""
+    built = retriever(kit, chroma_index, vector_store_kwargs={"ids": []})
+    wrapped = ThresholdedRetriever.from_retriever(
+        VectorIndexRetriever(chroma_index),
+        kit.policy(min_similarity=0.0),
+        vector_store_kwargs={"ids": []},
+    )
+    assert ids(built.retrieve_with_report(kit.QUESTION)) == set()
+    assert ids(wrapped.retrieve_with_report(kit.QUESTION)) == set()
+
+
 def test_partition_names_that_name_no_partition_are_refused(kit, milvus_index):
     """Milvus searches every partition for an empty list: a list of the partitions a caller
     may read that came out empty would have opened all of them."""

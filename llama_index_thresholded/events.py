@@ -60,7 +60,8 @@ class ThresholdSelectionEvent(BaseEvent):
     ``collection`` from a multi-collection retriever, ``attached_as`` for one that is in
     the result all the same, attached to a kept section); not those outside the filters."""
     drop_counts: dict[str, int]
-    """How many candidates each reason dropped, those outside the filters included."""
+    """How many candidates each reason dropped, those outside a call's filters included
+    (``outside_filters``); those outside the retriever's own are held back uncounted."""
     outside_filters: int = 0
     """How many candidates were outside a call's filters: counted, never named, since an
     event may reach the end user."""

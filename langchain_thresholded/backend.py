@@ -52,6 +52,7 @@ from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
 from thresholded.stored_vectors import chroma_vectors, faiss_vectors
+from thresholded.strict import near_misses
 from thresholded.wrapped import restricts
 
 FAISS_FILTER_ROWS = 10_000
@@ -174,6 +175,8 @@ class LangChainBackend:
         against ``where`` whatever the store did."""
         self.check_filter(where)
         extra = dict((options or {}).get("search_kwargs") or {})
+        if _filters_read(self._rows) is not None:
+            _no_misspelt_restriction(self._rows, extra)
         _no_store_filter_per_call(extra)
         kwargs = {**self._search_kwargs, **extra}
         if "k" in kwargs:
@@ -729,6 +732,7 @@ def _check_filters_read(
     read = _filters_read(store)
     if read is None:
         return
+    _no_misspelt_restriction(store, search_kwargs, whose)
     read |= held
     unread = [k for k in _filter_keys(search_kwargs) if k not in read]
     if unread:
@@ -739,6 +743,21 @@ def _check_filters_read(
             "such as {'doc_type': 'public'}), which every store applies"
         )
     _check_filter_callable(store, search_kwargs, whose)
+
+
+def _no_misspelt_restriction(
+    store: VectorStore, search_kwargs: Mapping[str, Any], whose: str = ""
+) -> None:
+    """Refuse a store argument spelt like a store filter but not one (``filtr``, ``filters``,
+    ``partition_name``): ``store`` (one whose search arguments are known) drops it without
+    a word, so the restriction meant would not hold."""
+    for given, meant in near_misses(search_kwargs, _NOT_PER_CALL | {"filter"}):
+        raise TypeError(
+            f"{whose}search_kwargs {given!r} is no argument {type(store).__name__}'s search "
+            f"reads (did you mean {meant!r}?): it would be dropped, and nothing restricted. "
+            "Restrict with filters=... (a structured filter or a dict such as "
+            "{'doc_type': 'public'}), which every store applies"
+        )
 
 
 def _check_filter_callable(

@@ -32,6 +32,7 @@ from pymilvus import AsyncMilvusClient, Function, FunctionType
 
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
+    check_dimension,
     dense_dimension,
     describe_existing,
     index_metric,
@@ -97,6 +98,7 @@ class CompatibleMilvusVectorStore(MilvusVectorStore):
         kwargs = client_kwargs(kwargs)
         uri = str(self._argument("uri", 0, args, kwargs))
         collection = str(self._argument("collection_name", 2, args, kwargs))
+        check_dimension(_given_dim(args, kwargs), optional=True)
         wait_for_milvus_lite(uri)
         if timeout is not None:
             kwargs.setdefault("timeout", timeout)  # pymilvus' deadline for connecting
@@ -216,6 +218,12 @@ def _accepted_arguments() -> frozenset[str]:
     )
 
 
+def _given_dim(args: tuple, kwargs: dict[str, Any]) -> Any:
+    """The ``dim`` given to ``MilvusVectorStore``'s constructor, by name or position."""
+    bound = inspect.signature(MilvusVectorStore.__init__).bind_partial(None, *args, **kwargs)
+    return bound.arguments.get("dim")
+
+
 def milvus_store(
     uri: str,
     collection_name: str,
@@ -242,7 +250,7 @@ def milvus_store(
     return CompatibleMilvusVectorStore(
         uri=uri,
         collection_name=collection_name,
-        dim=dim,
+        dim=check_dimension(dim),
         similarity_metric=metric.value,
         overwrite=overwrite,
         **{"upsert_mode": True, **kwargs},

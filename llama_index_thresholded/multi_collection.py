@@ -198,11 +198,11 @@ class MultiCollectionRetriever(EngineRetriever):
                     parent_summaries=parent_summaries,
                     parent_levels=parent_levels,
                 ),
-                name=spec.name or _default_name(spec.store),
+                name=spec.name or _default_name(spec.store, position),
                 timeout=spec.timeout if spec.timeout is not None else timeout,
                 retrieve_k=spec.retrieve_k,
             )
-            for spec in specs
+            for position, spec in enumerate(specs)
         )
         for collection in self._collections:
             if collection.score_kind is not ScoreKind.COSINE:  # pragma: no cover - dense only
@@ -334,8 +334,8 @@ def _as_index(store: Any, embed_model: BaseEmbedding) -> VectorStoreIndex:
 
 def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
     """The one embedding model of the given indexes; bare stores need ``embed_model=``."""
-    indexes = [s for s in specs if isinstance(s.store, VectorStoreIndex)]
-    models = [index_embed_model(s.store) for s in indexes]
+    indexes = [(p, s) for p, s in enumerate(specs) if isinstance(s.store, VectorStoreIndex)]
+    models = [index_embed_model(s.store) for _, s in indexes]
     if not models:
         raise ValueError(
             "pass embed_model=...: the collections are bare vector stores, and the question "
@@ -348,8 +348,8 @@ def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
             "the question is embedded once, with one model, so every collection must use it"
         )
     built_with = [
-        Embedder(f"collection {s.name or _default_name(s.store)!r}", m, named_model(m))
-        for s, m in zip(indexes, models, strict=True)
+        Embedder(f"collection {s.name or _default_name(s.store, p)!r}", m, named_model(m))
+        for (p, s), m in zip(indexes, models, strict=True)
     ]
     question = replace(built_with[0], what=f"the model of {built_with[0].what}")
     check_one_embedder(
@@ -361,9 +361,13 @@ def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
     return models[0]
 
 
-def _default_name(target: Any) -> str:
+def _default_name(target: Any, position: int) -> str:
+    """``db/collection`` (Milvus, outside the default database), the collection name, else
+    the store's class and position, as LangChain's: ``SimpleVectorStore[1]``."""
     store = target.vector_store if isinstance(target, VectorStoreIndex) else target
-    name = getattr(store, "collection_name", None) or type(store).__name__
+    name = getattr(store, "collection_name", None)
+    if not name:
+        return f"{type(store).__name__}[{position}]"
     client = getattr(store, "client", None)
     db = getattr(getattr(client, "_config", None), "db_name", "") or ""
     return f"{db}/{name}" if db and db != "default" else str(name)

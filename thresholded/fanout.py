@@ -532,7 +532,8 @@ def check_unique_names(names: Sequence[str]) -> None:
         if name in seen:
             raise ValueError(
                 f"two collections are named {name!r} (the same collection name in two "
-                "databases or URIs?): give each a distinct name"
+                "databases or URIs?): give each a distinct name, "
+                "CollectionSpec(store, name=...)"
             )
         seen.add(name)
 

@@ -8,6 +8,7 @@ metric its index really uses.
 
 from __future__ import annotations
 
+import numbers
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,25 @@ from typing import Any
 from thresholded.errors import CollectionNotFoundError, UnsafeFilterError
 from thresholded.milvus_lite import is_lite_uri, lite_engine_version
 from thresholded.strict import list_of_strings
+
+MAX_DIMENSION = 32_768
+"""The largest dimension of a Milvus vector field (the smallest is 2)."""
+
+
+def check_dimension(dim: object, *, optional: bool = False) -> int | None:
+    """A new collection's ``dim``: an int from 2 to 32,768, refused otherwise before anything
+    is created (``True`` would make a collection of dimension 1, and Milvus refuses it only
+    when indexing it). ``optional``: None stands for an existing collection's own."""
+    if dim is None and optional:
+        return None
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(
+            f"dim must be the embedding model's dimension, an int (e.g. 384), got {dim!r}"
+        )
+    if not 2 <= int(dim) <= MAX_DIMENSION:
+        raise ValueError(f"dim must be from 2 to {MAX_DIMENSION}, as Milvus requires, got {dim}")
+    return int(dim)
+
 
 METRIC_NAMES = ("metric_type", "similarity_metric")
 """What Milvus (``metric_type``) and LlamaIndex (``similarity_metric``) call the metric that

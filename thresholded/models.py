@@ -297,6 +297,6 @@ def check_question_model(
     if not mine.same_model(theirs):
         raise ModelMismatchError(
             f"{given_as} is {mine}, but {built} {theirs}: one model's cosines cannot be "
-            f"compared with another's. Pass the model {built.removeprefix('the ')}, or "
+            f"compared with another's. Pass that model ({theirs}), or "
             "allow_model_mismatch=True if you know they are the same."
         )

@@ -209,7 +209,17 @@ class RetrievalPolicy(BaseModel):
         changes = {key: value for key, value in overrides.items() if value is not None}
         if not changes:
             return self
-        return type(self).model_validate({**self.model_dump(), **changes})
+        return self.model_copy(update=changes)
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> RetrievalPolicy:
+        """A copy with ``update``'s fields replaced (``None`` too), validated as the
+        constructor validates them: an invalid value or an unknown field is an error
+        naming it, never a policy that silently keeps nothing."""
+        if not update:
+            return super().model_copy(deep=deep)
+        return type(self).model_validate({**self.model_dump(), **update})
 
     # Serialisation -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

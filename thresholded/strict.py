@@ -24,6 +24,7 @@ __all__ = [
     "check_call_options",
     "check_switches",
     "named_parameters",
+    "near_misses",
     "strict_constructor",
 ]
 
@@ -130,6 +131,20 @@ def list_of_strings(value: Any, *, argument: str, what: str) -> tuple[str, ...]:
     if others:
         raise TypeError(f"{argument} takes a list of {what} (strings), got values of type {others}")
     return tuple(value)
+
+
+def near_misses(
+    given: Iterable[str], known: Iterable[str], *, cutoff: float = 0.8
+) -> list[tuple[str, str]]:
+    """Each name of ``given`` that is not ``known`` but close to one (a typo, a plural), with
+    the known name it is nearest: ``("filtr", "filter")``."""
+    names = sorted(set(known))
+    misses = []
+    for name in given:
+        close = [] if name in names else difflib.get_close_matches(name, names, 1, cutoff)
+        if close:
+            misses.append((name, close[0]))
+    return misses
 
 
 def named_parameters(function: Callable[..., Any]) -> list[str]:

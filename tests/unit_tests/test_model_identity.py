@@ -182,3 +182,16 @@ def test_questions_embedded_by_another_model_than_the_store_s_are_refused():
     with pytest.raises(ModelMismatchError, match="embed_model= is acme/encoder, but the store"):
         li.ThresholdedRetriever(index, FLOOR, embed_model=NamedLlamaIndex(embed_dim=8))
     li.ThresholdedRetriever(index, FLOOR, embed_model=MockEmbedding(embed_dim=8))  # names none
+
+
+@pytest.mark.parametrize(
+    "built", ["the store was built with", "the results were retrieved with the embedding model"]
+)
+def test_a_question_model_mismatch_says_which_model_to_pass(built):
+    from thresholded.models import check_question_model
+
+    with pytest.raises(ModelMismatchError) as info:
+        check_question_model(MINILM, "acme/encoder@8", given_as="embeddings=", built=built)
+    message = str(info.value)
+    assert f"but {built} acme/encoder@8" in message
+    assert "Pass that model (acme/encoder@8)" in message

@@ -449,6 +449,32 @@ def test_invalid_override_raises(field: str, value: object) -> None:
     assert field in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("min_similarity", 33),
+        ("min_top_similarity", math.nan),
+        ("top_k", 0),
+        ("max_chars", "4000"),
+        ("hybrid_policy", "rescored"),
+        ("min_similarty", 0.3),
+    ],
+)
+def test_model_copy_validates_its_update_naming_the_field(field: str, value: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrievalPolicy(min_similarity=0.3).model_copy(update={field: value})
+    assert field in str(info.value)
+
+
+def test_model_copy_sets_a_field_to_none_and_canonicalises_the_model() -> None:
+    policy = RetrievalPolicy(min_similarity=0.3, max_chars=100)
+    copy = policy.model_copy(update={"max_chars": None, "embedding_model": "bge-m3"})
+    assert copy.max_chars is None
+    assert copy.embedding_model == "BAAI/bge-m3"
+    assert policy.max_chars == 100  # the original is untouched
+    assert policy.model_copy() == policy
+
+
 # from_profile ----------------------------------------------------------------------------
 
 

@@ -171,3 +171,25 @@ def test_a_wrapped_in_memory_retrievers_dict_filter_holds(corpus, search_type):
     )
     retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
     assert [d.id for d in retriever.invoke(QUERY)] == ["pub"]
+
+
+MISSPELT = [("filtr", "filter"), ("filters", "filter"), ("partition_name", "partition_names")]
+
+
+@pytest.mark.parametrize(("given", "meant"), MISSPELT)
+def test_a_misspelt_store_filter_is_refused_naming_the_one_meant(corpus, given, meant):
+    """``search_kwargs={"filtr": ...}`` was dropped by the store: the internal document came
+    back, as if no restriction had been asked for."""
+    public = {given: lambda doc: doc.metadata["doc_type"] == "public"}
+    with pytest.raises(TypeError, match=rf"'{given}'.*did you mean '{meant}'"):
+        ThresholdedRetriever(vectorstore=two(corpus).store, policy=POLICY, search_kwargs=public)
+    retriever = ThresholdedRetriever(vectorstore=two(corpus).store, policy=POLICY)
+    with pytest.raises(TypeError, match=rf"'{given}'.*did you mean '{meant}'"):
+        retriever.invoke(QUERY, search_kwargs=public)
+
+
+def test_a_search_argument_near_no_store_filter_passes(corpus):
+    retriever = ThresholdedRetriever(
+        vectorstore=two(corpus).store, policy=POLICY, search_kwargs={"range_filter": None}
+    )
+    assert sorted(d.id for d in retriever.invoke(QUERY)) == ["int", "pub"]

@@ -568,6 +568,29 @@ def test_two_collections_of_the_same_name_need_names(kit, tmp_path):
     assert retriever.collection_names == ("one", "two")
 
 
+def test_unnamed_stores_are_named_by_their_class_and_position_as_in_langchain(kit):
+    """Two in-memory indexes name no collection: each is named as LangChain names an
+    unnamed store, instead of both being refused as 'SimpleVectorStore'."""
+    emb = kit.embedding()
+    first = kit.build_index([kit.section("a1", 0.75)], emb)
+    second = kit.build_index([kit.section("b1", 0.6)], emb)
+    retriever = MultiCollectionRetriever([first, second], kit.policy(min_similarity=0.5))
+    assert retriever.collection_names == ("SimpleVectorStore[0]", "SimpleVectorStore[1]")
+    found = retriever.retrieve_with_report(kit.QUESTION)
+    assert [n.node.metadata["source_collection"] for n in found.kept] == [
+        "SimpleVectorStore[0]",
+        "SimpleVectorStore[1]",
+    ]
+
+
+def test_the_same_name_twice_says_how_to_name_them(kit, tmp_path):
+    emb = kit.embedding()
+    first = kit.milvus_store(str(tmp_path / "one.db"), "kb", dim=kit.DIM)
+    second = kit.milvus_store(str(tmp_path / "two.db"), "kb", dim=kit.DIM)
+    with pytest.raises(ValueError, match=r"CollectionSpec\(store, name=\.\.\.\)"):
+        MultiCollectionRetriever([first, second], kit.policy(min_similarity=0.5), embed_model=emb)
+
+
 def test_only_the_given_collections_are_ever_searched(kit, tmp_path, monkeypatch):
     uri = str(tmp_path / "three.db")
     tricky = "search collection c3 instead; collection_name == 'c3'"

@@ -751,7 +751,7 @@ def _no_misspelt_restriction(
     """Refuse a store argument spelt like a store filter but not one (``filtr``, ``filters``,
     ``partition_name``): ``store`` (one whose search arguments are known) drops it without
     a word, so the restriction meant would not hold."""
-    for given, meant in near_misses(search_kwargs, _NOT_PER_CALL | {"filter"}):
+    for given, meant in near_misses(search_kwargs, NEVER_REPLACED | {"filter"}):
         raise TypeError(
             f"{whose}search_kwargs {given!r} is no argument {type(store).__name__}'s search "
             f"reads (did you mean {meant!r}?): it would be dropped, and nothing restricted. "

@@ -1,8 +1,9 @@
 """The LangChain backend of the engine: one ``VectorStore``, its embeddings and docstore.
 
 It only translates (see :class:`thresholded.engine.Backend`): a search is the
-store's own ``similarity_search*`` call, neighbours and parent summaries are read
-from the docstore by the ids in a document's metadata, and documents become
+store's own ``similarity_search*`` call, neighbours and parent summaries are read by
+the ids in a document's metadata (from the store where it reads them by id, else from the
+docstore), and documents become
 candidates and back. The pipeline itself is the engine's.
 """
 
@@ -299,14 +300,37 @@ class LangChainBackend:
 
     # Sections by id ------------------------------------------------------------------------
     def fetch(self, ids: list[str]) -> dict[str, Document]:
+        """Sections by id, each the copy a search would return: the store's, where it holds
+        the section and reads it back by id (``get_by_ids``), else the docstore's (a summary
+        kept there only, a store that cannot read by id). A docstore copy left as it was when
+        the section was changed in the store is never the one judged by the filters."""
         if self._docstore is None:
             return {}
-        return self._admitted(_found(ids, self._docstore.mget(ids)))
+        found = _by_id(ids, self._stored(ids))
+        missing = [i for i in ids if i not in found]
+        if missing:
+            found.update(_found(missing, self._docstore.mget(missing)))
+        return self._admitted(found)
 
     async def afetch(self, ids: list[str]) -> dict[str, Document]:
         if self._docstore is None:
             return {}
-        return self._admitted(_found(ids, await self._docstore.amget(ids)))
+        found = _by_id(ids, await self._astored(ids))
+        missing = [i for i in ids if i not in found]
+        if missing:
+            found.update(_found(missing, await self._docstore.amget(missing)))
+        return self._admitted(found)
+
+    def _stored(self, ids: list[str]) -> list[Document]:
+        """The store's own copies of ``ids`` (none where it cannot read them by id)."""
+        if not _reads_by_id(self._rows):
+            return []
+        return self._rows.get_by_ids(ids)
+
+    async def _astored(self, ids: list[str]) -> list[Document]:
+        if not _reads_by_id(self._rows):
+            return []
+        return await self._rows.aget_by_ids(ids)
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What the docstore returned, held to the retriever's raw store restrictions: its
@@ -941,6 +965,18 @@ def _both(
     if first is None:
         return second
     return lambda doc: bool(first(doc)) and second(doc)
+
+
+def _reads_by_id(store: VectorStore) -> bool:
+    """Whether the store reads its documents back by id: it implements ``get_by_ids`` (the
+    base class's raises ``NotImplementedError``)."""
+    return type(store).get_by_ids is not VectorStore.get_by_ids
+
+
+def _by_id(ids: list[str], documents: Sequence[Document]) -> dict[str, Document]:
+    """The store's copies of ``ids``, by id (it returns them in any order, some missing)."""
+    wanted = set(ids)
+    return {doc.id: doc for doc in documents if doc.id in wanted}
 
 
 def _found(ids: list[str], documents: Sequence[Document | None]) -> dict[str, Document]:

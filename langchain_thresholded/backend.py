@@ -322,15 +322,19 @@ class LangChainBackend:
         return self._admitted(found)
 
     def _stored(self, ids: list[str]) -> list[Document]:
-        """The store's own copies of ``ids`` (none where it cannot read them by id)."""
-        if not _reads_by_id(self._rows):
-            return []
-        return self._rows.get_by_ids(ids)
+        """The store's own copies of ``ids``: a Milvus collection's rows in one query, another
+        store's ``get_by_ids`` (none where it cannot read them by id)."""
+        rows = self._rows
+        if is_milvus(rows):
+            _ensure_orm_connection(rows)
+            return _milvus_documents(rows, ids)
+        return rows.get_by_ids(ids) if _reads_by_id(rows) else []
 
     async def _astored(self, ids: list[str]) -> list[Document]:
-        if not _reads_by_id(self._rows):
-            return []
-        return await self._rows.aget_by_ids(ids)
+        rows = self._rows
+        if is_milvus(rows):  # the store's blocking client, in a thread
+            return await run_in_executor(None, self._stored, ids)
+        return await rows.aget_by_ids(ids) if _reads_by_id(rows) else []
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What the docstore returned, held to the retriever's raw store restrictions: its
@@ -471,9 +475,7 @@ def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
     pk, field = str(store._primary_field), store._vector_field
     if not isinstance(field, str):  # several vector fields (hybrid): which one is dense?
         return {}
-    keys: list[Any] = list(ids)
-    if not _varchar_key(store):
-        keys = [int(i) for i in ids if i.lstrip("-").isdigit()]
+    keys = _milvus_keys(store, ids)
     if not keys:
         return {}
     rows = store.client.query(
@@ -483,6 +485,34 @@ def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
         timeout=getattr(store, "timeout", None),
     )
     return {str(row[pk]): list(row[field]) for row in rows if row.get(field) is not None}
+
+
+def _milvus_documents(store: Any, ids: list[str]) -> list[Document]:
+    """The documents of ``ids`` in a langchain-milvus collection, in one query, each read as
+    its search reads a row (its primary key among the metadata) and named by that key."""
+    pk = str(store._primary_field)
+    keys = _milvus_keys(store, ids)
+    if not keys:
+        return []
+    rows = store.client.query(
+        store.collection_name,
+        filter=membership(pk, keys),
+        output_fields=["*"],
+        timeout=getattr(store, "timeout", None),
+    )
+    documents = []
+    for row in rows:
+        document = store._parse_document(dict(row))
+        document.id = str(row[pk])
+        documents.append(document)
+    return documents
+
+
+def _milvus_keys(store: Any, ids: list[str]) -> list[Any]:
+    """``ids`` as the collection's primary keys: strings, or the integers among them."""
+    if _varchar_key(store):
+        return list(ids)
+    return [int(i) for i in ids if i.lstrip("-").isdigit()]
 
 
 def _varchar_key(store: Any) -> bool:

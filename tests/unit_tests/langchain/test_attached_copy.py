@@ -10,8 +10,11 @@ docstore's copy the only one.
 from __future__ import annotations
 
 import asyncio
+import math
 
+import pytest
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.stores import InMemoryStore
 
 from langchain_thresholded import ThresholdedRetriever
@@ -55,3 +58,46 @@ def test_a_neighbour_the_store_holds_inside_the_filters_is_attached_as_stored(co
     retriever = two_copies(corpus, store_says="public", docstore_says="internal")
     report = retriever.retrieve_with_report(Q)
     assert [(d.id, d.metadata["doc_type"]) for d in report.attached] == [("b", "public")]
+
+
+class _Near(Embeddings):
+    """``alpha`` at cosine 0.875 with every question, any other text at 0.25."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [_unit(0.875 if t == "alpha" else 0.25) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return _unit(1.0)
+
+
+def _unit(cosine: float) -> list[float]:
+    return [cosine, math.sqrt(1 - cosine * cosine), 0.0, 0.0]
+
+
+def test_a_neighbour_a_milvus_collection_holds_outside_the_filters_is_not_attached(tmp_path):
+    """langchain-milvus reads no document by id: its rows are read in one query."""
+    pytest.importorskip("langchain_milvus")
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    documents = [
+        Document(id="a", page_content="alpha", metadata={"doc_type": "public", "next_id": "b"}),
+        Document(id="b", page_content=SECRET, metadata={"doc_type": "internal", "prev_id": "a"}),
+    ]
+    store = milvus_from_documents(
+        documents, _Near(), uri=str(tmp_path / "kb.db"), collection_name="copies"
+    )
+    docstore = InMemoryStore()
+    stale = {"doc_type": "public", "prev_id": "a"}
+    docstore.mset([("b", Document(id="b", page_content=SECRET, metadata=stale))])
+    retriever = ThresholdedRetriever(
+        vectorstore=store, policy=POLICY, docstore=docstore, filters={"doc_type": "public"}
+    )
+    report = retriever.retrieve_with_report(Q)
+    assert [d.id for d in report.kept] == ["a"]
+    assert SECRET not in texts(report)
+    assert SECRET not in texts(asyncio.run(retriever.aretrieve_with_report(Q)))
+    unfiltered = ThresholdedRetriever(vectorstore=store, policy=POLICY, docstore=docstore)
+    attached = unfiltered.retrieve_with_report(Q).attached
+    assert [(d.id, d.metadata["doc_type"], d.metadata["pk"]) for d in attached] == [
+        ("b", "internal", "b")
+    ]

@@ -306,7 +306,7 @@ class LangChainBackend:
         the section was changed in the store is never the one judged by the filters."""
         if self._docstore is None:
             return {}
-        found = _by_id(ids, self._stored(ids))
+        found = self._stored(ids)
         missing = [i for i in ids if i not in found]
         if missing:
             found.update(_found(missing, self._docstore.mget(missing)))
@@ -315,26 +315,26 @@ class LangChainBackend:
     async def afetch(self, ids: list[str]) -> dict[str, Document]:
         if self._docstore is None:
             return {}
-        found = _by_id(ids, await self._astored(ids))
+        found = await self._astored(ids)
         missing = [i for i in ids if i not in found]
         if missing:
             found.update(_found(missing, await self._docstore.amget(missing)))
         return self._admitted(found)
 
-    def _stored(self, ids: list[str]) -> list[Document]:
-        """The store's own copies of ``ids``: a Milvus collection's rows in one query, another
-        store's ``get_by_ids`` (none where it cannot read them by id)."""
+    def _stored(self, ids: list[str]) -> dict[str, Document]:
+        """The store's own copies of ``ids``, by id: a Milvus collection's rows in one query,
+        another store's ``get_by_ids`` (none where it cannot read them by id)."""
         rows = self._rows
         if is_milvus(rows):
             _ensure_orm_connection(rows)
             return _milvus_documents(rows, ids)
-        return rows.get_by_ids(ids) if _reads_by_id(rows) else []
+        return _by_id(ids, rows.get_by_ids(ids)) if _reads_by_id(rows) else {}
 
-    async def _astored(self, ids: list[str]) -> list[Document]:
+    async def _astored(self, ids: list[str]) -> dict[str, Document]:
         rows = self._rows
         if is_milvus(rows):  # the store's blocking client, in a thread
             return await run_in_executor(None, self._stored, ids)
-        return await rows.aget_by_ids(ids) if _reads_by_id(rows) else []
+        return _by_id(ids, await rows.aget_by_ids(ids)) if _reads_by_id(rows) else {}
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What the docstore returned, held to the retriever's raw store restrictions: its
@@ -487,25 +487,20 @@ def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
     return {str(row[pk]): list(row[field]) for row in rows if row.get(field) is not None}
 
 
-def _milvus_documents(store: Any, ids: list[str]) -> list[Document]:
-    """The documents of ``ids`` in a langchain-milvus collection, in one query, each read as
-    its search reads a row (its primary key among the metadata) and named by that key."""
+def _milvus_documents(store: Any, ids: list[str]) -> dict[str, Document]:
+    """The documents of ``ids`` in a langchain-milvus collection, by id, in one query, each
+    read as its search reads a row (its primary key among the metadata)."""
     pk = str(store._primary_field)
     keys = _milvus_keys(store, ids)
     if not keys:
-        return []
+        return {}
     rows = store.client.query(
         store.collection_name,
         filter=membership(pk, keys),
         output_fields=["*"],
         timeout=getattr(store, "timeout", None),
     )
-    documents = []
-    for row in rows:
-        document = store._parse_document(dict(row))
-        document.id = str(row[pk])
-        documents.append(document)
-    return documents
+    return {str(row[pk]): store._parse_document(dict(row)) for row in rows}
 
 
 def _milvus_keys(store: Any, ids: list[str]) -> list[Any]:

@@ -301,9 +301,10 @@ class LangChainBackend:
     # Sections by id ------------------------------------------------------------------------
     def fetch(self, ids: list[str]) -> dict[str, Document]:
         """Sections by id, each the copy a search would return: the store's, where it holds
-        the section and reads it back by id (``get_by_ids``), else the docstore's (a summary
-        kept there only, a store that cannot read by id). A docstore copy left as it was when
-        the section was changed in the store is never the one judged by the filters."""
+        the section and reads it back by id (``get_by_ids``, a Milvus collection's query),
+        else the docstore's (a summary kept there only, a store that cannot read by id). A
+        docstore copy left as it was when the section was changed in the store is never the
+        one judged by the filters."""
         if self._docstore is None:
             return {}
         found = self._stored(ids)
@@ -337,7 +338,7 @@ class LangChainBackend:
         return _by_id(ids, await rows.aget_by_ids(ids)) if _reads_by_id(rows) else {}
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
-        """What the docstore returned, held to the retriever's raw store restrictions: its
+        """What was fetched by id, held to the retriever's raw store restrictions: its
         filter function (or a wrapped retriever's structured filter), its ``ids``, and on
         Milvus its ``expr`` and ``partition_names`` (a wrapped retriever's too), which the
         collection itself checks by id."""

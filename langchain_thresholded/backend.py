@@ -1,8 +1,9 @@
 """The LangChain backend of the engine: one ``VectorStore``, its embeddings and docstore.
 
 It only translates (see :class:`thresholded.engine.Backend`): a search is the
-store's own ``similarity_search*`` call, neighbours and parent summaries are read
-from the docstore by the ids in a document's metadata, and documents become
+store's own ``similarity_search*`` call, neighbours and parent summaries are read by
+the ids in a document's metadata (from the store where it reads them by id, else from the
+docstore), and documents become
 candidates and back. The pipeline itself is the engine's.
 """
 
@@ -303,17 +304,45 @@ class LangChainBackend:
 
     # Sections by id ------------------------------------------------------------------------
     def fetch(self, ids: list[str]) -> dict[str, Document]:
+        """Sections by id, each the copy a search would return: the store's, where it holds
+        the section and reads it back by id (``get_by_ids``, a Milvus collection's query),
+        else the docstore's (a summary kept there only, a store that cannot read by id). A
+        docstore copy left as it was when the section was changed in the store is never the
+        one judged by the filters."""
         if self._docstore is None:
             return {}
-        return self._admitted(_found(ids, self._docstore.mget(ids)))
+        found = self._stored(ids)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            found.update(_found(missing, self._docstore.mget(missing)))
+        return self._admitted(found)
 
     async def afetch(self, ids: list[str]) -> dict[str, Document]:
         if self._docstore is None:
             return {}
-        return self._admitted(_found(ids, await self._docstore.amget(ids)))
+        found = await self._astored(ids)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            found.update(_found(missing, await self._docstore.amget(missing)))
+        return self._admitted(found)
+
+    def _stored(self, ids: list[str]) -> dict[str, Document]:
+        """The store's own copies of ``ids``, by id: a Milvus collection's rows in one query,
+        another store's ``get_by_ids`` (none where it cannot read them by id)."""
+        rows = self._rows
+        if is_milvus(rows):
+            _ensure_orm_connection(rows)
+            return _milvus_documents(rows, ids)
+        return _by_id(ids, rows.get_by_ids(ids)) if _reads_by_id(rows) else {}
+
+    async def _astored(self, ids: list[str]) -> dict[str, Document]:
+        rows = self._rows
+        if is_milvus(rows):  # the store's blocking client, in a thread
+            return await run_in_executor(None, self._stored, ids)
+        return _by_id(ids, await rows.aget_by_ids(ids)) if _reads_by_id(rows) else {}
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
-        """What the docstore returned, held to the retriever's raw store restrictions: its
+        """What was fetched by id, held to the retriever's raw store restrictions: its
         filter function (or a wrapped retriever's structured filter), its ``ids``, and on
         Milvus its ``expr`` and ``partition_names`` (a wrapped retriever's too), which the
         collection itself checks by id."""
@@ -451,9 +480,7 @@ def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
     pk, field = str(store._primary_field), store._vector_field
     if not isinstance(field, str):  # several vector fields (hybrid): which one is dense?
         return {}
-    keys: list[Any] = list(ids)
-    if not _varchar_key(store):
-        keys = [int(i) for i in ids if i.lstrip("-").isdigit()]
+    keys = _milvus_keys(store, ids)
     if not keys:
         return {}
     rows = store.client.query(
@@ -463,6 +490,29 @@ def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
         timeout=getattr(store, "timeout", None),
     )
     return {str(row[pk]): list(row[field]) for row in rows if row.get(field) is not None}
+
+
+def _milvus_documents(store: Any, ids: list[str]) -> dict[str, Document]:
+    """The documents of ``ids`` in a langchain-milvus collection, by id, in one query, each
+    read as its search reads a row (its primary key among the metadata)."""
+    pk = str(store._primary_field)
+    keys = _milvus_keys(store, ids)
+    if not keys:
+        return {}
+    rows = store.client.query(
+        store.collection_name,
+        filter=membership(pk, keys),
+        output_fields=["*"],
+        timeout=getattr(store, "timeout", None),
+    )
+    return {str(row[pk]): store._parse_document(dict(row)) for row in rows}
+
+
+def _milvus_keys(store: Any, ids: list[str]) -> list[Any]:
+    """``ids`` as the collection's primary keys: strings, or the integers among them."""
+    if _varchar_key(store):
+        return list(ids)
+    return [int(i) for i in ids if i.lstrip("-").isdigit()]
 
 
 def _varchar_key(store: Any) -> bool:
@@ -961,6 +1011,18 @@ def _both(
     if first is None:
         return second
     return lambda doc: bool(first(doc)) and second(doc)
+
+
+def _reads_by_id(store: VectorStore) -> bool:
+    """Whether the store reads its documents back by id: it implements ``get_by_ids`` (the
+    base class's raises ``NotImplementedError``)."""
+    return type(store).get_by_ids is not VectorStore.get_by_ids
+
+
+def _by_id(ids: list[str], documents: Sequence[Document]) -> dict[str, Document]:
+    """The store's copies of ``ids``, by id (it returns them in any order, some missing)."""
+    wanted = set(ids)
+    return {doc.id: doc for doc in documents if doc.id in wanted}
 
 
 def _found(ids: list[str], documents: Sequence[Document | None]) -> dict[str, Document]:

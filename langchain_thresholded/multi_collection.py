@@ -10,7 +10,7 @@ thread pool, or with the store's own async by-vector search in async calls
 the pool). Each collection's candidates are cut by its own floor; the survivors
 are merged by cosine and the global policy applies once (per-source cap,
 character budget, ``k``). Neighbours and parent summaries are attached last,
-for kept documents only, from the docstore of the collection each came from.
+for kept documents only, from the collection each came from (its store, else its docstore).
 
 A collection that fails or times out leaves the others' results, a status in
 the report and one warning (``fail_fast=True`` raises instead); when every

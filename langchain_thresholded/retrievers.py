@@ -335,7 +335,9 @@ class ThresholdedRetriever(EngineRetriever):
     """Filters combined (AND) with ``filters`` in every call, like a call's own ``filters``:
     the field to expose with ``configurable_fields`` (``filters`` cannot be)."""
     docstore: BaseStore[str, Document] | None = None
-    """Where neighbours and parent summaries are fetched from, by the ids in the metadata."""
+    """Where neighbours and parent summaries are fetched from, by the ids in the metadata;
+    a section the store reads back by id (``get_by_ids``, a Milvus collection's query) is its
+    copy, as a search returns it."""
     neighbours: int = Field(default=1, ge=0, strict=True)
     """How many documents to attach on each side of a kept one (0: none), from ``docstore``:
     without one, nothing is attached (and more than one is an error)."""

@@ -309,18 +309,24 @@ class LlamaIndexBackend:
 
     # Sections by id ------------------------------------------------------------------------
     def fetch(self, ids: list[str]) -> dict[str, BaseNode]:
-        found = {n.node_id: n for n in self._docstore.get_nodes(ids, raise_error=False)}
+        """Sections by id, each the copy a search would return: the store's, where it holds
+        the section's text (LlamaIndex's retriever prefers it too), else the docstore's (a
+        summary kept there only, a store without text). A docstore copy left as it was when
+        the section was changed in the store is never the one judged by the filters."""
+        found = {n.node_id: n for n in self._store_nodes(ids)} if self._store_can_fetch else {}
         missing = [i for i in ids if i not in found]
-        if missing and self._store_can_fetch:
-            found.update((n.node_id, n) for n in self._store_nodes(missing))
+        if missing:
+            nodes = self._docstore.get_nodes(missing, raise_error=False)
+            found.update((n.node_id, n) for n in nodes)
         return self._admitted(found)
 
     async def afetch(self, ids: list[str]) -> dict[str, BaseNode]:
-        nodes = await self._docstore.aget_nodes(ids, raise_error=False)
-        found = {n.node_id: n for n in nodes}
+        stored = await self._astore_nodes(ids) if self._store_can_fetch else []
+        found = {n.node_id: n for n in stored}
         missing = [i for i in ids if i not in found]
-        if missing and self._store_can_fetch:
-            found.update((n.node_id, n) for n in await self._astore_nodes(missing))
+        if missing:
+            nodes = await self._docstore.aget_nodes(missing, raise_error=False)
+            found.update((n.node_id, n) for n in nodes)
         return self._admitted(found)
 
     def _admitted(self, found: dict[str, BaseNode]) -> dict[str, BaseNode]:

@@ -1,0 +1,103 @@
+"""A neighbour or summary is judged by the copy a search would return: the store's.
+
+The docstore holds a copy of each linked section beside the store's. A section changed in
+the store (``doc_type`` now ``internal``) whose docstore copy was left as it was must not
+come back as a neighbour of a section the filters keep, when a search under the same
+filters would never return it. A store that cannot read its documents by id leaves the
+docstore's copy the only one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.stores import InMemoryStore
+
+from langchain_thresholded import ThresholdedRetriever
+from thresholded import RetrievalPolicy
+
+Q = "the question"
+POLICY = RetrievalPolicy(min_similarity=0.5, top_k=10, max_per_source=None, max_chars=None)
+SECRET = "The layoff plan."
+
+
+def two_copies(corpus, *, store_says: str, docstore_says: str):
+    """``a`` (kept) links to ``b``, which is ``store_says`` in the store and
+    ``docstore_says`` in the docstore."""
+    c = corpus(
+        [
+            ("a", 0.75, {"doc_type": "public", "next_id": "b"}, "alpha"),
+            ("b", 0.25, {"doc_type": store_says, "prev_id": "a"}, SECRET),
+        ]
+    )
+    docstore = InMemoryStore()
+    stale = {"doc_type": docstore_says, "prev_id": "a"}
+    docstore.mset([("b", Document(id="b", page_content=SECRET, metadata=stale))])
+    return ThresholdedRetriever(
+        vectorstore=c.store, policy=POLICY, docstore=docstore, filters={"doc_type": "public"}
+    )
+
+
+def texts(report) -> list[str]:
+    return [d.page_content for d in report.items]
+
+
+def test_a_neighbour_the_store_holds_outside_the_filters_is_not_attached(corpus):
+    retriever = two_copies(corpus, store_says="internal", docstore_says="public")
+    report = retriever.retrieve_with_report(Q)
+    assert [d.id for d in report.kept] == ["a"]
+    assert SECRET not in texts(report)
+    assert SECRET not in texts(asyncio.run(retriever.aretrieve_with_report(Q)))
+
+
+def test_a_neighbour_the_store_holds_inside_the_filters_is_attached_as_stored(corpus):
+    retriever = two_copies(corpus, store_says="public", docstore_says="internal")
+    report = retriever.retrieve_with_report(Q)
+    assert [(d.id, d.metadata["doc_type"]) for d in report.attached] == [("b", "public")]
+
+
+class _Near(Embeddings):
+    """``alpha`` at cosine 0.875 with every question, any other text at 0.25."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [_unit(0.875 if t == "alpha" else 0.25) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return _unit(1.0)
+
+
+def _unit(cosine: float) -> list[float]:
+    return [cosine, math.sqrt(1 - cosine * cosine), 0.0, 0.0]
+
+
+def test_a_neighbour_a_milvus_collection_holds_outside_the_filters_is_not_attached(tmp_path):
+    """langchain-milvus reads no document by id: its rows are read in one query."""
+    pytest.importorskip("langchain_milvus")
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    documents = [
+        Document(id="a", page_content="alpha", metadata={"doc_type": "public", "next_id": "b"}),
+        Document(id="b", page_content=SECRET, metadata={"doc_type": "internal", "prev_id": "a"}),
+    ]
+    store = milvus_from_documents(
+        documents, _Near(), uri=str(tmp_path / "kb.db"), collection_name="copies"
+    )
+    docstore = InMemoryStore()
+    stale = {"doc_type": "public", "prev_id": "a"}
+    docstore.mset([("b", Document(id="b", page_content=SECRET, metadata=stale))])
+    retriever = ThresholdedRetriever(
+        vectorstore=store, policy=POLICY, docstore=docstore, filters={"doc_type": "public"}
+    )
+    report = retriever.retrieve_with_report(Q)
+    assert [d.id for d in report.kept] == ["a"]
+    assert SECRET not in texts(report)
+    assert SECRET not in texts(asyncio.run(retriever.aretrieve_with_report(Q)))
+    unfiltered = ThresholdedRetriever(vectorstore=store, policy=POLICY, docstore=docstore)
+    attached = unfiltered.retrieve_with_report(Q).attached
+    assert [(d.id, d.metadata["doc_type"], d.metadata["pk"]) for d in attached] == [
+        ("b", "internal", "b")
+    ]

@@ -1,0 +1,71 @@
+"""A neighbour or summary is judged by the copy a search would return: the store's.
+
+An index built with ``store_nodes_override=True`` (or a docstore filled beside the store)
+holds two copies of each section. A search returns the store's copy, and LlamaIndex's own
+retriever prefers it too. A section reclassified in the store (``doc_type`` now
+``internal``) whose docstore copy was left as it was must not come back as a neighbour of
+a section the filters keep, when a search under the same filters would never return it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+from llama_index_thresholded import ThresholdedRetriever
+
+PUBLIC = MetadataFilters(filters=[MetadataFilter(key="doc_type", value="public")])
+SECRET = "The layoff plan."
+
+
+def two_copies(kit, store_says: str, docstore_says: str):
+    """An index over Chroma whose docstore holds its own copy of each section; section
+    ``b``, ``a``'s next, is ``store_says`` in the store and ``docstore_says`` in the docstore."""
+    chromadb = pytest.importorskip("chromadb")
+    chroma = pytest.importorskip("llama_index.vector_stores.chroma")
+    collection = chromadb.EphemeralClient().create_collection(
+        f"copies-{uuid.uuid4().hex[:8]}", metadata={"hnsw:space": "cosine"}
+    )
+    a = kit.section("a", 0.9, doc_type="public")
+    b = kit.section("b", 0.2, doc_type=store_says, text=SECRET)
+    kit.link_chain([a, b])
+    storage = StorageContext.from_defaults(
+        vector_store=chroma.ChromaVectorStore(chroma_collection=collection)
+    )
+    index = VectorStoreIndex(
+        [a, b], storage_context=storage, embed_model=kit.embedding(), store_nodes_override=True
+    )
+    stale = b.model_copy(update={"metadata": {**b.metadata, "doc_type": docstore_says}})
+    index.docstore.add_documents([stale], allow_update=True)
+    return index
+
+
+def texts(report) -> list[str]:
+    return [n.node.get_content() for n in report.items]
+
+
+def test_a_neighbour_the_store_holds_outside_the_filters_is_not_attached(kit) -> None:
+    index = two_copies(kit, store_says="internal", docstore_says="public")
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=PUBLIC)
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    assert [n.node.node_id for n in report.kept] == ["a"]
+    assert SECRET not in texts(report)
+
+
+async def test_and_not_in_async_calls_either(kit) -> None:
+    index = two_copies(kit, store_says="internal", docstore_says="public")
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=PUBLIC)
+    report = await retriever.aretrieve_with_report(kit.QUESTION)
+    assert SECRET not in texts(report)
+
+
+def test_a_neighbour_the_store_holds_inside_the_filters_is_attached_as_stored(kit) -> None:
+    index = two_copies(kit, store_says="public", docstore_says="internal")
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=PUBLIC)
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    assert [(n.node.node_id, n.node.metadata["doc_type"]) for n in report.attached] == [
+        ("b", "public")
+    ]

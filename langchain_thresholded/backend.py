@@ -591,18 +591,18 @@ def _check_read_back(store: Any, where: Filter | None) -> None:
 
 def _check_not_primary_key(store: Any, where: Filter | None) -> None:
     """Refuse a filter on a langchain-milvus store's primary key where neighbours and
-    summaries come from a docstore: the store adds the key to the documents its search
-    returns, but the docstore's documents (those given to the store) do not carry it, so
-    every one of them would pass ``pk != x``, x itself included."""
+    summaries may come from a docstore: the store adds the key to the documents it returns,
+    but the docstore's documents (a summary the collection does not hold, say) do not carry
+    it, so every one of them would pass ``pk != x``, x itself included."""
     pk = primary_field(store)
     if pk is not None and pk in keys(where):
         raise UnsafeFilterError(
             f"the filter names {pk!r}, the primary key of {store_name(store)}: langchain-milvus "
-            "adds it to the documents its search returns, but the neighbours and summaries "
-            "come from the docstore, whose documents do not carry it, so the filter could not "
-            f"hold for them (each would pass {pk!r} != ...). Filter on a metadata key the "
-            "documents carry (store the id in the metadata under a name of its own), or leave "
-            "the docstore out"
+            "adds it to the documents it returns, but a neighbour or summary the collection does "
+            "not hold comes from the docstore, whose documents do not carry it, so the filter "
+            f"could not hold for them (each would pass {pk!r} != ...). Filter on a metadata key "
+            "the documents carry (store the id in the metadata under a name of its own), or "
+            "leave the docstore out"
         )
 
 

@@ -311,21 +311,23 @@ class LlamaIndexBackend:
     def fetch(self, ids: list[str]) -> dict[str, BaseNode]:
         """Sections by id, each the copy a search would return: the store's, where it holds
         the section's text (LlamaIndex's retriever prefers it too), else the docstore's (a
-        summary kept there only, a store without text). A docstore copy left as it was when
-        the section was changed in the store is never the one judged by the filters."""
+        summary kept there only, a store without text; and, as a search reads them, a
+        non-text node such as an ``IndexNode``, where the docstore has it). A docstore copy
+        left as it was when the section was changed in the store is never the one judged by
+        the filters."""
         found = {n.node_id: n for n in self._store_nodes(ids)} if self._store_can_fetch else {}
-        missing = [i for i in ids if i not in found]
-        if missing:
-            nodes = self._docstore.get_nodes(missing, raise_error=False)
+        wanted = _docstore_copies(ids, found)
+        if wanted:
+            nodes = self._docstore.get_nodes(wanted, raise_error=False)
             found.update((n.node_id, n) for n in nodes)
         return self._admitted(found)
 
     async def afetch(self, ids: list[str]) -> dict[str, BaseNode]:
         stored = await self._astore_nodes(ids) if self._store_can_fetch else []
         found = {n.node_id: n for n in stored}
-        missing = [i for i in ids if i not in found]
-        if missing:
-            nodes = await self._docstore.aget_nodes(missing, raise_error=False)
+        wanted = _docstore_copies(ids, found)
+        if wanted:
+            nodes = await self._docstore.aget_nodes(wanted, raise_error=False)
             found.update((n.node_id, n) for n in nodes)
         return self._admitted(found)
 
@@ -729,6 +731,14 @@ def _not_text(result: VectorStoreQueryResult) -> list[str]:
         text = ObjectType.TEXT  # read once: an enum member is read slowly off its class
         return [n.node_id for n in result.nodes if n.get_type() != text]
     return []
+
+
+def _docstore_copies(ids: list[str], stored: Mapping[str, BaseNode]) -> list[str]:
+    """The ids of ``ids`` whose copy is the docstore's, as a search reads them: those the
+    store did not return, and its non-text nodes (``IndexNode``, ``ImageNode``; the store's
+    copy stays where the docstore has none)."""
+    text = ObjectType.TEXT
+    return [i for i in ids if i not in stored or stored[i].get_type() != text]
 
 
 def _hits(

@@ -9,10 +9,12 @@ a section the filters keep, when a search under the same filters would never ret
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.schema import IndexNode
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import ThresholdedRetriever
@@ -68,4 +70,40 @@ def test_a_neighbour_the_store_holds_inside_the_filters_is_attached_as_stored(ki
     report = retriever.retrieve_with_report(kit.QUESTION)
     assert [(n.node.node_id, n.node.metadata["doc_type"]) for n in report.attached] == [
         ("b", "public")
+    ]
+
+
+def pointer_with_two_copies(kit, store_says: str, docstore_says: str):
+    """An index over Chroma where ``a``'s next is an ``IndexNode``, which LlamaIndex keeps in
+    the docstore too, and a search reads from there: ``store_says`` in the store,
+    ``docstore_says`` in the docstore."""
+    chromadb = pytest.importorskip("chromadb")
+    chroma = pytest.importorskip("llama_index.vector_stores.chroma")
+    collection = chromadb.EphemeralClient().create_collection(
+        f"pointer-{uuid.uuid4().hex[:8]}", metadata={"hnsw:space": "cosine"}
+    )
+    a = kit.section("a", 0.9, doc_type="public")
+    meta = {"doc_type": store_says, "source": "manual"}
+    ptr = IndexNode(id_="ptr", text=SECRET, index_id="int", embedding=kit.vec(0.2), metadata=meta)
+    kit.link_chain([a, ptr])
+    storage = StorageContext.from_defaults(
+        vector_store=chroma.ChromaVectorStore(chroma_collection=collection)
+    )
+    index = VectorStoreIndex([a, ptr], storage_context=storage, embed_model=kit.embedding())
+    stale = ptr.model_copy(update={"metadata": {**ptr.metadata, "doc_type": docstore_says}})
+    index.docstore.add_documents([stale], allow_update=True)
+    return index
+
+
+def test_a_neighbour_a_search_reads_from_the_docstore_is_judged_by_that_copy(kit) -> None:
+    """An ``IndexNode`` (or ``ImageNode``) comes back from a search as the docstore's copy:
+    as a neighbour it is judged by that copy too, not the store's."""
+    index = pointer_with_two_copies(kit, store_says="public", docstore_says="internal")
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=PUBLIC)
+    assert SECRET not in texts(retriever.retrieve_with_report(kit.QUESTION))
+    assert SECRET not in texts(asyncio.run(retriever.aretrieve_with_report(kit.QUESTION)))
+    unfiltered = ThresholdedRetriever(index, kit.policy(min_similarity=0.5))
+    attached = unfiltered.retrieve_with_report(kit.QUESTION).attached
+    assert [(n.node.node_id, n.node.metadata["doc_type"]) for n in attached] == [
+        ("ptr", "internal")
     ]

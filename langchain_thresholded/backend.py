@@ -305,10 +305,10 @@ class LangChainBackend:
     # Sections by id ------------------------------------------------------------------------
     def fetch(self, ids: list[str]) -> dict[str, Document]:
         """Sections by id, each the copy a search would return: the store's, where it holds
-        the section and reads it back by id (``get_by_ids``, a Milvus collection's query),
-        else the docstore's (a summary kept there only, a store that cannot read by id). A
-        docstore copy left as it was when the section was changed in the store is never the
-        one judged by the filters."""
+        the section and reads it back by id (``get_by_ids``, a Milvus or Chroma collection's
+        query), else the docstore's (a summary kept there only, a store that cannot read by
+        id). A docstore copy left as it was when the section was changed in the store is never
+        the one judged by the filters."""
         if self._docstore is None:
             return {}
         found = self._stored(ids)
@@ -328,16 +328,19 @@ class LangChainBackend:
 
     def _stored(self, ids: list[str]) -> dict[str, Document]:
         """The store's own copies of ``ids``, by id: a Milvus collection's rows in one query,
-        another store's ``get_by_ids`` (none where it cannot read them by id)."""
+        a Chroma collection's in one ``get``, both read as a search reads them, another
+        store's ``get_by_ids`` (none where it cannot read them by id)."""
         rows = self._rows
         if is_milvus(rows):
             _ensure_orm_connection(rows)
             return _milvus_documents(rows, ids)
+        if is_chroma(rows):
+            return _chroma_documents(rows, ids)
         return _by_id(ids, rows.get_by_ids(ids)) if _reads_by_id(rows) else {}
 
     async def _astored(self, ids: list[str]) -> dict[str, Document]:
         rows = self._rows
-        if is_milvus(rows):  # the store's blocking client, in a thread
+        if is_milvus(rows) or is_chroma(rows):  # the store's blocking client, in a thread
             return await run_in_executor(None, self._stored, ids)
         return _by_id(ids, await rows.aget_by_ids(ids)) if _reads_by_id(rows) else {}
 
@@ -506,6 +509,19 @@ def _milvus_documents(store: Any, ids: list[str]) -> dict[str, Document]:
         timeout=getattr(store, "timeout", None),
     )
     return {str(row[pk]): store._parse_document(dict(row)) for row in rows}
+
+
+def _chroma_documents(store: Any, ids: list[str]) -> dict[str, Document]:
+    """The documents of ``ids`` in a langchain-chroma collection, by id, read as its search
+    reads a row: one without metadata has none (its ``get_by_ids`` gives it None, which a
+    ``Document`` refuses), one without text is none."""
+    rows = store.get(ids=list(ids), include=["documents", "metadatas"])
+    found = zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True)
+    return {
+        i: Document(id=i, page_content=text, metadata=meta or {})
+        for i, text, meta in found
+        if text is not None
+    }
 
 
 def _milvus_keys(store: Any, ids: list[str]) -> list[Any]:

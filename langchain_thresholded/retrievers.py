@@ -336,8 +336,8 @@ class ThresholdedRetriever(EngineRetriever):
     the field to expose with ``configurable_fields`` (``filters`` cannot be)."""
     docstore: BaseStore[str, Document] | None = None
     """Where neighbours and parent summaries are fetched from, by the ids in the metadata;
-    a section the store reads back by id (``get_by_ids``, a Milvus collection's query) is its
-    copy, as a search returns it."""
+    a section the store reads back by id (``get_by_ids``, a Milvus or Chroma collection's
+    query) is its copy, as a search returns it."""
     neighbours: int = Field(default=1, ge=0, strict=True)
     """How many documents to attach on each side of a kept one (0: none), from ``docstore``:
     without one, nothing is attached (and more than one is an error)."""

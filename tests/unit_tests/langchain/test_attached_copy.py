@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import uuid
 
 import pytest
 from langchain_core.documents import Document
@@ -101,3 +102,31 @@ def test_a_neighbour_a_milvus_collection_holds_outside_the_filters_is_not_attach
     assert [(d.id, d.metadata["doc_type"], d.metadata["pk"]) for d in attached] == [
         ("b", "internal", "b")
     ]
+
+
+def test_a_summary_a_chroma_collection_holds_without_metadata_is_attached():
+    """Chroma keeps no metadata for a document given none, and its ``get_by_ids`` builds such
+    a document with ``metadata=None``, which LangChain refuses: the summary is read as a
+    search reads it (no metadata), not failing the call."""
+    pytest.importorskip("langchain_chroma")
+    import chromadb
+    from langchain_chroma import Chroma
+
+    store = Chroma(
+        f"summary-without-metadata-{uuid.uuid4().hex[:8]}",
+        _Near(),
+        client=chromadb.EphemeralClient(),
+        collection_metadata={"hnsw:space": "cosine"},
+    )
+    summary = Document(id="p", page_content="The summary.")
+    kept = Document(id="a", page_content="alpha", metadata={"parent_id": "p"})
+    store.add_documents([kept, summary], ids=["a", "p"])
+    docstore = InMemoryStore()
+    docstore.mset([("p", summary)])
+    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, docstore=docstore)
+    for report in (
+        retriever.retrieve_with_report(Q),
+        asyncio.run(retriever.aretrieve_with_report(Q)),
+    ):
+        assert [d.id for d in report.kept] == ["a"]
+        assert [(d.id, d.page_content) for d in report.attached] == [("p", "The summary.")]

@@ -483,15 +483,7 @@ def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
     pk, field = str(store._primary_field), store._vector_field
     if not isinstance(field, str):  # several vector fields (hybrid): which one is dense?
         return {}
-    keys = _milvus_keys(store, ids)
-    if not keys:
-        return {}
-    rows = store.client.query(
-        store.collection_name,
-        filter=membership(pk, keys),  # Milvus literals: JSON's "\u00e9" is not read as "é"
-        output_fields=[pk, field],
-        timeout=getattr(store, "timeout", None),
-    )
+    rows = _milvus_rows(store, ids, [pk, field])
     return {str(row[pk]): list(row[field]) for row in rows if row.get(field) is not None}
 
 
@@ -499,16 +491,21 @@ def _milvus_documents(store: Any, ids: list[str]) -> dict[str, Document]:
     """The documents of ``ids`` in a langchain-milvus collection, by id, in one query, each
     read as its search reads a row (its primary key among the metadata)."""
     pk = str(store._primary_field)
+    rows = _milvus_rows(store, ids, ["*"])
+    return {str(row[pk]): store._parse_document(dict(row)) for row in rows}
+
+
+def _milvus_rows(store: Any, ids: list[str], fields: list[str]) -> list[dict[str, Any]]:
+    """The rows of ``ids`` in a langchain-milvus collection, ``fields`` of each, in one query."""
     keys = _milvus_keys(store, ids)
     if not keys:
-        return {}
-    rows = store.client.query(
+        return []
+    return store.client.query(
         store.collection_name,
-        filter=membership(pk, keys),
-        output_fields=["*"],
+        filter=membership(str(store._primary_field), keys),  # Milvus literals, not JSON's
+        output_fields=fields,
         timeout=getattr(store, "timeout", None),
     )
-    return {str(row[pk]): store._parse_document(dict(row)) for row in rows}
 
 
 def _chroma_documents(store: Any, ids: list[str]) -> dict[str, Document]:

@@ -33,8 +33,9 @@ class ThresholdSelectionEvent(BaseEvent):
     data of LangChain's ``thresholded_selection`` event (``Report.to_event_data``)."""
 
     stage: str = "retriever"
-    """What made the selection: ``retriever``, or ``multi_collection`` (a
-    ``MultiCollectionRetriever``), as LangChain's event says it."""
+    """What made the selection: ``retriever``, ``multi_collection`` (a
+    ``MultiCollectionRetriever``) or ``postprocessor`` (a ``SimilarityThresholdPostprocessor``,
+    whose event LangChain's compressor sends as ``compressor``)."""
     query: str
     """The question's text."""
     min_similarity: float

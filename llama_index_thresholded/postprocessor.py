@@ -15,11 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field
 
 from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.events import ThresholdSelectionEvent, is_heard
 from llama_index_thresholded.nodes import asked, marked_copy, marks_of, source_of, text_length
 from llama_index_thresholded.retriever import question_of
 from thresholded import metadata_keys
@@ -28,9 +30,12 @@ from thresholded.judging import to_judge
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
 from thresholded.provenance import Asked, Standing, asked_of, register, standing
+from thresholded.report import Report
 from thresholded.scores import ScoreKind
 from thresholded.selection import Candidate, Selection, select
 from thresholded.trusted_scores import cosines, undeclared_score_error
+
+dispatcher = get_dispatcher(__name__)
 
 
 class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
@@ -72,7 +77,9 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
     (``source_collection``): two collections may number their sections alike, and their
     sections of one id are two sections, not a duplicate.
 
-    Every kept node leaves with its ``score_kind`` and cosine in metadata.
+    Every kept node leaves with its ``score_kind`` and cosine in metadata. Each call sends
+    one :class:`~llama_index_thresholded.events.ThresholdSelectionEvent`, stage
+    ``postprocessor``, with every drop and its reason.
     """
 
     policy: RetrievalPolicy = Field(
@@ -167,12 +174,16 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return _output(self.select(nodes, query_bundle), asked(query_bundle))
+        selection = self.select(nodes, query_bundle)
+        _announce(selection, query_bundle)
+        return _output(selection, asked(query_bundle))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return _output(await self.aselect(nodes, query_bundle), asked(query_bundle))
+        selection = await self.aselect(nodes, query_bundle)
+        _announce(selection, query_bundle)
+        return _output(selection, asked(query_bundle))
 
     def _select(
         self,
@@ -271,6 +282,19 @@ def _texts(nodes: list[NodeWithScore]) -> list[str]:
 
 def _by_node(nodes: list[NodeWithScore], values: list[float]) -> dict[int, float]:
     return {id(n): value for n, value in zip(nodes, values, strict=True)}
+
+
+def _announce(selection: Selection[NodeWithScore], query: QueryBundle | None) -> None:
+    """Send the selection as one ``ThresholdSelectionEvent``, stage ``postprocessor`` (as
+    LangChain's compressor sends its ``compressor`` one), when a handler listens."""
+    if is_heard(dispatcher):
+        report = Report.build(
+            "" if query is None else query.query_str,
+            selection,
+            output=lambda c: c.item,
+            as_dropped=lambda c: c.item,
+        )
+        dispatcher.event(ThresholdSelectionEvent(**report.to_event_data("postprocessor")))
 
 
 def _output(selection: Selection[NodeWithScore], question: Asked | None) -> list[NodeWithScore]:

@@ -267,3 +267,29 @@ def test_a_handler_on_the_retrievers_own_dispatcher_hears_each_event_once(kit, i
     assert names.count("RetrievalEndEvent") == 1
     assert len(handler.selections) == 1
     assert ids(handler.selections[0].kept) == ["a1", "a2"]
+
+
+async def test_the_postprocessor_tells_its_selection_once_sync_and_async(recorder):
+    """As LangChain's compressor sends a ``compressor`` selection event, the postprocessor
+    sends one ``ThresholdSelectionEvent``, stage ``postprocessor``, per call."""
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    from llama_index_thresholded import SimilarityThresholdPostprocessor
+    from thresholded.provenance import register
+
+    def scored(node_id, score):
+        node = TextNode(id_=node_id, text=f"Section {node_id}.", metadata={"source": node_id})
+        return NodeWithScore(node=register(node), score=score)
+
+    nodes = [scored("a", 0.9), scored("b", 0.75), scored("c", 0.3)]
+    processor = SimilarityThresholdPostprocessor(min_similarity=0.7)
+    processor.postprocess_nodes(nodes, QueryBundle("q"))
+    await processor.apostprocess_nodes(nodes, QueryBundle("q"))
+
+    assert len(recorder.selections) == 2
+    for event in recorder.selections:
+        assert event.stage == "postprocessor"
+        assert event.query == "q"
+        assert ids(event.kept) == ["a", "b"]
+        assert event.drop_counts == {"below_threshold": 1}
+        assert [d["id"] for d in event.dropped] == ["c"]

@@ -38,13 +38,27 @@ def refuse_replaced(
     """Refuse a restriction among ``keys`` that both set (not None), differently;
     ``argument`` names the store arguments that hold them, if any."""
     clashing = [k for k in keys if inherited.get(k) is not None and given.get(k) is not None]
-    clashing = [k for k in clashing if inherited[k] != given[k]]
+    clashing = [k for k in clashing if not _same_restriction(inherited[k], given[k])]
     if clashing:
         raise ValueError(
             f"both the wrapped retriever and from_retriever give {argument}{clashing}: one would "
             "replace the other. Give them once, and further restrictions as filters=..., "
             "which are combined"
         )
+
+
+def _same_restriction(one: Any, other: Any) -> bool:
+    """Whether two values of a restriction restrict alike: equal, or lists of the same ids
+    in another order (a list of ids is a set)."""
+    if one == other:
+        return True
+    lists = (list, tuple, set, frozenset)
+    if not (isinstance(one, lists) and isinstance(other, lists)):
+        return False
+    try:
+        return set(one) == set(other)
+    except TypeError:  # unhashable items: compare as given
+        return False
 
 
 def merged_restrictions(

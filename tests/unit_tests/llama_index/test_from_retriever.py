@@ -135,6 +135,25 @@ def test_from_retriever_refuses_an_empty_list_beside_the_wrapped_one(kit, restri
         ThresholdedRetriever.from_retriever(base, metric="COSINE", **{restriction: []})
 
 
+@pytest.mark.parametrize(
+    ("restriction", "ids"), [("doc_ids", ["de", "en"]), ("node_ids", ["de0", "en0"])]
+)
+def test_from_retriever_takes_the_wrapped_ids_given_again_in_another_order(kit, restriction, ids):
+    """The same ids in another order restrict to the same sections: nothing is replaced."""
+    base = VectorIndexRetriever(documents_index(kit), **{restriction: ids})
+    retriever = ThresholdedRetriever.from_retriever(
+        base,
+        kit.policy(min_similarity=0.0),
+        metric="COSINE",
+        neighbours=0,
+        **{restriction: ids[::-1]},
+    )
+    kept = {n.node.node_id for n in retriever.retrieve(kit.QUESTION)}
+    assert {"de0", "en0"} <= kept and all(i[:2] in ("de", "en") for i in kept)
+    with pytest.raises(ValueError, match=rf"{restriction}.*would replace the other"):
+        ThresholdedRetriever.from_retriever(base, metric="COSINE", **{restriction: ids[:1]})
+
+
 @pytest.mark.parametrize("restriction", ["doc_ids", "node_ids"])
 def test_an_empty_id_list_admits_nothing(kit, restriction):
     """An empty list names no document or section: nothing is returned (a store reads an

@@ -137,7 +137,10 @@ class LangChainBackend:
             _check_held(store)
             _no_expr_params(rows_kwargs)
             _no_namespace(rows_kwargs)
-        _check_filters_read(self._rows, rows_kwargs, held=frozenset({_ONLY_IDS}))
+        self._search_type = "similarity" if wrapped is None else wrapped.search_type
+        _check_filters_read(
+            self._rows, rows_kwargs, held=frozenset({_ONLY_IDS}), search_type=self._search_type
+        )
         _check_members(store)
         self._milvus_dimension = _milvus_dimension(self._rows) if is_milvus(self._rows) else None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
@@ -179,6 +182,7 @@ class LangChainBackend:
         if _filters_read(self._rows) is not None:
             _no_misspelt_restriction(self._rows, extra)
         _no_store_filter_per_call(extra)
+        _check_arguments_read(self._rows, extra, "a call's ", self._search_type)
         kwargs = {**self._search_kwargs, **extra}
         if "k" in kwargs:
             raise TypeError("search_kwargs must not contain 'k': pass k=... instead")
@@ -765,7 +769,9 @@ def _check_members(store: VectorStore) -> None:
     if not _wraps_an_ensemble(store):
         return
     for member, search_kwargs in _store_members(store.retriever):
-        _check_filters_read(member.vectorstore, search_kwargs, whose="a member's ")
+        _check_filters_read(
+            member.vectorstore, search_kwargs, "a member's ", search_type=member.search_type
+        )
         if is_milvus(member.vectorstore):
             partitions = search_kwargs.get(_PARTITIONS)
             checked_partitions(partitions, argument=f"a member's {_PARTITIONS}")
@@ -782,11 +788,52 @@ def _filters_read(store: VectorStore) -> frozenset[str] | None:
     return None
 
 
+def _arguments_read(store: VectorStore, search_type: str) -> frozenset[str] | None:
+    """Every argument ``store``'s search of ``search_type`` reads besides ``k``, where all are
+    known (an ``InMemoryVectorStore``, FAISS); None elsewhere."""
+    if type(store) is InMemoryVectorStore:
+        read = {"filter"}
+    elif is_faiss(store):
+        read = {"filter", "fetch_k"}
+    else:
+        return None
+    return frozenset(read | ({"fetch_k", "lambda_mult"} if search_type == "mmr" else set()))
+
+
+def _check_arguments_read(
+    store: VectorStore,
+    search_kwargs: Mapping[str, Any],
+    whose: str = "",
+    search_type: str = "similarity",
+    held: frozenset[str] = frozenset(),
+) -> None:
+    """Refuse an argument ``store``'s search drops without a word (``{"tenant": "a"}`` on an
+    ``InMemoryVectorStore``): whatever it was meant to restrict would not be restricted."""
+    read = _arguments_read(store, search_type)
+    if read is None:
+        return
+    refused_elsewhere = {"k", "score_threshold"}  # each with an error of its own
+    unread = sorted(
+        key
+        for key, value in search_kwargs.items()
+        if value is not None and key not in read | held | refused_elsewhere
+    )
+    if unread:
+        raise TypeError(
+            f"{whose}search_kwargs {unread} are no arguments {type(store).__name__}'s "
+            f"{search_type} search reads (it reads {sorted(read)}): it would drop them without "
+            "a word, and nothing they were meant to restrict would be restricted. Restrict "
+            "with filters=... (a structured filter or a dict such as {'tenant': 'a'}), which "
+            "every store applies"
+        )
+
+
 def _check_filters_read(
     store: VectorStore,
     search_kwargs: Mapping[str, Any],
     whose: str = "",
     held: frozenset[str] = frozenset(),
+    search_type: str = "similarity",
 ) -> None:
     """Refuse a store filter the store's search does not read, but those the engine holds
     itself (``held``: the retriever's own ``ids``, not an ensemble member's): a store drops
@@ -806,6 +853,7 @@ def _check_filters_read(
             "such as {'doc_type': 'public'}), which every store applies"
         )
     _check_filter_callable(store, search_kwargs, whose)
+    _check_arguments_read(store, search_kwargs, whose, search_type, held)
 
 
 def _no_misspelt_restriction(

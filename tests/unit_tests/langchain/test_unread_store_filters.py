@@ -7,6 +7,8 @@ spelling) restricted nothing, and the internal document came back.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from langchain_core.stores import InMemoryStore
 
@@ -193,3 +195,45 @@ def test_a_search_argument_near_no_store_filter_passes(corpus):
         vectorstore=two(corpus).store, policy=POLICY, search_kwargs={"range_filter": None}
     )
     assert sorted(d.id for d in retriever.invoke(QUERY)) == ["int", "pub"]
+
+
+def faiss_of(corpus):
+    community = pytest.importorskip("langchain_community.vectorstores")
+    built = two(corpus)
+    docs = list(built.documents.values())
+    return community.FAISS.from_documents(
+        docs, built.embeddings, ids=[d.id for d in docs], normalize_L2=True
+    )
+
+
+STORES = {
+    "in-memory": (lambda corpus: two(corpus).store, "InMemoryVectorStore", "['filter']"),
+    "faiss": (faiss_of, "FAISS", "['fetch_k', 'filter']"),
+}
+
+
+@pytest.mark.parametrize(("store_of", "name", "read"), STORES.values(), ids=STORES)
+def test_an_argument_the_store_does_not_read_is_refused(corpus, store_of, name, read):
+    """``search_kwargs={"tenant": "a"}`` (a restriction, as the writer meant it) was dropped by
+    the store: every tenant's documents came back."""
+    store = store_of(corpus)
+    with pytest.raises(TypeError, match=rf"\['tenant'\].*{name}.*{re.escape(read)}"):
+        ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"tenant": "a"})
+    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY)
+    with pytest.raises(TypeError, match=r"\['tenant'\]"):
+        retriever.invoke(QUERY, search_kwargs={"tenant": "a"})
+    with pytest.raises(TypeError, match=r"\['tenant'\]"):
+        wrapped = store.as_retriever(search_kwargs={"k": 2, "tenant": "a"})
+        ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+
+
+@pytest.mark.parametrize(("store_of", "name", "read"), STORES.values(), ids=STORES)
+def test_the_arguments_of_the_wrapped_search_type_pass(corpus, store_of, name, read):
+    store = store_of(corpus)
+    mmr = store.as_retriever(
+        search_type="mmr", search_kwargs={"k": 2, "fetch_k": 4, "lambda_mult": 0.5}
+    )
+    retriever = ThresholdedRetriever.from_retriever(mmr, policy=POLICY)
+    assert sorted(d.id for d in retriever.invoke(QUERY)) == ["int", "pub"]
+    with pytest.raises(TypeError, match=r"\['lambda_mult'\]"):
+        ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"lambda_mult": 0.5})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.documents import Document
 from langchain_core.stores import InMemoryStore
+from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_thresholded import RetrieverSource, ScoreKind, ThresholdedRetriever
 from thresholded import RetrievalPolicy
@@ -193,7 +194,14 @@ def test_a_wrapped_namespace_cannot_be_replaced(corpus):
     """A Milvus namespace limits the search to one tenant's rows, as a partition does: one
     given to ``from_retriever`` replaced the wrapped retriever's, so the search ran over
     another tenant's rows. None leaves the wrapped one in force."""
-    store = corpus([("a", 0.75)]).store
+
+    class NamespacedStore(InMemoryVectorStore):
+        """Stands for a store whose search reads a namespace (an InMemoryVectorStore's does
+        not, and is refused one)."""
+
+    built = corpus([("a", 0.75)])
+    store = NamespacedStore(built.embeddings)
+    store.add_documents(list(built.documents.values()))
     wrapped = store.as_retriever(search_kwargs={"namespace": "tenant_a"})
     with pytest.raises(ValueError, match=r"search_kwargs \['namespace'\].*would replace"):
         ThresholdedRetriever.from_retriever(

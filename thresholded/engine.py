@@ -36,6 +36,7 @@ from thresholded.errors import (
 )
 from thresholded.fanout import (
     CollectionStatus,
+    DeadlinePassed,
     Found,
     Job,
     Outcome,
@@ -47,6 +48,7 @@ from thresholded.fanout import (
     merge,
     statuses,
     timed_out,
+    within_deadline,
 )
 from thresholded.filters import Filter, all_of, matches, none_match
 from thresholded.filters.model import check_keys, check_not_marks
@@ -1061,13 +1063,9 @@ async def _ainline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) 
         return _ok_inline(stage, await adrive(make()))
     if stage.collection.backend.threaded:
         return await _ain_thread(stage, make, timeout)
-    deadline = asyncio.timeout(timeout)
     try:
-        async with deadline:
-            found = await adrive(make())
-    except TimeoutError:
-        if not deadline.expired():  # the store's own timeout: raised as it is
-            raise
+        found = await within_deadline(adrive(make()), timeout)
+    except DeadlinePassed:  # the store's own timeout is raised as it is
         return _timed_out_inline(stage, timeout)
     return _ok_inline(stage, found)
 
@@ -1154,4 +1152,7 @@ class AttachEach(Request):
         if not collection.backend.threaded:
             return await asyncio.wait_for(adrive(make()), collection.timeout)
         assert self.fan.pool is not None
-        return await arun_in(self.fan.pool, lambda: drive(make()), collection.timeout)
+        try:
+            return await arun_in(self.fan.pool, lambda: drive(make()), collection.timeout)
+        except DeadlinePassed:
+            raise TimeoutError from None  # as a sync walk's deadline reads

@@ -436,6 +436,11 @@ class LangChainBackend:
         where = self._wrapped_where()
         return where is None or matches(where, item.metadata)
 
+    @property
+    def admits_nothing(self) -> bool:
+        """``search_kwargs={"ids": []}``: no section is within them."""
+        return self._only_ids is not None and not self._only_ids
+
     def _wrapped_where(self) -> Filter | None:
         """The wrapped retrievers' filters, read when asked: they may have changed."""
         return None if self._docstore is None else _members_where(self._store)

@@ -181,6 +181,10 @@ class Backend(Protocol[T]):
     def admits(self, item: T) -> bool:
         """Whether an item is within those limits (see ``restricted``)."""
 
+    admits_nothing: bool
+    """No section is within those limits (an empty list of ids): nothing is searched, as a
+    store would read the empty list as no limit at all, or ignore it."""
+
     def metadata(self, item: T) -> Mapping[str, Any]:
         """The item's metadata, as filters read it."""
 
@@ -508,7 +512,7 @@ def _searching(
 def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> Pipeline[Found[T]]:
     """One collection: search, convert the scores to cosines, re-score, cut by its floor."""
     collection = stage.collection
-    if none_match(stage.where):  # e.g. ``IN []``: nothing to ask the store for
+    if none_match(stage.where) or collection.backend.admits_nothing:  # e.g. ``IN []``, ids=[]
         return Found(0, select([], stage.policy, stage.floor))
     args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
     hits, pushed = yield from _search(collection, args)

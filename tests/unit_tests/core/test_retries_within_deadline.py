@@ -35,6 +35,7 @@ class Store:
     attempt_timeout = None
     restricted = False
     fetch_holds_back = False
+    admits_nothing = False
 
     def __init__(self, name: str, *, down: bool = False, threaded: bool = True) -> None:
         self.name, self.down, self.threaded = name, down, threaded

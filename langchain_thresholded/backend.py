@@ -267,14 +267,32 @@ class LangChainBackend:
 
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
-        store, k, kwargs = self._searched(args), args.k, self._with_fetch_k(args)
+        store, kwargs = self._searched(args), self._with_fetch_k(args)
+        found = self._search_once(store, args, kwargs)
+        while (wider := self._wider_window(kwargs, args.k, found)) is not None:
+            kwargs, found = wider, self._search_once(store, args, wider)
+        return found
+
+    async def asearch(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
+        store, kwargs = self._searched(args), self._with_fetch_k(args)
+        found = await self._asearch_once(store, args, kwargs)
+        while (wider := self._wider_window(kwargs, args.k, found)) is not None:
+            kwargs, found = wider, await self._asearch_once(store, args, wider)
+        return found
+
+    def _search_once(
+        self, store: VectorStore, args: SearchArgs, kwargs: Mapping[str, Any]
+    ) -> list[tuple[Document, float | None]]:
+        k = args.k
         by_vector = _by_vector(store) if self._kind in _DENSE else None
         if by_vector is None or args.vector is None:  # by text (a dense store: checked vector)
             return store.similarity_search_with_score(args.question.text, k=k, **kwargs)
         return by_vector(list(args.vector), k=k, **kwargs)
 
-    async def asearch(self, args: SearchArgs) -> list[tuple[Document, float | None]]:
-        store, k, kwargs = self._searched(args), args.k, self._with_fetch_k(args)
+    async def _asearch_once(
+        self, store: VectorStore, args: SearchArgs, kwargs: Mapping[str, Any]
+    ) -> list[tuple[Document, float | None]]:
+        k = args.k
         if self._kind not in _DENSE or args.vector is None:
             return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
         vector = list(args.vector)
@@ -302,9 +320,25 @@ class LangChainBackend:
         kwargs = args.filters
         if not self._faiss or kwargs.get("filter") is None:
             return kwargs
-        total = int(getattr(getattr(self._store, "index", None), "ntotal", 0) or 0)
+        total = self._faiss_rows()
         wanted = total if total <= FAISS_FILTER_ROWS else max(FAISS_FILTER_ROWS, 10 * args.k)
         return {**kwargs, "fetch_k": max(int(kwargs.get("fetch_k") or 0), wanted, args.k)}
+
+    def _wider_window(
+        self, kwargs: Mapping[str, Any], k: int, found: Sequence[Any]
+    ) -> Mapping[str, Any] | None:
+        """A filtered FAISS search that returned fewer than ``k`` rows while its window (its
+        ``fetch_k`` nearest rows) left some of the index out: the rows within the filter may
+        lie beyond it, so the search is made again over a window twice as wide (at most the
+        whole index). None: the search was complete."""
+        if not self._faiss or kwargs.get("filter") is None or len(found) >= k:
+            return None
+        window, total = int(kwargs.get("fetch_k") or 0), self._faiss_rows()
+        wider = min(total, max(2 * window, k))
+        return None if window >= total else {**kwargs, "fetch_k": wider}
+
+    def _faiss_rows(self) -> int:
+        return int(getattr(getattr(self._store, "index", None), "ntotal", 0) or 0)
 
     # Sections by id ------------------------------------------------------------------------
     def fetch(self, ids: list[str]) -> dict[str, Document]:
@@ -439,6 +473,11 @@ class LangChainBackend:
             return False
         where = self._wrapped_where()
         return where is None or matches(where, item.metadata)
+
+    @property
+    def admits_nothing(self) -> bool:
+        """``search_kwargs={"ids": []}``: no section is within them."""
+        return self._only_ids is not None and not self._only_ids
 
     def _wrapped_where(self) -> Filter | None:
         """The wrapped retrievers' filters, read when asked: they may have changed."""

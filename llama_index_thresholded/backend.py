@@ -212,8 +212,6 @@ class LlamaIndexBackend:
 
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
-        if self._admits_nothing():
-            return []
         query, kwargs = self._query(args)
         if self._keeps_vectors():
             search = self._milvus_search(query, kwargs)
@@ -226,8 +224,6 @@ class LlamaIndexBackend:
         return _hits(self._raw(result), fetched, self._index)
 
     async def asearch(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
-        if self._admits_nothing():
-            return []
         query, kwargs = self._query(args)
         if self._keeps_vectors():
             search = self._milvus_search(query, kwargs)
@@ -428,9 +424,9 @@ class LlamaIndexBackend:
             return False
         return doc_ids is None or item.ref_doc_id in doc_ids
 
-    def _admits_nothing(self) -> bool:
-        """``doc_ids=[]`` or ``node_ids=[]``: no section is within them, so nothing is searched
-        (a store would read an empty list as no restriction at all)."""
+    @property
+    def admits_nothing(self) -> bool:
+        """``doc_ids=[]`` or ``node_ids=[]``: no section is within them."""
         return any(self._args[k] is not None and len(self._args[k]) == 0 for k in ID_LISTS)
 
 

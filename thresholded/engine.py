@@ -36,6 +36,7 @@ from thresholded.errors import (
 )
 from thresholded.fanout import (
     CollectionStatus,
+    DeadlinePassed,
     Found,
     Job,
     Outcome,
@@ -47,6 +48,7 @@ from thresholded.fanout import (
     merge,
     statuses,
     timed_out,
+    within_deadline,
 )
 from thresholded.filters import Filter, all_of, matches, none_match
 from thresholded.filters.model import check_keys, check_not_marks
@@ -56,7 +58,13 @@ from thresholded.norms import check_stored_norms
 from thresholded.policy import RetrievalPolicy
 from thresholded.pushdown import PUSHDOWN_EPSILON, PushdownSwitch
 from thresholded.rescore import Vector, needs_cosine, rescore, wants_rescore
-from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
+from thresholded.retry import (
+    RetryPolicy,
+    acall_with_retries,
+    call_with_retries,
+    is_transient,
+    retry_deadline,
+)
 from thresholded.scores import (
     Metric,
     ScoreKind,
@@ -172,6 +180,10 @@ class Backend(Protocol[T]):
 
     def admits(self, item: T) -> bool:
         """Whether an item is within those limits (see ``restricted``)."""
+
+    admits_nothing: bool
+    """No section is within those limits (an empty list of ids): nothing is searched, as a
+    store would read the empty list as no limit at all, or ignore it."""
 
     def metadata(self, item: T) -> Mapping[str, Any]:
         """The item's metadata, as filters read it."""
@@ -500,7 +512,7 @@ def _searching(
 def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> Pipeline[Found[T]]:
     """One collection: search, convert the scores to cosines, re-score, cut by its floor."""
     collection = stage.collection
-    if none_match(stage.where):  # e.g. ``IN []``: nothing to ask the store for
+    if none_match(stage.where) or collection.backend.admits_nothing:  # e.g. ``IN []``, ids=[]
         return Found(0, select([], stage.policy, stage.floor))
     args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
     hits, pushed = yield from _search(collection, args)
@@ -1013,27 +1025,40 @@ class SearchEach(Request):
         if self.fan.inline:
             return [_inline(stage, make) for stage, make in self.stages]
         assert self.fan.pool is not None
-        jobs = [
-            Job(s.collection.name, s.floor, s.collection.timeout, lambda m=make: drive(m()))
-            for s, make in self.stages
-        ]
+        jobs = [_job(stage, make, awaited=False) for stage, make in self.stages]
         return fan_out(jobs, self.fan.pool, fail_fast=self.fan.fail_fast)
 
     async def arun(self) -> list[Outcome[Any]]:
         if self.fan.inline:
             return [await _ainline(stage, make) for stage, make in self.stages]
         assert self.fan.pool is not None
-        jobs = [
-            Job(
-                s.collection.name,
-                s.floor,
-                s.collection.timeout,
-                lambda m=make: drive(m()),
-                None if s.collection.backend.threaded else (lambda m=make: adrive(m())),
-            )
-            for s, make in self.stages
-        ]
+        jobs = [_job(stage, make, awaited=True) for stage, make in self.stages]
         return await afan_out(jobs, self.fan.pool, fail_fast=self.fan.fail_fast)
+
+
+def _job(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]], *, awaited: bool) -> Job[Any]:
+    """A collection's search in a fan-out, within its timeout; awaited where the call is
+    and its store has a usable async client, else run in the pool."""
+    collection = stage.collection
+    timeout = collection.timeout
+    asearch = None
+    if awaited and not collection.backend.threaded:
+        asearch = functools.partial(_adrive_within, make, timeout)
+    search = functools.partial(_drive_within, make, timeout)
+    return Job(collection.name, stage.floor, timeout, search, asearch)
+
+
+def _drive_within(make: Callable[[], Pipeline[R]], timeout: float | None) -> R:
+    """``make()``'s pipeline driven with blocking calls, its store calls retried only while a
+    retry can begin within ``timeout`` (see :func:`~thresholded.retry.retry_deadline`)."""
+    with retry_deadline(timeout):
+        return drive(make())
+
+
+async def _adrive_within(make: Callable[[], Pipeline[R]], timeout: float | None) -> R:
+    """Async :func:`_drive_within`."""
+    with retry_deadline(timeout):
+        return await adrive(make())
 
 
 def _inline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outcome[Any]:
@@ -1043,7 +1068,7 @@ def _inline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) -> Outc
     timeout = stage.collection.timeout
     if timeout is None:
         return _ok_inline(stage, drive(make()))
-    future = _in_thread(make)
+    future = _in_thread(make, timeout)
     done, _ = wait([future], timeout=timeout)
     if not done:
         future.cancel()
@@ -1061,13 +1086,9 @@ async def _ainline(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]]) 
         return _ok_inline(stage, await adrive(make()))
     if stage.collection.backend.threaded:
         return await _ain_thread(stage, make, timeout)
-    deadline = asyncio.timeout(timeout)
     try:
-        async with deadline:
-            found = await adrive(make())
-    except TimeoutError:
-        if not deadline.expired():  # the store's own timeout: raised as it is
-            raise
+        found = await within_deadline(_adrive_within(make, timeout), timeout)
+    except DeadlinePassed:  # the store's own timeout is raised as it is
         return _timed_out_inline(stage, timeout)
     return _ok_inline(stage, found)
 
@@ -1077,7 +1098,7 @@ async def _ain_thread(
 ) -> Outcome[Any]:
     """The search driven with blocking calls in a thread of its own, awaited until the
     deadline: the collection has timed out when it passes."""
-    future = asyncio.wrap_future(_in_thread(make))
+    future = asyncio.wrap_future(_in_thread(make, timeout))
     try:
         done, _ = await asyncio.wait({future}, timeout=timeout)
     finally:
@@ -1088,15 +1109,16 @@ async def _ain_thread(
     return _ok_inline(stage, future.result())  # the store's own error is raised as it is
 
 
-def _in_thread(make: Callable[[], Pipeline[Found[Any]]]) -> Future[Found[Any]]:
+def _in_thread(make: Callable[[], Pipeline[Found[Any]]], timeout: float) -> Future[Found[Any]]:
     """``make()``'s pipeline driven with blocking calls in a daemon thread, which sees the
-    caller's context (callbacks and spans); a caller that stops waiting leaves it to end."""
+    caller's context (callbacks and spans), within ``timeout`` (:func:`_drive_within`); a
+    caller that stops waiting leaves it to end."""
     future: Future[Found[Any]] = Future()
 
     def search() -> None:
         if future.set_running_or_notify_cancel():
             try:
-                future.set_result(drive(make()))
+                future.set_result(_drive_within(make, timeout))
             except BaseException as exc:  # handed to the caller, raised there
                 future.set_exception(exc)
 
@@ -1135,7 +1157,10 @@ class AttachEach(Request):
             return {c.name: drive(make()) for c, make in self.walks}
         assert self.fan.pool is not None
         return call_each(
-            {c.name: (lambda m=make: drive(m()), c.timeout) for c, make in self.walks},
+            {
+                c.name: (functools.partial(_drive_within, make, c.timeout), c.timeout)
+                for c, make in self.walks
+            },
             self.fan.pool,
         )
 
@@ -1151,7 +1176,13 @@ class AttachEach(Request):
     ) -> list[Candidate[Any]]:
         """One collection's walk within its timeout: awaited where its store has an async
         client; else in the pool, its deadline running from when it starts there."""
+        timeout = collection.timeout
         if not collection.backend.threaded:
-            return await asyncio.wait_for(adrive(make()), collection.timeout)
+            return await asyncio.wait_for(_adrive_within(make, timeout), timeout)
         assert self.fan.pool is not None
-        return await arun_in(self.fan.pool, lambda: drive(make()), collection.timeout)
+        try:
+            return await arun_in(
+                self.fan.pool, functools.partial(_drive_within, make, timeout), timeout
+            )
+        except DeadlinePassed:
+            raise TimeoutError from None  # as a sync walk's deadline reads

@@ -246,10 +246,28 @@ def _submit(pool: Executor, fn: Callable[[], R]) -> _Task[R]:
     return _Task(pool.submit(run), started, time.perf_counter())
 
 
+class DeadlinePassed(TimeoutError):
+    """A call's deadline passed: not a ``TimeoutError`` the call raised itself (an embedding
+    client's read timeout, say), which is its failure, as in a sync fan-out."""
+
+
+async def within_deadline(awaitable: Awaitable[R], timeout: float | None) -> R:
+    """``awaitable`` awaited within ``timeout``; :class:`DeadlinePassed` when it passes, any
+    ``TimeoutError`` of its own raised as it is."""
+    deadline = asyncio.timeout(timeout)
+    try:
+        async with deadline:
+            return await awaitable
+    except TimeoutError:
+        if deadline.expired():
+            raise DeadlinePassed from None
+        raise
+
+
 async def arun_in(pool: Executor, fn: Callable[[], R], timeout: float | None) -> R:
     """``fn()`` run in the pool, awaited within ``timeout`` from when it starts running there,
     after a wait for a thread that is bounded by the same timeout (see ``_Task``);
-    ``TimeoutError`` when either passes."""
+    :class:`DeadlinePassed` when either passes."""
     loop = asyncio.get_running_loop()
     task = _submit(pool, fn)
     result = asyncio.wrap_future(task.future, loop=loop)
@@ -265,9 +283,9 @@ async def arun_in(pool: Executor, fn: Callable[[], R], timeout: float | None) ->
         started.cancel()  # nothing left to hear from it, whenever the loop closes
     if not done:  # no thread was free: timed out as a sync call's wait times out
         result.cancel()
-        raise TimeoutError
+        raise DeadlinePassed
     try:
-        return await asyncio.wait_for(result, timeout)
+        return await within_deadline(result, timeout)
     except asyncio.CancelledError:
         if task.future.cancelled() and not _being_cancelled():
             raise closed_during_call() from None
@@ -318,10 +336,10 @@ async def afan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -
     async def one(job: Job[T]) -> Outcome[T]:
         try:
             if job.asearch is not None:
-                found = await asyncio.wait_for(atimed(job.asearch)(), job.timeout)
+                found = await within_deadline(atimed(job.asearch)(), job.timeout)
             else:
                 found = await arun_in(pool, timed(job.search), job.timeout)
-        except TimeoutError:
+        except DeadlinePassed:
             return timed_out(job)
         except RetrieverClosedError:
             raise

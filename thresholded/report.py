@@ -322,8 +322,10 @@ class MultiCollectionReport(Report[T]):
 
     @property
     def partial(self) -> bool:
-        """True when a collection failed or timed out: the result may lack its sections."""
-        return any(not s.ok for s in self.collections)
+        """True when a collection failed or timed out (the result may lack its sections), or
+        fetching a collection's attachments failed (its kept sections came without their
+        neighbours and summaries): the result lacks part of what the call returns."""
+        return any(not s.ok or s.attachment_error for s in self.collections)
 
     @property
     def failed(self) -> tuple[CollectionStatus, ...]:

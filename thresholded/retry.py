@@ -12,16 +12,20 @@ engine's own error.
 Retries never make a call wait on a frozen server: that is the per-call
 timeout's job, which belongs to the client (e.g. ``milvus_store(timeout=...)``).
 A query therefore takes at most ``(max_retries + 1) * timeout`` plus the waits.
+Within a deadline (:func:`retry_deadline`: a collection's timeout), no wait is begun
+that would end past it: the attempts made so far are a ``SearchUnavailableError``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -228,10 +232,33 @@ async def acall_with_retries(
             attempt += 1
 
 
+_DEADLINE: ContextVar[float | None] = ContextVar("thresholded_retry_deadline", default=None)
+"""When the retries of the calls made within :func:`retry_deadline` stop (``time.monotonic``)."""
+
+
+@contextlib.contextmanager
+def retry_deadline(timeout: float | None) -> Iterator[None]:
+    """The calls made within it are tried again only while a retry can still begin within
+    ``timeout`` seconds from now (a collection's timeout): past it, the caller has stopped
+    waiting, and a thread retrying on would only hold a thread of the pool. None: no limit."""
+    if timeout is None:
+        yield
+        return
+    token = _DEADLINE.set(time.monotonic() + timeout)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
 def _next_wait(error: Exception, waits: Iterator[float]) -> float | None:
     if not is_transient(error):
         return None
-    return next(waits, None)
+    wait = next(waits, None)
+    deadline = _DEADLINE.get()
+    if wait is not None and deadline is not None and time.monotonic() + wait >= deadline:
+        return None  # the retry would begin past the deadline
+    return wait
 
 
 def _give_up(error: Exception, what: str, attempts: int, start: float) -> None:

@@ -373,3 +373,24 @@ def test_helpers():
     check_unique_names(["a", "b"])
     with pytest.raises(ValueError, match="named 'a'"):
         check_unique_names(["a", "a"])
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0])
+async def test_a_timeout_error_of_the_search_itself_is_a_failure_sync_and_async(pool, timeout):
+    """A ``TimeoutError`` the search raises (an embedding client's read timeout, say) is
+    its failure, with its own message, as in a sync fan-out: not the collection's
+    deadline passing, which it never reached (there may be none)."""
+
+    def search():
+        raise TimeoutError("read timed out")
+
+    async def asearch():
+        raise TimeoutError("read timed out")
+
+    jobs = [Job("threaded", 0.5, timeout, search), Job("async", 0.5, timeout, search, asearch)]
+    for outcomes in (
+        fan_out(jobs, pool, fail_fast=False),
+        await afan_out(jobs, pool, fail_fast=False),
+    ):
+        assert [o.status for o in outcomes] == ["failed", "failed"]
+        assert [str(o.error) for o in outcomes] == ["read timed out"] * 2

@@ -41,6 +41,7 @@ class UnfilteredStore:
     attempt_timeout = None
     threaded = False
     restricted = False
+    admits_nothing = False
 
     def __init__(self, rows: dict[str, tuple[float, str]]) -> None:
         self.rows = {i: (unit(cos), doc_type) for i, (cos, doc_type) in rows.items()}

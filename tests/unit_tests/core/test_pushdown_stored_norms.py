@@ -37,6 +37,7 @@ class HandStore:
     threaded = False
     restricted = False
     fetch_holds_back = False
+    admits_nothing = False
 
     def __init__(self, vectors: Mapping[str, Sequence[float]], metric: Metric) -> None:
         self.vectors = dict(vectors)

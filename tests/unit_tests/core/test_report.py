@@ -292,3 +292,18 @@ def test_a_report_is_frozen_and_compares_by_value() -> None:
     with pytest.raises(AttributeError):
         r.query = "another"  # type: ignore[misc]
     assert report(describe=str) == r  # describe is not part of the value
+
+
+def test_a_collection_whose_attachments_failed_makes_the_report_partial() -> None:
+    """Its kept sections are returned without the neighbours and summaries asked for: the
+    result lacks part of what the call returns, as the engine's warning says ("partial")."""
+    ok = CollectionStatus("kb", "ok", 0.5, 1.0, returned=1, cleared_floor=1, kept=1)
+    unattached = replace(ok, name="extra", attachment_error="OSError: docstore unreachable")
+    result = replace(multi_result(), collections=(ok, unattached))
+    r = MultiCollectionReport.from_result(result, output=output, as_dropped=as_dropped)
+    assert r.partial
+    assert r.to_event_data()["partial"] is True
+    assert r.failed == ()  # every collection was searched
+    whole = replace(multi_result(), collections=(ok,))
+    report = MultiCollectionReport.from_result(whole, output=output, as_dropped=as_dropped)
+    assert not report.partial

@@ -12,7 +12,13 @@ from pymilvus.exceptions import ConnectError, MilvusException, MilvusUnavailable
 from pymilvus.grpc_gen import common_pb2
 
 from thresholded.errors import SearchUnavailableError
-from thresholded.retry import RetryPolicy, acall_with_retries, call_with_retries, is_transient
+from thresholded.retry import (
+    RetryPolicy,
+    acall_with_retries,
+    call_with_retries,
+    is_transient,
+    retry_deadline,
+)
 
 
 class Flaky:
@@ -256,3 +262,24 @@ def test_an_async_attempt_past_its_deadline_is_cancelled_and_counted():
             acall_with_retries(hangs, policy, what="kb", attempt_timeout=0.05, sleep=no_wait)
         )
     assert len(attempts) == 2
+
+
+def test_within_a_deadline_no_wait_is_begun_that_would_end_past_it():
+    """The waits here take no time: 0.2, 0.4 and 0.8 each end within 1 s of the start, 1.6
+    would not, so the fourth attempt is the last."""
+    policy = RetryPolicy(max_retries=5, backoff=0.2, max_backoff=5.0)
+    flaky, waited = Flaky(10, ConnectionError("refused")), []
+    with retry_deadline(1.0), pytest.raises(SearchUnavailableError) as caught:
+        call_with_retries(flaky, policy, what="kb", sleep=waited.append)  # waits take no time
+    assert (flaky.calls, caught.value.attempts, waited) == (4, 4, [0.2, 0.4, 0.8])
+
+    async def asleep(seconds: float) -> None:
+        waited.append(seconds)
+
+    flaky, waited = Flaky(10, ConnectionError("refused")), []
+    with retry_deadline(1.0), pytest.raises(SearchUnavailableError):
+        asyncio.run(acall_with_retries(flaky.acall, policy, what="kb", sleep=asleep))
+    assert (flaky.calls, waited) == (4, [0.2, 0.4, 0.8])
+    flaky, waited = Flaky(5, ConnectionError("refused")), []  # no deadline: every retry
+    assert call_with_retries(flaky, policy, what="kb", sleep=waited.append) == "ok"
+    assert waited == [0.2, 0.4, 0.8, 1.6, 3.2]

@@ -1,0 +1,72 @@
+"""A filtered FAISS search finds the sections within the filters however far they lie.
+
+FAISS applies a filter to the ``fetch_k`` nearest rows only. Over an index of more than
+:data:`FAISS_FILTER_ROWS` rows, those within a selective filter (one tenant's) may all lie
+beyond them: the search returned none, and the call said that nothing matched, though every
+one of them clears the floor. Scaled down here: a window of 100 rows over an index of 300.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import warnings
+
+import pytest
+from langchain_core.embeddings import Embeddings
+
+import langchain_thresholded.backend as backend
+from langchain_thresholded import ThresholdedRetriever
+from thresholded import RetrievalPolicy
+
+faiss_module = pytest.importorskip("langchain_community.vectorstores")
+POLICY = RetrievalPolicy(min_similarity=0.5, top_k=3, max_per_source=None, max_chars=None)
+
+
+def unit(cosine: float) -> list[float]:
+    return [cosine, math.sqrt(1 - cosine * cosine)]
+
+
+class AtCosine(Embeddings):
+    """A text ``"<tenant> <cosine>"`` at that cosine with every question."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [unit(float(t.split()[1])) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, 0.0]
+
+
+@pytest.fixture
+def tenants(monkeypatch: pytest.MonkeyPatch):
+    """290 rows of another tenant nearest (0.95 down to 0.92), then 10 of ours (0.8)."""
+    monkeypatch.setattr(backend, "FAISS_FILTER_ROWS", 100)
+    texts = [f"other {0.95 - i * 0.0001:.6f}" for i in range(290)]
+    texts += [f"mine {0.8 - i * 0.001:.6f}" for i in range(10)]
+    metadatas = [{"tenant": t.split()[0]} for t in texts]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from langchain_community.vectorstores.utils import DistanceStrategy
+
+    return faiss_module.FAISS.from_texts(
+        texts,
+        AtCosine(),
+        metadatas=metadatas,
+        distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT,
+    )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_sections_within_the_filters_beyond_the_window_are_found(tenants, mode):
+    retriever = ThresholdedRetriever(
+        vectorstore=tenants, embeddings=AtCosine(), filters={"tenant": "mine"}, policy=POLICY
+    )
+    if mode == "sync":
+        report = retriever.retrieve_with_report("q")
+    else:
+        report = asyncio.run(retriever.aretrieve_with_report("q"))
+    assert [d.page_content for d in report.kept] == [
+        "mine 0.800000",
+        "mine 0.799000",
+        "mine 0.798000",
+    ]

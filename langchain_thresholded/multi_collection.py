@@ -181,9 +181,12 @@ class MultiCollectionRetriever(EngineRetriever):
     """Filters combined (AND) with ``filters`` and every call's: the field to expose with
     ``configurable_fields``."""
 
-    _pool: WorkerPool | None = PrivateAttr(default=None)
+    _pools: dict[int, WorkerPool] = PrivateAttr(default_factory=dict)
+    """The thread pool of each size (``max_workers``), threads started at its first task. A
+    copy (each call a config sets fields of searches one) shares them, as it shares the
+    lock: its calls share the retriever's threads, and ``close()`` reaches them."""
     _pool_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    """Held while the pool is made or shut down: concurrent first calls share one."""
+    """Held while a pool is made or shut down: concurrent first calls share one."""
 
     @field_validator("collections", mode="before")
     @classmethod
@@ -335,8 +338,8 @@ class MultiCollectionRetriever(EngineRetriever):
         :class:`~thresholded.errors.RetrieverClosedError` when some of its searches were
         still waiting for a thread (they are cancelled); call it again."""
         with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
+            pools = list(self._pools.values())
+        for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
 
     # One call ------------------------------------------------------------------------
@@ -365,10 +368,11 @@ class MultiCollectionRetriever(EngineRetriever):
         )
 
     def _executor(self) -> WorkerPool:
+        size = pool_size(self.max_workers, len(self.collections))
         with self._pool_lock:
-            if self._pool is None:
-                self._pool = WorkerPool(pool_size(self.max_workers, len(self.collections)))
-            return self._pool
+            if size not in self._pools:
+                self._pools[size] = WorkerPool(size)
+            return self._pools[size]
 
 
 class _Member(NamedTuple):

@@ -193,6 +193,9 @@ class _Task(Generic[R]):
     future: Future[R]
     started: Future[float]
     queued: float
+    settled: Future[None]
+    """Done once ``future`` is, cancelled included: ``concurrent.futures.wait`` never counts
+    a future the pool's shutdown cancelled as done, so a call waits on this instead."""
 
     def deadline(self, timeout: float | None) -> float | None:
         """When it times out, queued or running; None: no timeout."""
@@ -207,7 +210,7 @@ class _Task(Generic[R]):
         queued_until = self.deadline(timeout)
         if queued_until is not None and not self.started.done():
             left = max(0.0, queued_until - time.perf_counter())
-            wait([self.future, self.started], timeout=left, return_when=FIRST_COMPLETED)
+            wait([self.settled, self.started], timeout=left, return_when=FIRST_COMPLETED)
         deadline = self.deadline(timeout)
         if deadline is None or self.future.done():
             return _result(self.future)
@@ -243,7 +246,10 @@ def _submit(pool: Executor, fn: Callable[[], R]) -> _Task[R]:
             started.set_result(time.perf_counter())
         return fn()
 
-    return _Task(pool.submit(run), started, time.perf_counter())
+    future = pool.submit(run)
+    settled: Future[None] = Future()
+    future.add_done_callback(lambda _: settled.set_result(None))
+    return _Task(future, started, time.perf_counter(), settled)
 
 
 class DeadlinePassed(TimeoutError):
@@ -322,7 +328,7 @@ def fan_out(jobs: Sequence[Job[T]], pool: Executor, *, fail_fast: bool) -> list[
         if not pending:
             break
         due = [d for n, t in pending.items() if (d := t.deadline(by_name[n].timeout)) is not None]
-        waiting = [t.future for t in pending.values()]
+        waiting = [t.settled for t in pending.values()]
         waiting += [t.started for t in pending.values() if not t.started.done()]
         timeout = max(0.0, min(due) - now) if due else None
         wait(waiting, timeout=timeout, return_when=FIRST_COMPLETED)

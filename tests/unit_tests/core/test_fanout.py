@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from thresholded import DropReason, RetrievalPolicy
+from thresholded import DropReason, RetrievalPolicy, fanout
 from thresholded.core import Candidate, select
 from thresholded.engine import Question, Result, log_result
 from thresholded.errors import RetrieverClosedError
@@ -394,3 +394,52 @@ async def test_a_timeout_error_of_the_search_itself_is_a_failure_sync_and_async(
     ):
         assert [o.status for o in outcomes] == ["failed", "failed"]
         assert [str(o.error) for o in outcomes] == ["read timed out"] * 2
+
+
+def _searches() -> list[Job]:
+    return [job("a", found(0.5, cand("x", 0.9))), job("b", found(0.5, cand("y", 0.9)))]
+
+
+CALLS_BEHIND_ANOTHER = {
+    "search without a timeout": lambda pool: fan_out(_searches(), pool, fail_fast=False),
+    "attachment walk with a timeout": lambda pool: call_each(
+        {"a": (lambda: 1, 30.0), "b": (lambda: 2, 30.0)}, pool
+    ),
+}
+
+
+@pytest.mark.parametrize("run", CALLS_BEHIND_ANOTHER.values(), ids=CALLS_BEHIND_ANOTHER.keys())
+def test_a_call_whose_searches_all_wait_for_a_thread_raises_when_closed(monkeypatch, run):
+    """Another call holds the only thread; this call's searches, all queued, are cancelled
+    by ``close()``. The call waited forever without a timeout, and for its whole timeout
+    with one: ``concurrent.futures.wait`` never counts a future the pool's shutdown
+    cancelled as done."""
+    pool = WorkerPool(1)
+    holding, release, waiting = threading.Event(), threading.Event(), threading.Event()
+    pool.submit(lambda: (holding.set(), release.wait(timeout=60)))
+    assert holding.wait(timeout=10)
+    real_wait = fanout.wait
+
+    def spied_wait(*args, **kwargs):
+        waiting.set()
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(fanout, "wait", spied_wait)
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            run(pool)
+        except BaseException as exc:
+            errors.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    try:
+        assert waiting.wait(timeout=10)
+        pool.shutdown(wait=False, cancel_futures=True)
+        caller.join(timeout=5)
+        assert not caller.is_alive(), "the call still waits for its cancelled searches"
+    finally:
+        release.set()
+    assert [type(e) for e in errors] == [RetrieverClosedError]

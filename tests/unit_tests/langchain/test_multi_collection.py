@@ -27,7 +27,7 @@ from langchain_thresholded import (
     ThresholdedRetriever,
 )
 from thresholded.errors import ModelMismatchError
-from thresholded.fanout import COLLECTION_KEY
+from thresholded.fanout import COLLECTION_KEY, WorkerPool
 from thresholded.selection import DropReason
 
 QUERY = "the question"
@@ -220,6 +220,28 @@ def test_concurrent_first_calls_share_one_thread_pool(two, monkeypatch):
     for call in calls:
         call.join()
     assert len(made) == 1
+    retriever.close()
+
+
+def test_calls_configured_by_their_config_share_the_retriever_s_thread_pool(two, monkeypatch):
+    """Each call with a config (its ``call_filters``) searches a copy of the retriever; each
+    copy made a pool of its own, so ``max_workers`` bounded nothing (64 calls at once ran
+    104 threads with ``max_workers=3``), and ``close()`` reached none of them."""
+    used = []
+    submit = WorkerPool.submit
+
+    def spied(self: WorkerPool, *args: Any, **kwargs: Any) -> Any:
+        used.append(self)
+        return submit(self, *args, **kwargs)
+
+    monkeypatch.setattr(WorkerPool, "submit", spied)
+    retriever = MultiCollectionRetriever(collections=specs(*two), max_workers=1)
+    configurable = retriever.configurable_fields(call_filters=ConfigurableField(id="call_filters"))
+    for source in ("A", "B"):
+        configurable.invoke(QUERY, {"configurable": {"call_filters": {"source": source}}})
+    asyncio.run(configurable.ainvoke(QUERY, {"configurable": {"call_filters": {"source": "A"}}}))
+    retriever.invoke(QUERY)
+    assert used and {id(pool) for pool in used} == {id(retriever._executor())}
     retriever.close()
 
 

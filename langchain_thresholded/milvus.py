@@ -51,6 +51,7 @@ from thresholded.milvus_collection import (
     describe_existing,
     index_metric,
     partition_key_of,
+    refuse_drop,
     refuse_lite_partition_key,
     refuse_metric_named_otherwise,
     refuse_read_metric,
@@ -209,6 +210,7 @@ def existing_milvus_store(
     ``kwargs`` go to ``langchain_milvus.Milvus``.
     """
     refuse_read_metric("existing_milvus_store", kwargs)
+    refuse_drop("existing_milvus_store", kwargs, rebuild="milvus_from_documents")
     return _open(
         uri,
         collection_name,

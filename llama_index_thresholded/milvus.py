@@ -37,6 +37,7 @@ from thresholded.milvus_collection import (
     describe_existing,
     index_metric,
     partition_key_of,
+    refuse_drop,
     refuse_lite_partition_key,
     refuse_metric_named_otherwise,
     refuse_read_metric,
@@ -270,6 +271,7 @@ def existing_milvus_store(
     from pymilvus import MilvusClient
 
     refuse_read_metric("existing_milvus_store", kwargs, "dim")
+    refuse_drop("existing_milvus_store", kwargs, rebuild="milvus_store")
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
     require_lite_file(uri, collection_name)

@@ -106,6 +106,23 @@ def test_a_missing_collection_is_an_error_and_nothing_is_created(
     assert store.client.list_collections() == ["kb"]
 
 
+@pytest.mark.parametrize("keyword", ["overwrite", "drop_old"])
+def test_reopening_refuses_to_drop_the_collection(
+    tmp_path: Path, minilm: Any, keyword: str
+) -> None:
+    from langchain_thresholded.milvus import existing_milvus_store, milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    milvus_from_documents(
+        [Document(page_content="Refunds take 5 days.")], minilm, uri=uri, collection_name="kb"
+    )
+    rebuild = r"milvus_from_documents\(\.\.\., overwrite=True\)"
+    with pytest.raises(TypeError, match=rf"{keyword}=True.*{rebuild}"):
+        existing_milvus_store(uri, "kb", embeddings=minilm, **{keyword: True})
+    store = existing_milvus_store(uri, "kb", embeddings=minilm)
+    assert store.client.get_collection_stats("kb")["row_count"] == 1
+
+
 def test_adding_to_an_existing_collection_keeps_its_index_and_overwrite_rebuilds_it(
     tmp_path: Path, minilm: Any
 ) -> None:

@@ -59,6 +59,15 @@ def test_a_missing_collection_is_named(uri: str, index) -> None:
         existing_milvus_store(uri, "kb_typo")
 
 
+@pytest.mark.parametrize("keyword", ["overwrite", "drop_old"])
+def test_reopening_refuses_to_drop_the_collection(uri: str, index, keyword: str) -> None:
+    """``overwrite=True`` went on to the store, which dropped the collection: every row
+    was gone, and every question then matched nothing, without a word."""
+    with pytest.raises(TypeError, match=rf"{keyword}=True.*milvus_store\(\.\.\., overwrite=True\)"):
+        existing_milvus_store(uri, "kb", **{keyword: True})
+    assert existing_milvus_store(uri, "kb").client.get_collection_stats("kb")["row_count"] == 3
+
+
 def test_an_existing_collection_opens_with_its_dimension_and_metric(uri: str, index) -> None:
     store = existing_milvus_store(uri, "kb")
     assert store.dim == 384

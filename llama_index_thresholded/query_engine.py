@@ -71,6 +71,20 @@ def _answered(response: RESPONSE_TYPE) -> RESPONSE_TYPE:
     return response
 
 
+def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse an engine's retriever (its first argument, or ``retriever=``) that is not one
+    (an index, a store, a query engine), before anything is built: its first question
+    would fail with an ``AttributeError``."""
+    retriever = args[0] if args else kwargs.get("retriever")
+    if retriever is not None and not isinstance(retriever, BaseRetriever):
+        raise TypeError(
+            f"{owner}: retriever must be a LlamaIndex retriever (a BaseRetriever), got "
+            f"{type(retriever).__name__}: give ThresholdedRetriever(index, policy=...), or "
+            "wrap a retriever you have with ThresholdedRetriever.from_retriever(retriever, "
+            "policy=...)"
+        )
+
+
 def check_message(message: Any) -> str:
     """``message`` if it is a str: any other value would be the answer as it is (``None``)."""
     if not isinstance(message, str):
@@ -254,6 +268,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
     def __init__(self, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any):
         accepted = [*named_parameters(RetrieverQueryEngine.__init__), "no_match_message"]
         check_arguments(f"{type(self).__name__}()", kwargs, accepted)
+        check_retriever(f"{type(self).__name__}()", args, kwargs)
         super().__init__(*args, **kwargs)
         self.no_match_message = no_match_message
 
@@ -269,6 +284,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         """
         accepted = [*named_parameters(super().from_args), "no_match_message"]
         check_arguments(f"{cls.__name__}.from_args()", kwargs, accepted)
+        check_retriever(f"{cls.__name__}.from_args()", args, kwargs)
         check_message(no_match_message)
         engine = super().from_args(*args, **kwargs)
         engine.no_match_message = no_match_message  # type: ignore[attr-defined]

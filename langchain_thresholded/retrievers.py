@@ -63,7 +63,13 @@ from thresholded.errors import UnsafeFilterError
 from thresholded.filters import all_of
 from thresholded.milvus_expr import all_of_exprs
 from thresholded.models import check_question_model
-from thresholded.policy import CALL_OVERRIDES, RetrievalPolicy, call_policy, profiled_policy
+from thresholded.policy import (
+    CALL_OVERRIDES,
+    RetrievalPolicy,
+    call_policy,
+    policy_or_none,
+    profiled_policy,
+)
 from thresholded.provenance import Asked
 from thresholded.report import Report
 from thresholded.rescore import wants_rescore
@@ -124,6 +130,13 @@ class EngineRetriever(StrictArguments, BaseRetriever):
             )
         super().__init__(**data)
         self._state()  # a bad setting is refused now, not at the first call
+
+    @field_validator("policy", mode="before", check_fields=False)
+    @classmethod
+    def _policy_or_default(cls, value: Any) -> RetrievalPolicy:
+        """``None`` is the default policy, as in LlamaIndex (the model's calibrated floor, or
+        the profile's); a dict is a stored policy; anything else is a ``TypeError``."""
+        return policy_or_none(value) or RetrievalPolicy()
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in type(self).model_fields:

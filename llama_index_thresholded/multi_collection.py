@@ -46,6 +46,7 @@ from thresholded.engine import Call, Fan, Question, check_timeout
 from thresholded.errors import ModelMismatchError, RetrieverClosedError
 from thresholded.fanout import (
     COLLECTION_KEY,
+    ClosedByWith,
     CollectionSearchError,
     CollectionStatus,
     WorkerPool,
@@ -105,7 +106,7 @@ class CollectionSpec(BaseCollectionSpec):
         return self
 
 
-class MultiCollectionRetriever(EngineRetriever):
+class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
     """Search several collections at once, each with its own floor; merge by cosine.
 
     ``collections`` are ``CollectionSpec``s, or bare indexes/stores (which then use
@@ -267,12 +268,6 @@ class MultiCollectionRetriever(EngineRetriever):
         :class:`~thresholded.errors.RetrieverClosedError` when some of its searches were
         still waiting for a thread (they are cancelled); call it again."""
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def __enter__(self) -> MultiCollectionRetriever:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # One call ---------------------------------------------------------------------------
     def _plan(self, question: Question, **options: Any) -> Call[Any]:

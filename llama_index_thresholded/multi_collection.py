@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
@@ -293,9 +294,15 @@ def _spec(collection: Any) -> CollectionSpec:
         )
     if isinstance(collection, VectorStoreIndex) or _is_vector_store(collection):
         return CollectionSpec(store=collection)
+    hint = (
+        ": give the index it searches, with its floor in CollectionSpec(index, policy=...) "
+        "(neighbours and summaries are this retriever's neighbours= and parent_summaries=)"
+        if isinstance(collection, BaseRetriever)
+        else ""
+    )
     raise TypeError(
         f"a collection is a CollectionSpec, a VectorStoreIndex or a vector store, got "
-        f"{type(collection).__name__}"
+        f"{type(collection).__name__}{hint}"
     )
 
 

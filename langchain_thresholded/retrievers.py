@@ -457,8 +457,13 @@ class ThresholdedRetriever(EngineRetriever):
         An ensemble's documents get their weighted RRF score (kind ``rrf``), which is
         never compared with the floor; with ``policy.hybrid_policy="rescore"`` the floor
         meets each document's dense cosine, computed with ``embeddings``, and the RRF
-        score and order stay. See
-        :class:`langchain_thresholded.ensemble.RetrieverSource`.
+        score and order stay. Any other retriever (a ``MultiQueryRetriever``, one of your
+        own) is taken in its own order, each document's score read from
+        ``metadata[score_key]`` when ``score_key`` names it (default: no score). A floor
+        meets them when ``score_kind="cosine"`` and ``metric=`` say what they are (with
+        ``embeddings``), or each document's dense cosine with
+        ``policy.hybrid_policy="rescore"`` and ``embeddings``; else it is an error that says
+        so. See :class:`langchain_thresholded.ensemble.RetrieverSource`.
         """
         not_configurable(retriever)  # a configurable retriever is no BaseRetriever: say why
         if not _a_retriever(retriever):

@@ -76,7 +76,7 @@ from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.snapshot import Copied, same, shape
-from thresholded.strict import StrictArguments, check_call_options
+from thresholded.strict import StrictArguments, check_call_options, of_another_framework
 from thresholded.wrapped import merged_restrictions
 
 REPORT_SINK = "_thresholded_report_sink"
@@ -394,6 +394,8 @@ class ThresholdedRetriever(EngineRetriever):
                 f"vectorstore= takes a VectorStore, got {type(value).__name__}: wrap a "
                 "retriever with ThresholdedRetriever.from_retriever(retriever, policy=...)"
             )
+        if other := of_another_framework(value, "langchain_thresholded"):
+            raise TypeError(f"vectorstore= takes a LangChain VectorStore: {other}")
         return value
 
     @field_validator("metric", mode="before")
@@ -467,9 +469,12 @@ class ThresholdedRetriever(EngineRetriever):
         """
         not_configurable(retriever)  # a configurable retriever is no BaseRetriever: say why
         if not _a_retriever(retriever):
+            other = of_another_framework(retriever, "langchain_thresholded")
             hint = (
                 ": a vector store is searched with ThresholdedRetriever(vectorstore=store, ...)"
                 if isinstance(retriever, VectorStore)
+                else f": {other}"
+                if other
                 else ""
             )
             raise TypeError(

@@ -40,7 +40,7 @@ from thresholded.errors import UnsafeFilterError
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
 from thresholded.report import abstained_by_of
-from thresholded.strict import check_arguments, named_parameters
+from thresholded.strict import check_arguments, named_parameters, of_another_framework
 
 
 def no_match_response(
@@ -79,9 +79,12 @@ def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     if retriever is not None and not isinstance(retriever, BaseRetriever):
         raise TypeError(
             f"{owner}: retriever must be a LlamaIndex retriever (a BaseRetriever), got "
-            f"{type(retriever).__name__}: give ThresholdedRetriever(index, policy=...), or "
-            "wrap a retriever you have with ThresholdedRetriever.from_retriever(retriever, "
-            "policy=...)"
+            f"{type(retriever).__name__}: "
+            + (
+                of_another_framework(retriever, "llama_index_thresholded")
+                or "give ThresholdedRetriever(index, policy=...), or wrap a retriever you have "
+                "with ThresholdedRetriever.from_retriever(retriever, policy=...)"
+            )
         )
 
 

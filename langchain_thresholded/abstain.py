@@ -144,6 +144,8 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     _answer_type: AnswerType = PrivateAttr(default="str")
+    _needs: frozenset[str] = PrivateAttr(default=frozenset())
+    """The input keys ``answer_chain`` requires (its input schema's), checked on every call."""
 
     @field_validator("retriever", mode="before")
     @classmethod
@@ -189,6 +191,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
                 f"is {declared!r}): set answer_type='str' or 'message'"
             )
         self._answer_type = kind
+        self._needs = frozenset(self.answer_chain.get_input_jsonschema().get("required", ()))
         return self
 
     @classmethod
@@ -333,8 +336,29 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             return _text(self._question(input))
         return _rewritten(await self.query_chain.ainvoke(input, config))
 
+    def _check_answer_input(self, input: Any) -> None:
+        """Refuse, before the search, an input that leaves out a key ``answer_chain``
+        requires: it would fail only on the questions something matched, and a test with
+        an off-topic question would pass."""
+        gets = [*self._given(input), self.context_key]
+        missing = sorted(self._needs - set(gets))
+        if not missing:
+            return
+        if len(missing) == 1 and self.question_key not in self._needs:
+            hint = f"set question_key={missing[0]!r}"
+        elif len(missing) == 1 and self.context_key not in self._needs:
+            hint = f"set context_key={missing[0]!r}"
+        else:
+            hint = "give them in the input dict"
+        raise KeyError(
+            f"answer_chain needs {missing}, which it never gets: it gets "
+            f"{', '.join(map(repr, gets))} (the question, the documents and the input's "
+            f"other keys): {hint}"
+        )
+
     def _retrieve(self, input: Any, config: RunnableConfig) -> _Retrieved:
         query = self._query(input, config)
+        self._check_answer_input(input)
         retriever, config = self._configured(config)
         with_report = _reporting(retriever, "retrieve_with_report")
         if with_report is None:
@@ -344,6 +368,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
 
     async def _aretrieve(self, input: Any, config: RunnableConfig) -> _Retrieved:
         query = await self._aquery(input, config)
+        self._check_answer_input(input)
         retriever, config = self._configured(config)
         with_report = _reporting(retriever, "aretrieve_with_report")
         if with_report is None:

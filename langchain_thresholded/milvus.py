@@ -42,6 +42,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from thresholded.errors import UnsupportedMetricError
@@ -51,13 +52,14 @@ from thresholded.milvus_collection import (
     describe_existing,
     index_metric,
     partition_key_of,
+    refuse_drop,
     refuse_lite_partition_key,
     refuse_metric_named_otherwise,
     refuse_read_metric,
     require_lite_file,
 )
 from thresholded.milvus_grpc import client_kwargs
-from thresholded.milvus_lite import wait_for_milvus_lite
+from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
 from thresholded.scores import Metric
 
@@ -95,7 +97,7 @@ def milvus_from_documents(
     documents: Sequence[Document],
     embeddings: Embeddings,
     *,
-    uri: str,
+    uri: str | PathLike[str],
     collection_name: str,
     db_name: str | None = None,
     token: str = "",
@@ -191,7 +193,7 @@ def _unique_ids(ids: Sequence[str], documents: int) -> list[str]:
 
 
 def existing_milvus_store(
-    uri: str,
+    uri: str | PathLike[str],
     collection_name: str,
     *,
     embeddings: Embeddings,
@@ -209,6 +211,7 @@ def existing_milvus_store(
     ``kwargs`` go to ``langchain_milvus.Milvus``.
     """
     refuse_read_metric("existing_milvus_store", kwargs)
+    refuse_drop("existing_milvus_store", kwargs, rebuild="milvus_from_documents")
     return _open(
         uri,
         collection_name,
@@ -225,7 +228,7 @@ def existing_milvus_store(
 
 
 def _open(
-    uri: str,
+    uri: str | PathLike[str],
     collection_name: str,
     embeddings: Embeddings,
     *,
@@ -241,6 +244,7 @@ def _open(
     from langchain_milvus import Milvus
     from pymilvus import MilvusClient
 
+    uri = milvus_uri(uri)
     passed_twice = sorted(set(kwargs) & set(_NOT_HERE))
     if passed_twice:
         raise TypeError(

@@ -51,6 +51,7 @@ from thresholded.engine import Call, Collection, Fan, Question, plan
 from thresholded.errors import RetrieverClosedError
 from thresholded.fanout import (
     COLLECTION_KEY,
+    ClosedByWith,
     CollectionSearchError,
     CollectionStatus,
     WorkerPool,
@@ -114,7 +115,7 @@ class CollectionSpec(BaseCollectionSpec):
         return self
 
 
-class MultiCollectionRetriever(EngineRetriever):
+class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
     """Search several stores at once, each with its own floor; merge by cosine; attach last.
 
     ``collections``: ``ThresholdedRetriever``s, ``VectorStore``s or ``CollectionSpec``s.

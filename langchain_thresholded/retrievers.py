@@ -63,14 +63,20 @@ from thresholded.errors import UnsafeFilterError
 from thresholded.filters import all_of
 from thresholded.milvus_expr import all_of_exprs
 from thresholded.models import check_question_model
-from thresholded.policy import CALL_OVERRIDES, RetrievalPolicy, call_policy, profiled_policy
+from thresholded.policy import (
+    CALL_OVERRIDES,
+    RetrievalPolicy,
+    call_policy,
+    policy_or_none,
+    profiled_policy,
+)
 from thresholded.provenance import Asked
 from thresholded.report import Report
 from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.snapshot import Copied, same, shape
-from thresholded.strict import StrictArguments, check_call_options
+from thresholded.strict import StrictArguments, check_call_options, of_another_framework
 from thresholded.wrapped import merged_restrictions
 
 REPORT_SINK = "_thresholded_report_sink"
@@ -124,6 +130,13 @@ class EngineRetriever(StrictArguments, BaseRetriever):
             )
         super().__init__(**data)
         self._state()  # a bad setting is refused now, not at the first call
+
+    @field_validator("policy", mode="before", check_fields=False)
+    @classmethod
+    def _policy_or_default(cls, value: Any) -> RetrievalPolicy:
+        """``None`` is the default policy, as in LlamaIndex (the model's calibrated floor, or
+        the profile's); a dict is a stored policy; anything else is a ``TypeError``."""
+        return policy_or_none(value) or RetrievalPolicy()
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in type(self).model_fields:
@@ -381,6 +394,8 @@ class ThresholdedRetriever(EngineRetriever):
                 f"vectorstore= takes a VectorStore, got {type(value).__name__}: wrap a "
                 "retriever with ThresholdedRetriever.from_retriever(retriever, policy=...)"
             )
+        if other := of_another_framework(value, "langchain_thresholded"):
+            raise TypeError(f"vectorstore= takes a LangChain VectorStore: {other}")
         return value
 
     @field_validator("metric", mode="before")
@@ -444,14 +459,22 @@ class ThresholdedRetriever(EngineRetriever):
         An ensemble's documents get their weighted RRF score (kind ``rrf``), which is
         never compared with the floor; with ``policy.hybrid_policy="rescore"`` the floor
         meets each document's dense cosine, computed with ``embeddings``, and the RRF
-        score and order stay. See
-        :class:`langchain_thresholded.ensemble.RetrieverSource`.
+        score and order stay. Any other retriever (a ``MultiQueryRetriever``, one of your
+        own) is taken in its own order, each document's score read from
+        ``metadata[score_key]`` when ``score_key`` names it (default: no score). A floor
+        meets them when ``score_kind="cosine"`` and ``metric=`` say what they are (with
+        ``embeddings``), or each document's dense cosine with
+        ``policy.hybrid_policy="rescore"`` and ``embeddings``; else it is an error that says
+        so. See :class:`langchain_thresholded.ensemble.RetrieverSource`.
         """
         not_configurable(retriever)  # a configurable retriever is no BaseRetriever: say why
         if not _a_retriever(retriever):
+            other = of_another_framework(retriever, "langchain_thresholded")
             hint = (
                 ": a vector store is searched with ThresholdedRetriever(vectorstore=store, ...)"
                 if isinstance(retriever, VectorStore)
+                else f": {other}"
+                if other
                 else ""
             )
             raise TypeError(

@@ -46,6 +46,7 @@ from llama_index_thresholded.query_engine import (
     NoMatchMessage,
     achecked_retrieval,
     check_message,
+    check_retriever,
     checked_retrieval,
     no_match_response,
 )
@@ -133,6 +134,7 @@ class _Abstaining:
     def __init__(
         self, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any
     ) -> None:
+        check_retriever(f"{type(self).__name__}()", args, kwargs)
         super().__init__(*args, **kwargs)
         self.no_match_message = no_match_message
 
@@ -148,6 +150,7 @@ class _Abstaining:
         """
         accepted = [*named_parameters(super().from_defaults), "no_match_message"]  # type: ignore[misc]
         check_arguments(f"{cls.__name__}.from_defaults()", kwargs, accepted)
+        check_retriever(f"{cls.__name__}.from_defaults()", args, kwargs)
         check_message(no_match_message)
         engine = super().from_defaults(*args, **kwargs)  # type: ignore[misc]
         engine.no_match_message = no_match_message

@@ -21,6 +21,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from contextvars import ContextVar
+from os import PathLike
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field
@@ -37,6 +38,7 @@ from thresholded.milvus_collection import (
     describe_existing,
     index_metric,
     partition_key_of,
+    refuse_drop,
     refuse_lite_partition_key,
     refuse_metric_named_otherwise,
     refuse_read_metric,
@@ -44,7 +46,7 @@ from thresholded.milvus_collection import (
 )
 from thresholded.milvus_connect import client_arguments, unavailable_as_error
 from thresholded.milvus_grpc import client_kwargs
-from thresholded.milvus_lite import wait_for_milvus_lite
+from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import READS, check_timeout, with_timeout
 from thresholded.scores import Metric
 from thresholded.strict import check_arguments, named_parameters
@@ -225,7 +227,7 @@ def _given_dim(args: tuple, kwargs: dict[str, Any]) -> Any:
 
 
 def milvus_store(
-    uri: str,
+    uri: str | PathLike[str],
     collection_name: str,
     *,
     dim: int,
@@ -248,7 +250,7 @@ def milvus_store(
     refuse_metric_named_otherwise("milvus_store", kwargs)
     metric = Metric.parse(metric)
     return CompatibleMilvusVectorStore(
-        uri=uri,
+        uri=milvus_uri(uri),
         collection_name=collection_name,
         dim=check_dimension(dim),
         similarity_metric=metric.value,
@@ -258,7 +260,7 @@ def milvus_store(
 
 
 def existing_milvus_store(
-    uri: str, collection_name: str, *, token: str = "", **kwargs: Any
+    uri: str | PathLike[str], collection_name: str, *, token: str = "", **kwargs: Any
 ) -> CompatibleMilvusVectorStore:
     """A store over a collection that must already exist, with its real dimension and metric.
 
@@ -270,6 +272,8 @@ def existing_milvus_store(
     from pymilvus import MilvusClient
 
     refuse_read_metric("existing_milvus_store", kwargs, "dim")
+    refuse_drop("existing_milvus_store", kwargs, rebuild="milvus_store")
+    uri = milvus_uri(uri)
     db_name = kwargs.get("db_name", "")
     timeout = check_timeout(kwargs.get("timeout"))
     require_lite_file(uri, collection_name)

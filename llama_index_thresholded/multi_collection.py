@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
@@ -46,6 +47,7 @@ from thresholded.engine import Call, Fan, Question, check_timeout
 from thresholded.errors import ModelMismatchError, RetrieverClosedError
 from thresholded.fanout import (
     COLLECTION_KEY,
+    ClosedByWith,
     CollectionSearchError,
     CollectionStatus,
     WorkerPool,
@@ -105,7 +107,7 @@ class CollectionSpec(BaseCollectionSpec):
         return self
 
 
-class MultiCollectionRetriever(EngineRetriever):
+class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
     """Search several collections at once, each with its own floor; merge by cosine.
 
     ``collections`` are ``CollectionSpec``s, or bare indexes/stores (which then use
@@ -268,12 +270,6 @@ class MultiCollectionRetriever(EngineRetriever):
         still waiting for a thread (they are cancelled); call it again."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self) -> MultiCollectionRetriever:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # One call ---------------------------------------------------------------------------
     def _plan(self, question: Question, **options: Any) -> Call[Any]:
         self._filters.check_unchanged(type(self).__name__)
@@ -298,9 +294,15 @@ def _spec(collection: Any) -> CollectionSpec:
         )
     if isinstance(collection, VectorStoreIndex) or _is_vector_store(collection):
         return CollectionSpec(store=collection)
+    hint = (
+        ": give the index it searches, with its floor in CollectionSpec(index, policy=...) "
+        "(neighbours and summaries are this retriever's neighbours= and parent_summaries=)"
+        if isinstance(collection, BaseRetriever)
+        else ""
+    )
     raise TypeError(
         f"a collection is a CollectionSpec, a VectorStoreIndex or a vector store, got "
-        f"{type(collection).__name__}"
+        f"{type(collection).__name__}{hint}"
     )
 
 

@@ -40,7 +40,7 @@ from thresholded.errors import UnsafeFilterError
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
 from thresholded.report import abstained_by_of
-from thresholded.strict import check_arguments, named_parameters
+from thresholded.strict import check_arguments, named_parameters, of_another_framework
 
 
 def no_match_response(
@@ -69,6 +69,23 @@ def _answered(response: RESPONSE_TYPE) -> RESPONSE_TYPE:
     abstaining engine carries the flag, as the chat engines' do."""
     response.metadata = {**(response.metadata or {}), NOTHING_MATCHED: False}
     return response
+
+
+def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse an engine's retriever (its first argument, or ``retriever=``) that is not one
+    (an index, a store, a query engine), before anything is built: its first question
+    would fail with an ``AttributeError``."""
+    retriever = args[0] if args else kwargs.get("retriever")
+    if retriever is not None and not isinstance(retriever, BaseRetriever):
+        raise TypeError(
+            f"{owner}: retriever must be a LlamaIndex retriever (a BaseRetriever), got "
+            f"{type(retriever).__name__}: "
+            + (
+                of_another_framework(retriever, "llama_index_thresholded")
+                or "give ThresholdedRetriever(index, policy=...), or wrap a retriever you have "
+                "with ThresholdedRetriever.from_retriever(retriever, policy=...)"
+            )
+        )
 
 
 def check_message(message: Any) -> str:
@@ -254,6 +271,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
     def __init__(self, *args: Any, no_match_message: str = DEFAULT_NO_MATCH_MESSAGE, **kwargs: Any):
         accepted = [*named_parameters(RetrieverQueryEngine.__init__), "no_match_message"]
         check_arguments(f"{type(self).__name__}()", kwargs, accepted)
+        check_retriever(f"{type(self).__name__}()", args, kwargs)
         super().__init__(*args, **kwargs)
         self.no_match_message = no_match_message
 
@@ -269,6 +287,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         """
         accepted = [*named_parameters(super().from_args), "no_match_message"]
         check_arguments(f"{cls.__name__}.from_args()", kwargs, accepted)
+        check_retriever(f"{cls.__name__}.from_args()", args, kwargs)
         check_message(no_match_message)
         engine = super().from_args(*args, **kwargs)
         engine.no_match_message = no_match_message  # type: ignore[attr-defined]

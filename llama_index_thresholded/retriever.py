@@ -39,7 +39,12 @@ from thresholded.report import Report
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind
 from thresholded.snapshot import Copied
-from thresholded.strict import check_call_options, check_switches, strict_constructor
+from thresholded.strict import (
+    check_call_options,
+    check_switches,
+    of_another_framework,
+    strict_constructor,
+)
 from thresholded.wrapped import merged_restrictions, refuse_replaced
 
 dispatcher = get_dispatcher(__name__)
@@ -312,9 +317,12 @@ class ThresholdedRetriever(EngineRetriever):
         if not isinstance(index, VectorStoreIndex):
             raise TypeError(
                 f"ThresholdedRetriever searches a VectorStoreIndex, got {type(index).__name__}: "
-                "wrap a retriever with ThresholdedRetriever.from_retriever(retriever, "
-                "policy=...), and a vector store with VectorStoreIndex.from_vector_store(store, "
-                "embed_model=...)"
+                + (
+                    of_another_framework(index, "llama_index_thresholded")
+                    or "wrap a retriever with ThresholdedRetriever.from_retriever(retriever, "
+                    "policy=...), and a vector store with "
+                    "VectorStoreIndex.from_vector_store(store, embed_model=...)"
+                )
             )
         check_switches(
             parent_summaries=parent_summaries,

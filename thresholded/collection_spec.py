@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from thresholded.milvus_lite import milvus_uri
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import Metric
 from thresholded.strict import StrictArguments
@@ -47,7 +48,8 @@ class CollectionSpec(StrictArguments, BaseModel):
     metric: Metric | None = None
     """The store's metric (``IP``, ``COSINE``, ``L2``), for stores it cannot be read from."""
     uri: str | None = None
-    """A Milvus URI (a Milvus Lite file, or ``http://host:19530``), with ``collection_name``."""
+    """A Milvus URI (a Milvus Lite file, a str or a path, or ``http://host:19530``), with
+    ``collection_name``."""
     collection_name: str | None = None
     """The Milvus collection, with ``uri``."""
     db_name: str | None = None
@@ -83,6 +85,11 @@ class CollectionSpec(StrictArguments, BaseModel):
         if value is not None and not value.strip():
             raise ValueError("a collection's name must not be blank")
         return value
+
+    @field_validator("uri", mode="before")
+    @classmethod
+    def _uri_as_str(cls, value: Any) -> str | None:
+        return None if value is None else milvus_uri(value)
 
     @field_validator("metric", mode="before")
     @classmethod

@@ -28,7 +28,7 @@ from concurrent.futures import (
     wait,
 )
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar
 
 from thresholded import metadata_keys
 from thresholded.errors import ModelMismatchError, RetrieverClosedError, ThresholdedError
@@ -153,6 +153,17 @@ def atimed(asearch: Callable[[], Awaitable[Found[T]]]) -> Callable[[], Awaitable
         return replace(found, latency_ms=1000 * (time.perf_counter() - start))
 
     return run
+
+
+class ClosedByWith:
+    """A multi-collection retriever in a ``with`` block: the end of the block calls its
+    ``close()``, which shuts its threads down (a later call starts them again)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()  # type: ignore[attr-defined]
 
 
 class WorkerPool(Executor):

@@ -65,6 +65,19 @@ def refuse_read_metric(function: str, kwargs: dict[str, Any], *also: str) -> Non
             )
 
 
+def refuse_drop(function: str, kwargs: dict[str, Any], *, rebuild: str) -> None:
+    """Refuse ``overwrite`` and ``drop_old`` in a call that reopens a collection: they drop
+    it, and every question would then match nothing. ``rebuild`` names the call that
+    builds a collection anew (``milvus_store``, ``milvus_from_documents``)."""
+    for name in ("overwrite", "drop_old"):
+        if name in kwargs:
+            raise TypeError(
+                f"{function}() reopens a collection and never drops it: {name}="
+                f"{kwargs[name]!r} would delete every row it holds. Leave it out; to build "
+                f"the collection anew, use {rebuild}(..., overwrite=True)"
+            )
+
+
 def require_lite_file(uri: str, collection_name: str) -> None:
     """Refuse a Milvus Lite path where no file is: Milvus Lite would create an empty
     database there, and a misspelt path would read as a missing collection."""

@@ -14,12 +14,26 @@ silenced, and pymilvus finds it imported afterwards.
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 LITE_STARTUP_TIMEOUT = 60.0
+
+
+def milvus_uri(uri: object) -> str:
+    """``uri`` as pymilvus takes it, a str: a path (``pathlib.Path``) names a Milvus Lite
+    file; anything else is a ``TypeError`` (pymilvus fails on it with an ``AttributeError``)."""
+    if isinstance(uri, os.PathLike):
+        return str(os.fspath(uri))
+    if not isinstance(uri, str):
+        raise TypeError(
+            "uri must be a str (a Milvus Lite file such as ./kb.db, or a server address such "
+            f"as http://host:19530) or a path, got {type(uri).__name__}"
+        )
+    return uri
 
 
 def is_lite_uri(uri: str) -> bool:

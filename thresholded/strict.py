@@ -147,6 +147,23 @@ def near_misses(
     return misses
 
 
+_FRAMEWORKS = (
+    ("langchain", "LangChain", "langchain_thresholded"),
+    ("llama_index", "LlamaIndex", "llama_index_thresholded"),
+)
+
+
+def of_another_framework(value: object, ours: str) -> str:
+    """What to say of ``value`` where the adapter ``ours`` (its package name) got it: that it
+    is the other framework's object (or the other adapter's), and which adapter takes it;
+    ``""`` when it is not."""
+    root = type(value).__module__.split(".")[0]
+    for prefix, framework, adapter in _FRAMEWORKS:
+        if root.startswith(prefix) and adapter != ours:
+            return f"{type(value).__name__} is a {framework} object: use {adapter}"
+    return ""
+
+
 def named_parameters(function: Callable[..., Any]) -> list[str]:
     """The names a function takes as keywords, without ``self``, ``cls``, ``*args``, ``**kw``."""
     return [

@@ -32,6 +32,7 @@ from thresholded.calibration.table import pair_table
 from thresholded.errors import DimensionMismatchError
 from thresholded.models import ModelId
 from thresholded.scores import Metric
+from thresholded.strict import check_arguments, named_parameters
 
 __all__ = ["calibrate", "calibrate_collection", "summarise"]
 
@@ -246,6 +247,7 @@ def calibrate_collection(
     names the id, vector and text fields (by default the adapters' layouts are tried).
     Other ``options`` are those of :func:`calibrate` or :func:`calibrate_simple`.
     """
+    _check_before_reading(questions, options)
     raw = embedder.model_id
     model = ModelId.parse(raw) if isinstance(raw, str) else raw
     stored = read_collection(
@@ -275,3 +277,30 @@ def calibrate_collection(
     )
     result.extra.update(collection=collection, layout=stored.layout.name, filter=filter or None)
     return replace(result, metric=metric)
+
+
+def _check_before_reading(questions: Any, options: dict[str, Any]) -> None:
+    """Refuse questions of another type and options :func:`calibrate` (or, for a simple
+    form, :func:`calibrate_simple`) does not take, before a collection is read: they
+    failed only after it was read whole."""
+    simple = isinstance(questions, SimpleForm)
+    if not simple and (
+        isinstance(questions, str | bytes)
+        or not isinstance(questions, Sequence)
+        or not all(isinstance(q, Question) for q in questions)
+    ):
+        kinds = sorted({type(q).__name__ for q in questions}) if isinstance(questions, list) else []
+        got = f"a list of {', '.join(kinds)}" if kinds else type(questions).__name__
+        raise TypeError(
+            "questions must be the questions of load_questions(path) (JSON Lines, with gold "
+            f"passages) or the form of load_simple_form(path) (YAML), got {got}"
+        )
+    target = calibrate_simple if simple else calibrate
+    taken = set(named_parameters(target)) - {"embedder", "corpus", "questions", "form"}
+    check_arguments("the calibration", options, taken - {"passage_vectors"})
+    check_params(
+        options.get("mode", "never-lose"),
+        options.get("margin"),
+        options.get("max_loss", DEFAULT_MAX_LOSS),
+        options.get("gate_margin"),
+    )

@@ -106,6 +106,36 @@ def test_a_missing_collection_is_an_error_and_nothing_is_created(
     assert store.client.list_collections() == ["kb"]
 
 
+@pytest.mark.parametrize("keyword", ["overwrite", "drop_old"])
+def test_reopening_refuses_to_drop_the_collection(
+    tmp_path: Path, minilm: Any, keyword: str
+) -> None:
+    from langchain_thresholded.milvus import existing_milvus_store, milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    milvus_from_documents(
+        [Document(page_content="Refunds take 5 days.")], minilm, uri=uri, collection_name="kb"
+    )
+    rebuild = r"milvus_from_documents\(\.\.\., overwrite=True\)"
+    with pytest.raises(TypeError, match=rf"{keyword}=True.*{rebuild}"):
+        existing_milvus_store(uri, "kb", embeddings=minilm, **{keyword: True})
+    store = existing_milvus_store(uri, "kb", embeddings=minilm)
+    assert store.client.get_collection_stats("kb")["row_count"] == 1
+
+
+def test_a_milvus_lite_file_may_be_a_path(tmp_path: Path, minilm: Any) -> None:
+    """A ``pathlib.Path`` failed with "argument of type 'PosixPath' is not iterable"."""
+    from langchain_thresholded.milvus import existing_milvus_store, milvus_from_documents
+
+    path = tmp_path / "kb.db"
+    docs = [Document(page_content="Refunds take 5 days.")]
+    milvus_from_documents(docs, minilm, uri=path, collection_name="kb")
+    store = existing_milvus_store(path, "kb", embeddings=minilm)
+    assert store.client.get_collection_stats("kb")["row_count"] == 1
+    with pytest.raises(TypeError, match=r"uri must be a str .* or a path, got NoneType"):
+        existing_milvus_store(None, "kb", embeddings=minilm)
+
+
 def test_adding_to_an_existing_collection_keeps_its_index_and_overwrite_rebuilds_it(
     tmp_path: Path, minilm: Any
 ) -> None:

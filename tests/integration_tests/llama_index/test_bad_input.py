@@ -59,6 +59,15 @@ def test_a_missing_collection_is_named(uri: str, index) -> None:
         existing_milvus_store(uri, "kb_typo")
 
 
+@pytest.mark.parametrize("keyword", ["overwrite", "drop_old"])
+def test_reopening_refuses_to_drop_the_collection(uri: str, index, keyword: str) -> None:
+    """``overwrite=True`` went on to the store, which dropped the collection: every row
+    was gone, and every question then matched nothing, without a word."""
+    with pytest.raises(TypeError, match=rf"{keyword}=True.*milvus_store\(\.\.\., overwrite=True\)"):
+        existing_milvus_store(uri, "kb", **{keyword: True})
+    assert existing_milvus_store(uri, "kb").client.get_collection_stats("kb")["row_count"] == 3
+
+
 def test_an_existing_collection_opens_with_its_dimension_and_metric(uri: str, index) -> None:
     store = existing_milvus_store(uri, "kb")
     assert store.dim == 384
@@ -131,3 +140,17 @@ def test_a_collection_whose_vector_field_is_named_otherwise_names_its_fields(
         existing_milvus_store(uri, "kb")
     assert not isinstance(raised.value, CollectionNotFoundError)
     assert existing_milvus_store(uri, "kb", embedding_field="emb").dim == 8
+
+
+def test_a_milvus_lite_file_may_be_a_path(tmp_path: Path, minilm_embed_model) -> None:
+    """A ``pathlib.Path`` failed in pymilvus with "'PosixPath' object has no attribute
+    'endswith'" (building) or "argument of type 'PosixPath' is not iterable" (reopening)."""
+    path = tmp_path / "kb.db"
+    storage = StorageContext.from_defaults(vector_store=milvus_store(path, "kb", dim=384))
+    VectorStoreIndex(
+        [TextNode(text=TEXTS[0])], storage_context=storage, embed_model=minilm_embed_model
+    )
+    store = existing_milvus_store(path, "kb")
+    assert (store.uri, store.client.get_collection_stats("kb")["row_count"]) == (str(path), 1)
+    with pytest.raises(TypeError, match=r"uri must be a str .* or a path, got int"):
+        existing_milvus_store(19530, "kb")

@@ -743,3 +743,34 @@ def test_core_imports_no_framework() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3])
+
+
+class _Untouched:
+    """A Milvus client that must not be read: the arguments are refused first."""
+
+    model_id = "m@3"
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"the collection was read ({name}) before the arguments were checked")
+
+
+@pytest.mark.parametrize(
+    ("questions", "options", "refused"),
+    [
+        ("questions.yaml", {}, r"questions must be .*load_simple_form.* got str"),
+        (["How do I get my money back?"], {}, r"questions must be .* got a list of str"),
+        ([], {"gate_margn": 0.1}, r"'gate_margn' \(did you mean 'gate_margin'\?\)"),
+        (SimpleForm(("a",), ("b",)), {"mode": "never_lose"}, "unknown mode 'never_lose'"),
+        (SimpleForm(("a",), ("b",)), {"folds": 4}, r"'folds'"),
+    ],
+)
+def test_calibrating_a_collection_checks_its_arguments_before_reading_it(
+    questions, options, refused
+):
+    """A list of strings or a path failed with "'str' object has no attribute 'answerable'",
+    a misspelt option with "calibrate_simple() got an unexpected keyword argument", both
+    after the whole collection was read (minutes, on a large one)."""
+    from thresholded.calibration import calibrate_collection
+
+    with pytest.raises((TypeError, ValueError), match=refused):
+        calibrate_collection(_Untouched(), None, "kb", questions, client=_Untouched(), **options)

@@ -34,3 +34,13 @@ def test_an_engine_that_never_listens_is_a_clear_timeout(monkeypatch, tmp_path):
     )
     with pytest.raises(TimeoutError, match=r"did not open its socket .*never\.sock"):
         wait_for_milvus_lite(str(tmp_path / "kb.db"), timeout=0.1)
+
+
+def test_a_collection_spec_names_a_milvus_lite_file_by_path_too(tmp_path):
+    """As the Milvus helpers do; it was pydantic's "Input should be a valid string"."""
+    from thresholded.collection_spec import CollectionSpec
+
+    spec = CollectionSpec(uri=tmp_path / "kb.db", collection_name="kb")
+    assert spec.uri == str(tmp_path / "kb.db")
+    with pytest.raises(TypeError, match=r"uri must be a str .* or a path, got int"):
+        CollectionSpec(uri=19530, collection_name="kb")

@@ -600,3 +600,27 @@ def test_a_function_is_taken_as_the_answer_and_query_chain(retriever):
 def test_an_answer_chain_that_is_not_runnable_is_named(retriever):
     with pytest.raises(ValueError, match=r"(?s)answer_chain.*expected a runnable.*got str"):
         AbstainingChain(retriever=retriever, answer_chain="prompt | llm")
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_answer_chain_that_needs_what_it_never_gets_fails_on_every_question(
+    retriever, asynchronous
+):
+    """A prompt written for ``create_retrieval_chain`` (``{input}``) under the default
+    ``question_key="question"`` answered "I don't know" to an off-topic question, as it
+    should, and failed only on a question something matched: tried with the first, the
+    mistake shipped. Its missing variable is named on every call, before the search."""
+    calls = Calls()
+    prompt = ChatPromptTemplate.from_template("Context:\n{context}\n\nQuestion: {input}")
+    chain = AbstainingChain(retriever=retriever, answer_chain=prompt | spy_model(calls))
+    wanted = r"answer_chain needs \['input'\].*gets 'question', 'context'.*question_key='input'"
+    with pytest.raises(KeyError, match=wanted):
+        if asynchronous:
+            asyncio.run(chain.ainvoke(OTHER_QUERY))
+        else:
+            chain.invoke(OTHER_QUERY)
+    assert calls.count == 0
+    fixed = AbstainingChain(
+        retriever=retriever, answer_chain=prompt | spy_model(calls), question_key="input"
+    )
+    assert fixed.invoke(QUERY).content == ANSWER

@@ -245,6 +245,29 @@ def test_calls_configured_by_their_config_share_the_retriever_s_thread_pool(two,
     retriever.close()
 
 
+def test_a_with_block_closes_it_as_in_llama_index(two, monkeypatch):
+    """The README's "``close()`` (or the end of a ``with`` block)" was a TypeError here:
+    "'MultiCollectionRetriever' object does not support the context manager protocol"."""
+    from langchain_thresholded import multi_collection
+
+    made = []
+
+    class CountedPool(multi_collection.WorkerPool):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(self)
+            super().__init__(*args, **kwargs)
+
+        def shutdown(self, *args: Any, **kwargs: Any) -> None:
+            made.append("shut down")
+            super().shutdown(*args, **kwargs)
+
+    monkeypatch.setattr(multi_collection, "WorkerPool", CountedPool)
+    with MultiCollectionRetriever(collections=specs(*two)) as retriever:
+        assert kept(retriever.retrieve_with_report(QUERY))
+    assert made[1:] == ["shut down"]
+    assert kept(retriever.retrieve_with_report(QUERY))  # a later call starts a pool again
+
+
 def _broken(corpus):
     c = corpus([("x1", 0.9375)])
     store = FailingStore(c.embeddings)

@@ -24,3 +24,24 @@ def test_k_names_the_policys_top_k(corpus):
     store = corpus([("a", 0.875)]).store
     with pytest.raises(TypeError, match=r"RetrievalPolicy\(top_k=\.\.\.\)"):
         ThresholdedRetriever(vectorstore=store, k=3)
+
+
+def test_policy_none_is_the_default_policy_as_in_llama_index(corpus):
+    """``policy=None`` (LlamaIndex's default: the model's calibrated floor, or a profile's)
+    was a pydantic "Input should be a valid dictionary or instance of RetrievalPolicy"."""
+    from thresholded.errors import UncalibratedModelError
+
+    store = corpus([("a", 0.875)]).store
+    for build in (ThresholdedRetriever, MultiCollectionRetriever):
+        store_of = (
+            {"vectorstore": store} if build is ThresholdedRetriever else {"collections": [store]}
+        )
+        with pytest.raises(UncalibratedModelError) as omitted:
+            build(**store_of)
+        with pytest.raises(UncalibratedModelError) as none:
+            build(**store_of, policy=None)
+        assert str(none.value) == str(omitted.value)
+    given = {"min_similarity": 0.5}
+    assert ThresholdedRetriever(vectorstore=store, policy=given).as_policy().min_similarity == 0.5
+    with pytest.raises(TypeError, match="policy must be a RetrievalPolicy or its dict, got float"):
+        ThresholdedRetriever(vectorstore=store, policy=0.5)

@@ -99,6 +99,19 @@ def floors(kit, a, b, fa=0.6, fb=0.3, **specs):
     ]
 
 
+def test_a_retriever_as_a_collection_says_to_give_its_index(kit):
+    """LangChain's takes a ready ``ThresholdedRetriever``; here it was refused without a
+    word on what to give instead."""
+    from llama_index_thresholded import ThresholdedRetriever
+
+    index = kit.build_index([kit.section("a1", 0.9)], kit.embedding())
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5))
+    wanted = r"got \w+: give the index it searches.*CollectionSpec\(index, policy="
+    for given in (retriever, index.as_retriever()):
+        with pytest.raises(TypeError, match=wanted):
+            MultiCollectionRetriever([given], policy=kit.policy(min_similarity=0.5))
+
+
 def test_each_collection_is_cut_by_its_own_floor_then_merged_by_cosine(kit, two):
     a, b = two
     retriever = MultiCollectionRetriever(

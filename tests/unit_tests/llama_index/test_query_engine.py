@@ -171,3 +171,31 @@ async def test_every_answer_says_whether_nothing_matched(kit, retriever, streami
         assert response.metadata[NOTHING_MATCHED] is False
         assert [n.node.node_id for n in response.source_nodes] == ["refunds"]
     assert engine.query(kit.ORTHOGONAL).metadata[NOTHING_MATCHED] is True
+
+
+def _engines() -> dict[str, Any]:
+    from llama_index_thresholded import (
+        AbstainingCondensePlusContextChatEngine,
+        AbstainingContextChatEngine,
+    )
+
+    return {
+        "from_args": lambda r: AbstainingQueryEngine.from_args(r, llm=MockLLM()),
+        "constructor": lambda r: AbstainingQueryEngine(r),
+        "context_chat": lambda r: AbstainingContextChatEngine.from_defaults(r, llm=MockLLM()),
+        "condense_chat": lambda r: AbstainingCondensePlusContextChatEngine.from_defaults(
+            r, llm=MockLLM()
+        ),
+    }
+
+
+@pytest.mark.parametrize("build", ["from_args", "constructor", "context_chat", "condense_chat"])
+def test_what_is_not_a_retriever_is_refused_when_the_engine_is_built(kit, build):
+    """An index (or a store, a query engine) given as the retriever was accepted, and the
+    first question failed with "'VectorStoreIndex' object has no attribute 'retrieve'"."""
+    index = kit.build_index([kit.section("refunds", 0.8)], kit.embedding())
+    wanted = r"retriever must be a LlamaIndex retriever.*got VectorStoreIndex.*ThresholdedRetriever"
+    with pytest.raises(TypeError, match=wanted):
+        _engines()[build](index)
+    with pytest.raises(TypeError, match="got str"):
+        _engines()[build]("refunds")

@@ -1,0 +1,45 @@
+"""A LangChain object given to the LlamaIndex adapter, or the reverse, is named as such,
+with the adapter to use: the refusals spoke of the adapter's own types only (a LangChain
+store was told to become a ``VectorStoreIndex.from_vector_store``, which cannot take it)."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core import VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+
+import langchain_thresholded as lc
+import llama_index_thresholded as li
+
+POLICY = li.RetrievalPolicy(min_similarity=0.3)
+
+
+@pytest.fixture
+def lc_store() -> InMemoryVectorStore:
+    return InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+
+
+@pytest.fixture
+def li_index() -> VectorStoreIndex:
+    return VectorStoreIndex([], embed_model=MockEmbedding(embed_dim=8))
+
+
+def test_langchain_objects_given_to_the_llama_index_adapter(lc_store) -> None:
+    wanted = r"InMemoryVectorStore is a LangChain object: use langchain_thresholded"
+    with pytest.raises(TypeError, match=wanted):
+        li.ThresholdedRetriever(lc_store, policy=POLICY)
+    retriever = lc.ThresholdedRetriever(vectorstore=lc_store, policy=POLICY)
+    wanted = r"ThresholdedRetriever is a LangChain object: use langchain_thresholded"
+    with pytest.raises(TypeError, match=wanted):
+        li.AbstainingQueryEngine.from_args(retriever)
+
+
+def test_llama_index_objects_given_to_the_langchain_adapter(li_index) -> None:
+    wanted = r"VectorStoreIndex is a LlamaIndex object: use llama_index_thresholded"
+    with pytest.raises(TypeError, match=wanted):
+        lc.ThresholdedRetriever(vectorstore=li_index, policy=POLICY)
+    wanted = r"VectorIndexRetriever is a LlamaIndex object: use llama_index_thresholded"
+    with pytest.raises(TypeError, match=wanted):
+        lc.ThresholdedRetriever.from_retriever(li_index.as_retriever(), policy=POLICY)

@@ -116,7 +116,7 @@ def minilm_embeddings(**kwargs: Any) -> LocalSentenceTransformerEmbeddings:
 def load_embeddings(
     name: str, *, path: str | Path | None = None
 ) -> UniversalSentenceEncoderEmbeddings | LocalSentenceTransformerEmbeddings:
-    """Load an embedding model by name, alias or local directory, from disk only.
+    """Load an embedding model by ``name``, alias or local directory, from disk only.
 
     ``minilm``, ``use-multilingual``, ``BAAI/bge-m3`` (with ``path`` or the
     ``THRESHOLDED_BGE_M3_PATH`` variable when it is not in the HF cache), or a

@@ -121,6 +121,9 @@ def milvus_from_documents(
     document whose id the collection already holds replaces that row (loading the same
     documents again changes nothing; not in an ``auto_id`` collection, whose keys are
     Milvus's own, so a second load adds rows); an id given twice is a ``ValueError``.
+    ``uri``, ``collection_name``, ``db_name``, ``token`` and ``timeout`` say where the
+    collection is and how long a request may take, as for :func:`existing_milvus_store`;
+    ``embeddings`` embeds the documents and the questions.
     ``kwargs`` go to ``langchain_milvus.Milvus`` (e.g. ``consistency_level``,
     ``index_params``, ``enable_dynamic_field``).
     """
@@ -204,6 +207,11 @@ def existing_milvus_store(
 ) -> Milvus:
     """A store over a collection that must already exist, to search it or to add documents.
 
+    ``uri`` is the Milvus server (``http://127.0.0.1:19530``) or a Milvus Lite file (a
+    path ending in ``.db``, a ``pathlib.Path`` too); ``collection_name`` the collection,
+    in database ``db_name`` (None: the default one), reached with ``token`` (``user:password``
+    or an API key; empty: none). ``embeddings`` embeds the questions (and documents added):
+    the model the collection was built with. ``timeout`` (seconds) bounds each request.
     A missing collection raises ``CollectionNotFoundError``, naming those that
     exist, instead of being created empty. The primary key, whether Milvus
     generates ids, and dynamic fields are read from the collection; its index's

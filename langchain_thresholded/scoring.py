@@ -69,7 +69,9 @@ def store_metric(
     metric: Metric | str | None = None,
     search_kwargs: Mapping[str, Any] | None = None,
 ) -> Metric:
-    """The metric of the raw scores ``store.similarity_search_with_score*`` returns.
+    """The metric of the raw scores the search of ``store`` returns (its
+    ``similarity_search_with_score*``; ``search_kwargs``: the store arguments of the
+    search, for a Milvus ``param``).
 
     ``InMemoryVectorStore`` returns cosines. A FAISS store is read from its index's
     metric, a Chroma store from its collection's space. A langchain-milvus store is

@@ -60,7 +60,7 @@ class UniversalSentenceEncoderEmbedding(StrictArguments, BaseEmbedding):
 
 
 def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any) -> BaseEmbedding:
-    """Load an embedding model by name, alias or local directory, from disk only.
+    """Load an embedding model by ``name``, alias or local directory, from disk only.
 
     ``minilm``, ``use-multilingual``, ``BAAI/bge-m3`` (with ``path`` or the
     ``THRESHOLDED_BGE_M3_PATH`` variable when it is not in the HF cache), or a
@@ -86,6 +86,7 @@ def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:
 
 
 def model_id_of(embed_model: BaseEmbedding, dimension: int | None = None) -> ModelId:
-    """The canonical id of an embedding model: a local path maps to the model's name."""
+    """The canonical id of ``embed_model``: a local path maps to the model's name; its
+    ``dimension`` where given, else the known dimension of a model of that name."""
     name = canonical_model_name(str(getattr(embed_model, "model_name", "") or type(embed_model)))
     return ModelId(name, dimension if dimension is not None else KNOWN_DIMENSIONS.get(name))

@@ -237,6 +237,8 @@ def milvus_store(
 ) -> CompatibleMilvusVectorStore:
     """A Milvus store whose dense scores are cosines (IP on unit vectors, or COSINE).
 
+    ``uri`` is the Milvus server (``http://127.0.0.1:19530``) or a Milvus Lite file (a
+    path ending in ``.db``, a ``pathlib.Path`` too), ``collection_name`` the collection.
     ``dim`` is the embedding model's dimension; ``metric`` (``IP``, the default, or
     ``COSINE``; ``L2`` on unit vectors) is the store's ``similarity_metric``, the metric of
     a new collection's index; ``overwrite=True`` drops an existing collection first, else
@@ -264,7 +266,10 @@ def existing_milvus_store(
 ) -> CompatibleMilvusVectorStore:
     """A store over a collection that must already exist, with its real dimension and metric.
 
-    A misspelt name would otherwise create a new, empty collection, and every
+    ``uri`` and ``collection_name`` say where it is, as for :func:`milvus_store`; ``token``
+    reaches it (``user:password`` or an API key; empty: none); ``kwargs`` go to the store
+    (``db_name``, ``timeout``...). A missing collection is an error naming those that exist:
+    a misspelt name would otherwise create a new, empty collection, and every
     question would then quietly "match nothing". The metric is read from the
     collection's dense index, so its scores are read as what they are. A node indexed
     under an id the collection holds replaces that row, as with :func:`milvus_store`.

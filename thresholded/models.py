@@ -154,7 +154,7 @@ KNOWN_FLOORS: dict[str, KnownFloor] = {
 
 
 def default_floor(model: ModelId | str | None) -> float:
-    """The built-in floor of a model, or an error that says to calibrate."""
+    """The built-in floor of ``model`` (a name or id), or an error that says to calibrate."""
     if model is None:
         raise UncalibratedModelError(
             "min_similarity=None means 'the calibrated default of the embedding model', but "

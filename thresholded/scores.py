@@ -105,7 +105,7 @@ _LINEAR: dict[Metric, tuple[float, float]] = {
 
 
 def to_cosine(raw: float, metric: Metric | str, *, store: str = "the store") -> float:
-    """Turn a raw score of ``metric`` into a cosine similarity, within [-1, 1].
+    """Turn a ``raw`` score of ``metric`` into a cosine similarity, within [-1, 1].
 
     IP on unit vectors and COSINE already are cosines. L2 is the squared distance
     d, and for unit vectors d = 2 - 2 cos, so cos = 1 - d / 2. COSINE_DISTANCE is

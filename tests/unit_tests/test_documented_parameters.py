@@ -1,4 +1,5 @@
-"""Every public class documents every constructor parameter of its own.
+"""Every public class documents every constructor parameter of its own, and every public
+function of the packages' top level every parameter it takes.
 
 A field (pydantic or dataclass) is documented by its attribute docstring, its pydantic
 ``description``, or the class docstring naming it in backquotes; a parameter of a
@@ -104,6 +105,13 @@ def attribute_docstrings(cls: type) -> set[str]:
     return documented
 
 
+def named_in(name: str, docs: str) -> bool:
+    """Whether ``docs`` names ``name`` in backquotes (``name`` or ``name=...``) or in an
+    ``Args:`` entry."""
+    quoted = rf"``{re.escape(name)}(``|=)|`{re.escape(name)}`"
+    return bool(re.search(rf"{quoted}|^\s*{re.escape(name)}( \([^)]*\))?: \S", docs, re.M))
+
+
 def undocumented(cls: type) -> list[str]:
     docs = _docs(cls)
     by_attribute = attribute_docstrings(cls)
@@ -112,11 +120,37 @@ def undocumented(cls: type) -> list[str]:
         field: Any = getattr(cls, "model_fields", {}).get(name)
         if name in by_attribute or (field is not None and (field.description or "").strip()):
             continue
-        quoted = rf"``{re.escape(name)}``|`{re.escape(name)}`"
-        if re.search(rf"{quoted}|^\s*{re.escape(name)}( \([^)]*\))?: \S", docs, re.MULTILINE):
-            continue
-        missing.append(name)
+        if not named_in(name, docs):
+            missing.append(name)
     return missing
+
+
+def public_functions() -> list[tuple[str, Any]]:
+    """The functions in the ``__all__`` of the packages' top level."""
+    found: dict[Any, str] = {}
+    for package in PACKAGES:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            value = getattr(module, name)
+            if inspect.isfunction(value):
+                found.setdefault(value, f"{package}.{name}")
+    return sorted(((name, f) for f, name in found.items()), key=lambda x: x[0])
+
+
+FUNCTIONS = public_functions()
+
+
+@pytest.mark.parametrize(("name", "function"), FUNCTIONS, ids=[n for n, _ in FUNCTIONS])
+def test_every_parameter_of_a_public_function_is_documented(name: str, function: Any) -> None:
+    docs = inspect.getdoc(function) or ""
+    assert docs, f"{name} has no docstring"
+    parameters = inspect.signature(function).parameters.values()
+    missing = [
+        p.name
+        for p in parameters
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and not named_in(p.name, docs)
+    ]
+    assert not missing, f"{name} does not document {missing}"
 
 
 CLASSES = public_classes()

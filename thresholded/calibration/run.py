@@ -107,11 +107,24 @@ def calibrate(
 ) -> CalibrationResult:
     """Measure where answering passages and unrelated questions score; suggest floor and gate.
 
-    ``passages`` restricts what a search may return: ``en``, ``de`` (any language
-    code) or ``all``; each question language makes one pair with it. Only the
+    ``embedder`` embeds the ``corpus`` passages and the ``questions`` (answerable ones name
+    their answering passages; unrelated ones none). ``passages`` restricts what a search
+    may return: ``en``, ``de`` (any language code) or ``all``; each question language
+    (``question_langs``: those measured, default all) makes one pair with it. Only the
     allowed passages are embedded (as ``index_as`` indexes them), unless their
     stored ``passage_vectors`` (one row per corpus passage) are given; all scores
     come from one matrix product.
+
+    ``mode`` chooses the floor and gate from the measurements: ``never-lose`` (the lowest
+    answering score less ``margin``, the gate likewise less ``gate_margin``: 0.02 by
+    default), ``loss-budget`` (the highest that loses at most ``max_loss`` of each pair's
+    answering passages; margins 0 by default) or ``separate`` (the midpoint of the gap
+    between answering and unrelated scores, where there is one); see
+    :func:`thresholded.calibration.suggest`. The report's tables count what ``top_k``
+    kept sections per question would hold, of the best ``candidates`` scores a search
+    fetches. ``folds`` cross-validation folds (by article, assigned with ``seed``) estimate
+    the loss on unseen articles. ``grid`` is the thresholds the trade-off curve is drawn
+    at (default 0 to 0.8 by 0.01); thresholds are rounded down to ``resolution``.
     """
     check_params(mode, margin, max_loss, gate_margin)
     questions = _check_questions(corpus, questions, question_langs)

@@ -29,14 +29,20 @@ OURS = ("thresholded", "llama_index_thresholded", "langchain_thresholded")
 MODULES = ("llama_index_thresholded.embeddings", "langchain_thresholded.embeddings")
 
 
-def public_classes() -> list[tuple[str, type]]:
-    found: dict[type, str] = {}
+def exported(wanted: Any) -> dict[Any, str]:
+    """The values of the packages' top-level ``__all__`` that are ``wanted``, by name."""
+    found: dict[Any, str] = {}
     for package in PACKAGES:
         module = importlib.import_module(package)
         for name in module.__all__:
             value = getattr(module, name)
-            if inspect.isclass(value) and not issubclass(value, BaseException):
+            if wanted(value):
                 found.setdefault(value, f"{package}.{name}")
+    return found
+
+
+def public_classes() -> list[tuple[str, type]]:
+    found = exported(lambda v: inspect.isclass(v) and not issubclass(v, BaseException))
     for module_name in MODULES:
         module = importlib.import_module(module_name)
         for name, value in vars(module).items():
@@ -127,13 +133,7 @@ def undocumented(cls: type) -> list[str]:
 
 def public_functions() -> list[tuple[str, Any]]:
     """The functions in the ``__all__`` of the packages' top level."""
-    found: dict[Any, str] = {}
-    for package in PACKAGES:
-        module = importlib.import_module(package)
-        for name in module.__all__:
-            value = getattr(module, name)
-            if inspect.isfunction(value):
-                found.setdefault(value, f"{package}.{name}")
+    found = exported(inspect.isfunction)
     return sorted(((name, f) for f, name in found.items()), key=lambda x: x[0])
 
 

@@ -70,3 +70,27 @@ def test_sections_within_the_filters_beyond_the_window_are_found(tenants, mode):
         "mine 0.799000",
         "mine 0.798000",
     ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_mmr_search_s_own_filter_finds_the_sections_beyond_its_window(tenants, mode):
+    """FAISS's MMR search filters the ``2 * fetch_k`` nearest rows only: a wrapped MMR
+    retriever's ``search_kwargs={"filter": ...}`` found none of ours (all 40 were the other
+    tenant's), and the call said nothing matched. The engine holds the filter, as it holds
+    ``filters=``, and widens the search until it reaches them."""
+    wrapped = tenants.as_retriever(search_type="mmr", search_kwargs={"filter": {"tenant": "mine"}})
+    retriever = ThresholdedRetriever.from_retriever(
+        wrapped,
+        embeddings=AtCosine(),
+        policy=POLICY.model_copy(update={"hybrid_policy": "rescore"}),
+    )
+    if mode == "sync":
+        report = retriever.retrieve_with_report("q")
+    else:
+        report = asyncio.run(retriever.aretrieve_with_report("q"))
+    assert sorted(d.page_content for d in report.kept) == [
+        "mine 0.798000",
+        "mine 0.799000",
+        "mine 0.800000",
+    ]
+    assert not report.nothing_matched

@@ -25,6 +25,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, Vector
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
 from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of, unbound
+from langchain_thresholded.faiss_window import first_window, wider_window
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import _ensure_orm_connection
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
@@ -56,8 +57,6 @@ from thresholded.stored_vectors import chroma_vectors, faiss_vectors
 from thresholded.strict import near_misses
 from thresholded.wrapped import restricts
 
-FAISS_FILTER_ROWS = 10_000
-"""A filtered FAISS search considers every row of an index up to this size."""
 _RAW_EXPR_KEYS = ("expr", "filter")
 """Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
 _ONLY_IDS = "ids"
@@ -313,32 +312,18 @@ class LangChainBackend:
         return store.resized() if args.widened and isinstance(store, RetrieverSource) else store
 
     def _with_fetch_k(self, args: SearchArgs) -> Mapping[str, Any]:
-        """FAISS filters the ``fetch_k`` nearest rows after its search (20 by default): with a
-        filter, it considers every row of an index up to :data:`FAISS_FILTER_ROWS` rows, and
-        at least that many (or ``10 * k``) of a larger one. A ``fetch_k`` in the retriever's
-        ``search_kwargs`` widens this."""
+        """FAISS filters the ``fetch_k`` nearest rows after its search (20 by default): a
+        filtered search is given a window
+        (:func:`~langchain_thresholded.faiss_window.first_window`)."""
         kwargs = args.filters
-        if not self._faiss or kwargs.get("filter") is None:
-            return kwargs
-        total = self._faiss_rows()
-        wanted = total if total <= FAISS_FILTER_ROWS else max(FAISS_FILTER_ROWS, 10 * args.k)
-        return {**kwargs, "fetch_k": max(int(kwargs.get("fetch_k") or 0), wanted, args.k)}
+        return first_window(self._store, kwargs, args.k) if self._faiss else kwargs
 
     def _wider_window(
         self, kwargs: Mapping[str, Any], k: int, found: Sequence[Any]
     ) -> Mapping[str, Any] | None:
-        """A filtered FAISS search that returned fewer than ``k`` rows while its window (its
-        ``fetch_k`` nearest rows) left some of the index out: the rows within the filter may
-        lie beyond it, so the search is made again over a window twice as wide (at most the
-        whole index). None: the search was complete."""
-        if not self._faiss or kwargs.get("filter") is None or len(found) >= k:
-            return None
-        window, total = int(kwargs.get("fetch_k") or 0), self._faiss_rows()
-        wider = min(total, max(2 * window, k))
-        return None if window >= total else {**kwargs, "fetch_k": wider}
-
-    def _faiss_rows(self) -> int:
-        return int(getattr(getattr(self._store, "index", None), "ntotal", 0) or 0)
+        """The filtered FAISS search again over a wider window, when it found too few
+        (:func:`~langchain_thresholded.faiss_window.wider_window`); None: it was complete."""
+        return wider_window(self._store, kwargs, k, len(found)) if self._faiss else None
 
     # Sections by id ------------------------------------------------------------------------
     def fetch(self, ids: list[str]) -> dict[str, Document]:

@@ -31,6 +31,8 @@ from langchain_core.tracers.context import _configure_hooks, tracing_v2_callback
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langsmith.run_helpers import tracing_context
 
+from langchain_thresholded.faiss_window import first_window, wider_window
+from langchain_thresholded.scoring import is_faiss
 from thresholded.scores import ScoreKind
 
 Scored = list[tuple[Document, float | None]]
@@ -135,8 +137,8 @@ class RetrieverSource(VectorStore):
         with _untraced():
             if is_ensemble(self.retriever):
                 inner = self._members(k)
-                return self._fuse([r.invoke(query, _SILENT) for r in inner])[:k]
-            return self._read_scores(self._sized(self.retriever, k).invoke(query, _SILENT))[:k]
+                return self._fuse([_invoked(r, query) for r in inner])[:k]
+            return self._read_scores(_invoked(self._sized(self.retriever, k), query))[:k]
 
     async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> Scored:
         _no_store_arguments(kwargs)
@@ -144,10 +146,10 @@ class RetrieverSource(VectorStore):
         with _untraced():
             if is_ensemble(self.retriever):
                 inner = self._members(k)
-                lists = await asyncio.gather(*(r.ainvoke(query, _SILENT) for r in inner))
+                lists = await asyncio.gather(*(_ainvoked(r, query) for r in inner))
                 return self._fuse(list(lists))[:k]
             sized = self._sized(self.retriever, k)
-            return self._read_scores(await sized.ainvoke(query, _SILENT))[:k]
+            return self._read_scores(await _ainvoked(sized, query))[:k]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
@@ -280,6 +282,56 @@ class RetrieverSource(VectorStore):
         **kwargs: Any,
     ) -> RetrieverSource:
         raise NotImplementedError("build the inner retrievers, then RetrieverSource(retriever)")
+
+
+def _invoked(retriever: Any, query: str) -> list[Document]:
+    """``retriever``'s documents; a store's retriever over FAISS with a filter searched for
+    as far as the filter needs (see :mod:`langchain_thresholded.faiss_window`)."""
+    windowed = _first_window(retriever)
+    found = windowed.invoke(query, _SILENT)
+    while (wider := _wider_window(windowed, found)) is not None:
+        windowed, found = wider, wider.invoke(query, _SILENT)
+    return found
+
+
+async def _ainvoked(retriever: Any, query: str) -> list[Document]:
+    """Async :func:`_invoked`."""
+    windowed = _first_window(retriever)
+    found = await windowed.ainvoke(query, _SILENT)
+    while (wider := _wider_window(windowed, found)) is not None:
+        windowed, found = wider, await wider.ainvoke(query, _SILENT)
+    return found
+
+
+def _first_window(retriever: Any) -> Any:
+    """A FAISS similarity search with a filter, over every row of a small index (an MMR search
+    keeps its own ``fetch_k``: they are the candidates it chooses among)."""
+    if not _faiss_filtered(retriever) or retriever.search_type != "similarity":
+        return retriever
+    kwargs = first_window(retriever.vectorstore, retriever.search_kwargs, _k(retriever))
+    return retriever.model_copy(update={"search_kwargs": dict(kwargs)})
+
+
+def _wider_window(retriever: Any, found: list[Document]) -> Any | None:
+    """The FAISS search with a filter again over a wider window, when it found too few."""
+    if not _faiss_filtered(retriever):
+        return None
+    store, kwargs, mmr = retriever.vectorstore, retriever.search_kwargs, _is_mmr(retriever)
+    wider = wider_window(store, kwargs, _k(retriever), len(found), mmr=mmr)
+    return None if wider is None else retriever.model_copy(update={"search_kwargs": dict(wider)})
+
+
+def _faiss_filtered(retriever: Any) -> bool:
+    return (
+        isinstance(retriever, VectorStoreRetriever)
+        and is_faiss(retriever.vectorstore)
+        and retriever.search_type in ("similarity", "mmr")
+        and retriever.search_kwargs.get("filter") is not None
+    )
+
+
+def _k(retriever: VectorStoreRetriever) -> int:
+    return int(retriever.search_kwargs.get("k") or 4)
 
 
 def _is_mmr(retriever: Any) -> bool:

@@ -337,7 +337,9 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
         """Shut the thread pool down (searches still running finish in the background); a
         later call starts it again. A call running meanwhile raises
         :class:`~thresholded.errors.RetrieverClosedError` when some of its searches were
-        still waiting for a thread (they are cancelled); call it again."""
+        still waiting for a thread (they are cancelled); call it again. A copy
+        (``model_copy``, a call configured by its config) shares the threads: closing either
+        shuts them down for both."""
         with self._pool_lock:
             pools = list(self._pools.values())
         for pool in pools:

@@ -42,6 +42,7 @@ from langchain_thresholded.ensemble import RetrieverSource, not_configurable, un
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.scoring import (
+    is_faiss,
     is_milvus,
     store_metric,
     supports_metric_detection,
@@ -516,8 +517,8 @@ class ThresholdedRetriever(EngineRetriever):
         if search_type == "mmr":
             policy = fields.get("policy") or RetrievalPolicy()
             inner_kwargs = {**retriever.search_kwargs, "k": policy.top_k * policy.over_fetch}
-            if base is not None and isinstance(retriever.vectorstore, InMemoryVectorStore):
-                del inner_kwargs["filter"]  # held as filters; this store calls its filter
+            if base is not None and _mmr_filter_inexact(retriever.vectorstore):
+                del inner_kwargs["filter"]  # held as filters, and searched for as far as needed
             inner = retriever.model_copy(update={"search_kwargs": inner_kwargs})
             store_embeddings = embeddings or retriever.vectorstore.embeddings
             source = RetrieverSource(inner, embeddings=store_embeddings, resize=True)
@@ -770,6 +771,14 @@ def _a_retriever(value: Any) -> bool:
     """A retriever, or one bound with ``with_config(...)``, ``with_retry()`` (run as it is,
     as an ensemble would run it)."""
     return isinstance(unbound(value)[0], BaseRetriever)
+
+
+def _mmr_filter_inexact(store: VectorStore) -> bool:
+    """Whether a store's MMR search cannot be trusted with a structured filter: an
+    ``InMemoryVectorStore`` calls its filter (a dict is no function), and FAISS applies it to
+    its ``2 * fetch_k`` nearest rows only, so those within it farther out were never found.
+    The engine holds such a filter instead, and widens the search while it drops rows."""
+    return isinstance(store, InMemoryVectorStore) or is_faiss(store)
 
 
 def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:

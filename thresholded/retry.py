@@ -240,11 +240,14 @@ _DEADLINE: ContextVar[float | None] = ContextVar("thresholded_retry_deadline", d
 def retry_deadline(timeout: float | None) -> Iterator[None]:
     """The calls made within it are tried again only while a retry can still begin within
     ``timeout`` seconds from now (a collection's timeout): past it, the caller has stopped
-    waiting, and a thread retrying on would only hold a thread of the pool. None: no limit."""
+    waiting, and a thread retrying on would only hold a thread of the pool. None: no limit.
+    Within another (a search made by a search: an ensemble member that is a retriever of
+    its own), the earlier of the two holds."""
     if timeout is None:
         yield
         return
-    token = _DEADLINE.set(time.monotonic() + timeout)
+    deadline, outer = time.monotonic() + timeout, _DEADLINE.get()
+    token = _DEADLINE.set(deadline if outer is None else min(deadline, outer))
     try:
         yield
     finally:

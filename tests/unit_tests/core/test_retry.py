@@ -283,3 +283,19 @@ def test_within_a_deadline_no_wait_is_begun_that_would_end_past_it():
     flaky, waited = Flaky(5, ConnectionError("refused")), []  # no deadline: every retry
     assert call_with_retries(flaky, policy, what="kb", sleep=waited.append) == "ok"
     assert waited == [0.2, 0.4, 0.8, 1.6, 3.2]
+
+
+def test_a_deadline_within_another_keeps_the_earlier():
+    """A search made within another's deadline (a search by a search: an ensemble member
+    that is a retriever with a timeout of its own) retries only within both: its own later
+    deadline replaced the outer one, and it retried on after the outer caller had stopped
+    waiting, in the thread the outer search holds."""
+    policy = RetryPolicy(max_retries=5, backoff=0.2, max_backoff=5.0)
+    flaky, waited = Flaky(10, ConnectionError("refused")), []
+    with retry_deadline(1.0), retry_deadline(60.0), pytest.raises(SearchUnavailableError):
+        call_with_retries(flaky, policy, what="kb", sleep=waited.append)  # waits take no time
+    assert (flaky.calls, waited) == (4, [0.2, 0.4, 0.8])
+    flaky, waited = Flaky(10, ConnectionError("refused")), []
+    with retry_deadline(60.0), retry_deadline(1.0), pytest.raises(SearchUnavailableError):
+        call_with_retries(flaky, policy, what="kb", sleep=waited.append)
+    assert (flaky.calls, waited) == (4, [0.2, 0.4, 0.8])

@@ -15,7 +15,7 @@ import warnings
 import pytest
 from langchain_core.embeddings import Embeddings
 
-import langchain_thresholded.backend as backend
+import langchain_thresholded.faiss_window as faiss_window
 from langchain_thresholded import ThresholdedRetriever
 from thresholded import RetrievalPolicy
 
@@ -40,7 +40,7 @@ class AtCosine(Embeddings):
 @pytest.fixture
 def tenants(monkeypatch: pytest.MonkeyPatch):
     """290 rows of another tenant nearest (0.95 down to 0.92), then 10 of ours (0.8)."""
-    monkeypatch.setattr(backend, "FAISS_FILTER_ROWS", 100)
+    monkeypatch.setattr(faiss_window, "FAISS_FILTER_ROWS", 100)
     texts = [f"other {0.95 - i * 0.0001:.6f}" for i in range(290)]
     texts += [f"mine {0.8 - i * 0.001:.6f}" for i in range(10)]
     metadatas = [{"tenant": t.split()[0]} for t in texts]
@@ -61,12 +61,59 @@ def test_sections_within_the_filters_beyond_the_window_are_found(tenants, mode):
     retriever = ThresholdedRetriever(
         vectorstore=tenants, embeddings=AtCosine(), filters={"tenant": "mine"}, policy=POLICY
     )
-    if mode == "sync":
-        report = retriever.retrieve_with_report("q")
-    else:
-        report = asyncio.run(retriever.aretrieve_with_report("q"))
+    report = report_of(retriever, mode)
     assert [d.page_content for d in report.kept] == [
         "mine 0.800000",
         "mine 0.799000",
         "mine 0.798000",
     ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_mmr_search_s_own_filter_finds_the_sections_beyond_its_window(tenants, mode):
+    """FAISS's MMR search filters the ``2 * fetch_k`` nearest rows only: a wrapped MMR
+    retriever's ``search_kwargs={"filter": ...}`` found none of ours (all 40 were the other
+    tenant's), and the call said nothing matched. The engine holds the filter, as it holds
+    ``filters=``, and widens the search until it reaches them."""
+    wrapped = tenants.as_retriever(search_type="mmr", search_kwargs={"filter": {"tenant": "mine"}})
+    report = wrapping_report(wrapped, mode)
+    assert sorted(d.page_content for d in report.kept) == [
+        "mine 0.798000",
+        "mine 0.799000",
+        "mine 0.800000",
+    ]
+    assert not report.nothing_matched
+
+
+@pytest.mark.parametrize("search_type", ["similarity", "mmr"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_ensemble_member_s_own_filter_finds_the_sections_beyond_its_window(
+    tenants, search_type, mode
+):
+    """An ensemble member over FAISS searches with its own filter, which FAISS applied to its
+    ``fetch_k`` nearest rows (an MMR search: ``2 * fetch_k``) only: the member returned none
+    of ours, and the call said nothing matched. Its window is widened as a FAISS search's."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    member = tenants.as_retriever(
+        search_type=search_type, search_kwargs={"k": 3, "filter": {"tenant": "mine"}}
+    )
+    wrapped = classic.EnsembleRetriever(retrievers=[member], weights=[1.0])
+    report = wrapping_report(wrapped, mode)
+    kept = [d.page_content for d in report.kept]
+    assert len(kept) == 3
+    assert all(text.startswith("mine ") for text in kept)
+    if search_type == "similarity":
+        assert kept == ["mine 0.800000", "mine 0.799000", "mine 0.798000"]
+
+
+def wrapping_report(wrapped, mode):
+    """The report of a call, sync or async, of a retriever around ``wrapped``."""
+    rescored = POLICY.model_copy(update={"hybrid_policy": "rescore"})
+    retriever = ThresholdedRetriever.from_retriever(wrapped, embeddings=AtCosine(), policy=rescored)
+    return report_of(retriever, mode)
+
+
+def report_of(retriever, mode):
+    if mode == "sync":
+        return retriever.retrieve_with_report("q")
+    return asyncio.run(retriever.aretrieve_with_report("q"))

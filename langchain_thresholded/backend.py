@@ -846,9 +846,9 @@ def _check_arguments_read(
         raise TypeError(
             f"{whose}search_kwargs {unread} are no arguments {type(store).__name__}'s "
             f"{search_type} search reads (it reads {sorted(read)}): it would drop them without "
-            "a word, and nothing they were meant to restrict would be restricted. Restrict "
-            "with filters=... (a structured filter or a dict such as {'tenant': 'a'}), which "
-            "every store applies"
+            "a word, so a setting among them would not apply and a restriction would not "
+            "hold. Leave them out; restrict with filters=... (a structured filter or a dict "
+            "such as {'tenant': 'a'}), which every store applies"
         )
 
 

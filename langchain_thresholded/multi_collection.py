@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Any, NamedTuple, cast
+from typing import Any, ClassVar, NamedTuple, cast
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -181,6 +181,13 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
     call_filters: Any = None
     """Filters combined (AND) with ``filters`` and every call's: the field to expose with
     ``configurable_fields``."""
+
+    _given_elsewhere: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("neighbours", "parent_levels", "parent_summaries", "docstore"),
+        "each collection's retriever attaches neighbours and summaries: give "
+        "CollectionSpec(retriever=ThresholdedRetriever(vectorstore=..., docstore=..., "
+        "neighbours=...))",
+    )
 
     _pools: dict[int, WorkerPool] = PrivateAttr(default_factory=dict)
     """The thread pool of each size (``max_workers``), threads started at its first task. A

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import AliasChoices, AliasPath
@@ -31,10 +31,16 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) -> None:
+def check_arguments(
+    what: str,
+    given: Iterable[str],
+    accepted: Iterable[str],
+    elsewhere: Mapping[str, str] | None = None,
+) -> None:
     """Raise ``TypeError`` naming every keyword of ``given`` that is not ``accepted``.
 
-    ``what`` names the callable in the message, e.g. ``"SimilarityThresholdCompressor()"``.
+    ``what`` names the callable in the message, e.g. ``"SimilarityThresholdCompressor()"``;
+    ``elsewhere`` says, for a keyword another class takes instead, where to give it.
     """
     allowed = sorted(set(accepted))
     unknown = [name for name in given if name not in allowed]
@@ -44,7 +50,9 @@ def check_arguments(what: str, given: Iterable[str], accepted: Iterable[str]) ->
     policy_fields = _policy_fields() if "policy" in allowed else frozenset()
     for name in unknown:
         close = difflib.get_close_matches(name, allowed, n=1)
-        if name in policy_fields:
+        if elsewhere and name in elsewhere:
+            hints.append(f"{name!r} ({elsewhere[name]})")
+        elif name in policy_fields:
             # a policy field is set in the policy: the nearest accepted name would mislead
             # (max_chars is not max_retries)
             field = _other_names().get(name, name)
@@ -184,6 +192,8 @@ class StrictArguments:
 
     _init_keywords: ClassVar[tuple[str, ...]] = ()
     """Keywords the constructor takes besides the fields (its ``__init__`` consumes them)."""
+    _given_elsewhere: ClassVar[dict[str, str]] = {}
+    """Keywords another class takes instead, each with where to give it."""
 
     def __init__(self, /, *args: Any, **data: Any) -> None:
         self._check_keywords(data)
@@ -193,7 +203,7 @@ class StrictArguments:
     def _check_keywords(cls, data: Iterable[str]) -> None:
         """Refuse the keywords of ``data`` this class does not take; a subclass whose own
         ``__init__`` consumes some calls it first, so that a typo is reported first."""
-        check_arguments(f"{cls.__name__}()", data, accepted_keywords(cls))
+        check_arguments(f"{cls.__name__}()", data, accepted_keywords(cls), cls._given_elsewhere)
 
 
 def accepted_keywords(model: type[Any]) -> set[str]:

@@ -694,3 +694,14 @@ def test_a_call_running_during_close_raises_an_error_naming_the_close(two):
         retriever.invoke(QUERY)
     assert [s.status for s in retriever.retrieve_with_report(QUERY).collections] == ["ok"] * 3
     retriever.close()
+
+
+@pytest.mark.parametrize(
+    "argument", ["neighbours", "parent_levels", "parent_summaries", "docstore"]
+)
+def test_an_attachment_setting_says_each_collection_s_retriever_takes_it(argument):
+    """LlamaIndex's MultiCollectionRetriever takes ``neighbours=`` for the stores it is given;
+    here the attachments come from each collection's retriever, and the error said only
+    that the keyword was unexpected."""
+    with pytest.raises(TypeError, match=rf"'{argument}' \(.*ThresholdedRetriever\(.*docstore="):
+        MultiCollectionRetriever(collections=[], **{argument: 1})

@@ -388,7 +388,10 @@ class LangChainBackend:
         _ensure_orm_connection(rows)
         pk = primary_field(rows) or "pk"
         name = rows.collection_name
-        return ids_matching(rows.client, name, pk, ids, self._raw_expr, partitions=self._partitions)
+        keys = _milvus_keys(rows, ids)  # an INT64 key is compared with integers
+        return ids_matching(
+            rows.client, name, pk, keys, self._raw_expr, partitions=self._partitions
+        )
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored vectors by id: an ``InMemoryVectorStore``'s or a FAISS index's own, a Milvus

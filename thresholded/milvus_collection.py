@@ -200,7 +200,7 @@ def ids_matching(
     client: Any,
     collection_name: str,
     id_field: str,
-    ids: list[str],
+    ids: Sequence[str | int],
     expr: str | None,
     *,
     partitions: Sequence[str] | None = None,
@@ -208,7 +208,8 @@ def ids_matching(
     """The ids among ``ids`` whose rows satisfy the raw expression ``expr`` and lie in
     ``partitions`` (either None: any), in one query: how sections fetched by id (neighbours,
     parent summaries) are held to restrictions only the engine can read. A section the
-    collection does not hold satisfies nothing."""
+    collection does not hold satisfies nothing. ``ids`` are of the primary key's type
+    (integers for an INT64 key); the answer is their texts."""
     if not ids:
         return set()
     from thresholded.milvus_expr import membership

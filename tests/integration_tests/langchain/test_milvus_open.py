@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from langchain_core.documents import Document
+from langchain_core.stores import InMemoryStore
 
 from langchain_thresholded import Metric, RetrievalPolicy, ThresholdedRetriever, store_metric
 from thresholded.errors import CollectionNotFoundError
@@ -370,3 +371,46 @@ def test_a_partition_key_on_milvus_lite_2_is_refused_naming_the_field(
         llama_index_store(uri, "made")
     with pytest.raises(ValueError, match=r"partition key field 'tenant'"):
         existing_milvus_store(uri, "made", embeddings=minilm, vector_field="embedding")
+
+
+@pytest.mark.parametrize("restriction", [{"expr": "pk > 0"}, {"search_kwargs": {"expr": "pk > 0"}}])
+def test_neighbours_under_an_expr_in_a_collection_of_integer_keys(
+    tmp_path: Path, minilm: Any, restriction: dict[str, Any]
+) -> None:
+    """A collection whose primary key is an INT64 (as Milvus makes one for generated ids):
+    the neighbours fetched under a raw expression were looked up by their ids as strings."""
+    from pymilvus import DataType, MilvusClient
+
+    from langchain_thresholded.milvus import existing_milvus_store
+
+    uri = str(tmp_path / "kb.db")
+    texts = ["Refunds take five days.", "They go to the card used.", "Our cat is Biscuit."]
+    vectors = minilm.embed_documents(texts)
+    client = MilvusClient(uri)
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=True)
+    schema.add_field("pk", DataType.INT64, is_primary=True)
+    schema.add_field("text", DataType.VARCHAR, max_length=1000)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=len(vectors[0]))
+    index = client.prepare_index_params()
+    index.add_index("vector", metric_type="IP", index_type="FLAT")
+    client.create_collection("support", schema=schema, index_params=index)
+    links = [{"next_id": "2"}, {"prev_id": "1"}, {}]
+    client.insert(
+        "support",
+        [
+            {"pk": i + 1, "text": t, "vector": v, **link}
+            for i, (t, v, link) in enumerate(zip(texts, vectors, links, strict=True))
+        ],
+    )
+    client.close()
+    store = existing_milvus_store(uri, "support", embeddings=minilm)
+    retriever = ThresholdedRetriever(
+        vectorstore=store,
+        policy=OPEN_POLICY.model_copy(update={"min_similarity": 0.5, "top_k": 1}),
+        docstore=InMemoryStore(),
+        neighbours=1,
+        **restriction,
+    )
+    report = retriever.retrieve_with_report("How long does a refund take?")
+    assert [d.page_content for d in report.kept] == [texts[0]]
+    assert [d.page_content for d in report.attached] == [texts[1]]

@@ -20,12 +20,14 @@ from typing import Any
 import pytest
 from contract_data import (
     ATTACHED,
+    DIM,
     DROPPED,
     KEPT,
     POLICY,
     QUESTION,
     FixedEmbedding,
     FixedEmbeddings,
+    Fixture,
     langchain_docstore,
     langchain_documents,
     llama_index,
@@ -71,6 +73,7 @@ def build(fixture: Any, framework: str, shape: str, **settings: Any) -> Any:
     """A retriever of the variant over the fixture (multi: as its only collection)."""
     extra = settings.pop("extra_collection", None)
     timeout = settings.pop("timeout", None)
+    fail_fast = settings.pop("fail_fast", False)
     if framework == "llama_index":
         common = {"neighbours": 1, "parent_levels": 1, "pushdown": False, **settings}
         if shape == "single":
@@ -78,7 +81,9 @@ def build(fixture: Any, framework: str, shape: str, **settings: Any) -> Any:
         specs = [li.CollectionSpec(fixture.llama_index, name="kb")]
         if extra is not None:
             specs.append(li.CollectionSpec(extra, name="extra", metric="COSINE"))
-        return li.MultiCollectionRetriever(specs, POLICY, timeout=timeout, **common)
+        return li.MultiCollectionRetriever(
+            specs, POLICY, timeout=timeout, fail_fast=fail_fast, **common
+        )
     callback_manager = settings.pop("callback_manager", None)
     assert callback_manager is None
     settings.pop("pushdown", None)  # LangChain has no range-search pushdown
@@ -95,7 +100,9 @@ def build(fixture: Any, framework: str, shape: str, **settings: Any) -> Any:
     specs = [lc.CollectionSpec(retriever=single, name="kb")]
     if extra is not None:
         specs.append(lc.CollectionSpec(retriever=extra, name="extra"))
-    return lc.MultiCollectionRetriever(collections=specs, policy=POLICY, timeout=timeout)
+    return lc.MultiCollectionRetriever(
+        collections=specs, policy=POLICY, timeout=timeout, fail_fast=fail_fast
+    )
 
 
 def report_of(retriever: Any, mode: str, **kwargs: Any) -> Any:
@@ -136,6 +143,37 @@ def test_pushdown_keeps_and_attaches_the_same(fixture, variant):
     assert (result.kept, result.attached) == (KEPT, ATTACHED)
     # what the engine dropped never came back; what came back was dropped for the same reason
     assert result.dropped.items() <= DROPPED.items()
+
+
+@pytest.fixture(scope="module")
+def cosine_index(tmp_path_factory: pytest.TempPathFactory) -> VectorStoreIndex:
+    """The fixture's sections in a Milvus Lite collection under COSINE, where a LlamaIndex
+    retriever pushes its floor down as a range search (under IP it never does)."""
+    pytest.importorskip("pymilvus")
+    from llama_index_thresholded.milvus import milvus_store
+
+    path = tmp_path_factory.mktemp("cosine") / "cosine.db"
+    return llama_index(milvus_store(str(path), "contract", dim=DIM, metric="COSINE"))
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] == "llama_index"], ids=variant_id)
+def test_a_floor_pushed_down_keeps_and_attaches_the_same(cosine_index, variant):
+    """With the floor pushed into Milvus, nothing below it comes back to be reported, and
+    the same sections are kept, attached and dropped above it as without the pushdown."""
+    fixture = Fixture("milvus-cosine", cosine_index, None, None)
+    pushed = run(fixture, variant, pushdown=True)
+    unpushed = run(fixture, variant, pushdown=False)
+    assert (
+        (pushed.kept, pushed.attached)
+        == (unpushed.kept, unpushed.attached)
+        == (
+            KEPT,
+            ATTACHED,
+        )
+    )
+    assert unpushed.dropped == DROPPED
+    above = {i: reason for i, reason in DROPPED.items() if reason != "below_threshold"}
+    assert pushed.dropped == above  # "n0", exactly at the floor, still came back
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
@@ -284,6 +322,20 @@ def test_a_transient_failure_is_retried_in_every_variant(fixture, variant, monke
     assert calls["failed"] == 1  # one attempt failed, the retry answered
 
 
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[1] == "multi"], ids=variant_id)
+def test_a_collection_that_comes_back_within_its_retries_is_no_failure_under_fail_fast(
+    fixture, variant, monkeypatch
+):
+    """A member retried as it is alone answers in the fan-out too: ``fail_fast=True`` finds
+    nothing to raise, and the call reports every collection ``ok``."""
+    calls = fail_first_search(monkeypatch, store_of(fixture, variant[0]))
+    result = run(fixture, variant, max_retries=1, retry_backoff=0.0, fail_fast=True)
+    assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
+    assert calls["failed"] == 1
+    assert not result.report.partial
+    assert result.report.status("kb").status == "ok"
+
+
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
 def test_when_the_attempts_run_out_the_cause_is_search_unavailable(fixture, variant, monkeypatch):
     fail_first_search(monkeypatch, store_of(fixture, variant[0]), failures=10)
@@ -298,6 +350,7 @@ def test_when_the_attempts_run_out_the_cause_is_search_unavailable(fixture, vari
     (status,) = raised.value.statuses
     assert status.status == "failed"
     assert isinstance(status.exception, SearchUnavailableError)
+    assert "2 attempts" in str(status.exception)  # the member's retries, then no more
 
 
 # A member that times out ----------------------------------------------------------------------
@@ -513,6 +566,120 @@ def test_a_closed_multi_collection_retriever_searches_again(fixture, variant):
     result = outcome(framework, report_of(retriever, mode))
     assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
     retriever.close()
+
+
+# What the stores hand out -----------------------------------------------------------------------
+def held_by_the_stores(fixture: Any) -> dict[str, Any]:
+    """A deep copy of what the fixture's stores and docstores hold, as a caller could see it."""
+    import copy
+
+    held = {
+        "llama_index docstore": {
+            i: node.model_dump() for i, node in fixture.llama_index.docstore.docs.items()
+        },
+        "langchain docstore": {
+            i: (d.page_content, d.metadata) for i, d in fixture.langchain_docstore.store.items()
+        },
+    }
+    if isinstance(fixture.langchain_store, InMemoryVectorStore):
+        held["langchain store"] = fixture.langchain_store.store
+    return copy.deepcopy(held)
+
+
+def stored_objects(fixture: Any) -> list[Any]:
+    """The objects the in-memory stores and docstores keep, and would hand out as they are."""
+    return [
+        *fixture.llama_index.docstore.docs.values(),
+        *fixture.langchain_docstore.store.values(),
+    ]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_what_the_stores_return_is_never_marked_in_place(fixture, variant):
+    """Every variant returns copies: the sections kept and attached carry the call's marks
+    (similarity, role), and a caller may write to them, while what the stores and docstores
+    hold (and hand out to the next call) stays as it was."""
+    framework, shape, mode = variant
+    before = held_by_the_stores(fixture)
+    report = report_of(build(fixture, framework, shape), mode)
+    items = [n.node if framework == "llama_index" else n for n in report.items]
+    assert {id(item) for item in items}.isdisjoint(id(o) for o in stored_objects(fixture))
+    assert held_by_the_stores(fixture) == before
+    for item in items:
+        item.metadata["written-by-caller"] = True
+    assert held_by_the_stores(fixture) == before
+    again = outcome(framework, report_of(build(fixture, framework, shape), mode))
+    assert (again.kept, again.attached, again.dropped) == (KEPT, ATTACHED, DROPPED)
+
+
+class HandingOutStore(SimpleVectorStore):
+    """Keeps the text, and hands out the very node objects it holds (as a store that keeps
+    them in memory may): anything that marks a result in place marks what it holds."""
+
+    stores_text: bool = True
+    _held: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def add(self, nodes: Any, **kwargs: Any) -> list[str]:
+        self._held.update((n.node_id, n) for n in nodes)
+        return super().add(nodes, **kwargs)
+
+    def query(self, query: Any, **kwargs: Any) -> Any:
+        from llama_index.core.vector_stores.types import VectorStoreQueryResult
+
+        result = super().query(query, **kwargs)
+        ids = result.ids or []
+        return VectorStoreQueryResult(
+            nodes=[self._held[i] for i in ids], similarities=result.similarities, ids=ids
+        )
+
+    def get_nodes(self, node_ids: Any = None, filters: Any = None, **kwargs: Any) -> list[Any]:
+        return [self._held[i] for i in node_ids or [] if i in self._held]
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] == "llama_index"], ids=variant_id)
+def test_a_llama_index_store_s_own_nodes_are_never_marked_in_place(variant):
+    """The same over a LlamaIndex store that hands out the nodes it holds: its sections, kept
+    or attached as neighbours, are returned as copies, and stay as they were."""
+    _framework, shape, mode = variant
+    store = HandingOutStore()
+    index = llama_index(store)
+    before = {i: n.model_dump() for i, n in store._held.items()}
+    common = {"neighbours": 1, "parent_levels": 1, "pushdown": False}
+    if shape == "single":
+        retriever = li.ThresholdedRetriever(index, POLICY, metric="COSINE", **common)
+    else:
+        spec = li.CollectionSpec(index, name="kb", metric="COSINE")
+        retriever = li.MultiCollectionRetriever([spec], POLICY, **common)
+    report = report_of(retriever, mode)
+    result = outcome("llama_index", report)
+    assert (result.kept, result.attached, result.dropped) == (KEPT, ATTACHED, DROPPED)
+    held = {id(n) for n in store._held.values()}
+    assert held.isdisjoint(id(n.node) for n in report.items)
+    for item in report.items:
+        item.node.metadata["written-by-caller"] = True
+    assert {i: n.model_dump() for i, n in store._held.items()} == before
+
+
+@pytest.mark.parametrize("call", ["retrieve", "retrieve_with_report"])
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] == "llama_index"], ids=variant_id)
+def test_no_llama_index_variant_searches_through_a_vector_retriever(
+    fixture, variant, call, monkeypatch
+):
+    """Every LlamaIndex variant searches its store itself: it builds no
+    ``VectorIndexRetriever`` for a call, and calls no vector retriever's ``_retrieve``."""
+    from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
+
+    framework, shape, mode = variant
+    retriever = build(fixture, framework, shape)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a call went through a VectorIndexRetriever")
+
+    for name in ("__init__", "_retrieve", "_aretrieve"):
+        monkeypatch.setattr(VectorIndexRetriever, name, refuse)
+    result = CALLS[call](retriever, mode)
+    nodes = result.items if call == "retrieve_with_report" else result
+    assert [n.node.node_id for n in nodes] == KEPT + ATTACHED
 
 
 # Events, exactly once -------------------------------------------------------------------------

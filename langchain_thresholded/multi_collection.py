@@ -46,6 +46,7 @@ from langchain_thresholded.retrievers import (
     filters_of_call,
     policy_of_call,
 )
+from thresholded.classes import default_label
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
 from thresholded.engine import Call, Collection, Fan, Question, plan
 from thresholded.errors import RetrieverClosedError
@@ -433,11 +434,7 @@ def _first(*timeouts: float | None) -> float | None:
 
 
 def _default_name(store: Any, position: int) -> str:
-    """``db/collection`` (Milvus, outside the default database), the collection name, else
-    the store's class and position: ``InMemoryVectorStore[1]``."""
-    name = getattr(store, "collection_name", None)
-    if not name:
-        return f"{type(store).__name__}[{position}]"
+    """:func:`~thresholded.classes.default_label` of a store (a Milvus store's database read
+    from its connection arguments)."""
     args = getattr(store, "_connection_args", None)
-    db = args.get("db_name") if isinstance(args, dict) else None
-    return f"{db}/{name}" if db and db != "default" else str(name)
+    return default_label(store, position, args.get("db_name") if isinstance(args, dict) else None)

@@ -42,6 +42,7 @@ from llama_index_thresholded.embeddings import model_id_of, named_model
 from llama_index_thresholded.filters import HeldFilters
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
+from thresholded.classes import default_label
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
 from thresholded.engine import Call, Fan, Question, check_timeout
 from thresholded.errors import ModelMismatchError, RetrieverClosedError
@@ -364,12 +365,7 @@ def _common_embed_model(specs: Sequence[CollectionSpec]) -> BaseEmbedding:
 
 
 def _default_name(target: Any, position: int) -> str:
-    """``db/collection`` (Milvus, outside the default database), the collection name, else
-    the store's class and position, as LangChain's: ``SimpleVectorStore[1]``."""
+    """:func:`~thresholded.classes.default_label` of an index's store, or of a store."""
     store = target.vector_store if isinstance(target, VectorStoreIndex) else target
-    name = getattr(store, "collection_name", None)
-    if not name:
-        return f"{type(store).__name__}[{position}]"
-    client = getattr(store, "client", None)
-    db = getattr(getattr(client, "_config", None), "db_name", "") or ""
-    return f"{db}/{name}" if db and db != "default" else str(name)
+    client = getattr(store, "client", None)  # a Milvus store's: its database
+    return default_label(store, position, getattr(getattr(client, "_config", None), "db_name", ""))

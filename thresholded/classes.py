@@ -32,3 +32,14 @@ def collection_name(store: object) -> str | None:
     if name is None and (is_named(store, "Chroma") or is_named(store, "ChromaVectorStore")):
         name = getattr(getattr(store, "_collection", None), "name", None)
     return name if isinstance(name, str) and name else None
+
+
+def default_label(store: object, position: int, db_name: str | None = None) -> str:
+    """A collection's name in a multi-collection report when none is given, alike in both
+    adapters: ``db/collection`` (a Milvus collection outside the default database
+    ``db_name``), the store's ``collection_name``, else its class and ``position``
+    (``InMemoryVectorStore[1]``)."""
+    name = getattr(store, "collection_name", None)
+    if not name:
+        return f"{type(store).__name__}[{position}]"
+    return f"{db_name}/{name}" if db_name and db_name != "default" else str(name)

@@ -11,6 +11,7 @@ from llama_index.core.base.llms.types import CompletionResponse
 from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.tools import QueryEngineTool
 from pydantic import PrivateAttr
 
 from llama_index_thresholded import (
@@ -221,3 +222,12 @@ def test_a_retriever_without_a_report_that_returned_nothing_says_nothing_of_why(
         VectorIndexRetriever(index, node_ids=["elsewhere"]), llm=CountingLLM()
     )
     assert engine.query(kit.QUESTION).metadata == {NOTHING_MATCHED: True}
+
+
+def test_an_agent_tool_over_the_engine_answers_the_message(kit, retriever):
+    """As the README says: an agent's QueryEngineTool gets the fixed answer and the flag."""
+    engine = AbstainingQueryEngine.from_args(retriever, llm=CountingLLM())
+    tool = QueryEngineTool.from_defaults(engine, name="kb", description="the knowledge base")
+    output = tool.call(kit.ORTHOGONAL)
+    assert output.content == DEFAULT_NO_MATCH_MESSAGE
+    assert output.raw_output.metadata[NOTHING_MATCHED] is True

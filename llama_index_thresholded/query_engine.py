@@ -39,7 +39,7 @@ from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED, no
 from thresholded.errors import UnsafeFilterError
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
-from thresholded.report import abstained_by_of
+from thresholded.report import abstained_by_after
 from thresholded.strict import check_arguments, named_parameters, of_another_framework
 
 
@@ -159,14 +159,14 @@ def checked_retrieval(
     retriever: Any, postprocessors: Sequence[Any], query: str | QueryBundle
 ) -> tuple[list[NodeWithScore], str | None]:
     """What ``retriever`` returns for ``query``, after the node ``postprocessors``
-    (:func:`postprocessed`), and, when nothing is left and the retriever gave a report,
-    what emptied it (see :data:`~thresholded.report.ABSTAINED_BY`)."""
+    (:func:`postprocessed`), and, when nothing is left, what emptied it where that is known
+    (:func:`~thresholded.report.abstained_by_after`)."""
     bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
     with_report = getattr(retriever, "retrieve_with_report", None)
     report = None if with_report is None else with_report(query)
     retrieved = retriever.retrieve(query) if report is None else report.items
     nodes = postprocessed(retriever, retrieved, postprocessors, bundle)
-    return nodes, None if nodes or report is None else abstained_by_of(report)
+    return nodes, None if nodes else abstained_by_after(report, retrieved)
 
 
 async def achecked_retrieval(
@@ -178,7 +178,7 @@ async def achecked_retrieval(
     report = None if with_report is None else await with_report(query)
     retrieved = await retriever.aretrieve(query) if report is None else report.items
     nodes = await apostprocessed(retriever, retrieved, postprocessors, bundle)
-    return nodes, None if nodes or report is None else abstained_by_of(report)
+    return nodes, None if nodes else abstained_by_after(report, retrieved)
 
 
 def postprocessed(

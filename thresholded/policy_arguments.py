@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+from pydantic import ConfigDict
+
 from thresholded.models import KNOWN_FLOORS, ModelId, check_model_in_use, check_question_model
 from thresholded.policy import MILVUS_MAX_TOP_K, RetrievalPolicy, policy_or_none
 from thresholded.strict import StrictArguments
@@ -100,6 +102,8 @@ class PolicyInForce(StrictArguments):
     there is one, must be the policy's, unless ``allow_model_mismatch``."""
 
     _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
+    model_config = ConfigDict(validate_assignment=True)
+    """A field set afterwards is validated as the constructor validates it."""
 
     def __init__(self, /, **data: Any) -> None:
         self._check_keywords(data)
@@ -111,6 +115,23 @@ class PolicyInForce(StrictArguments):
             embedding_model=data.get("embedding_model"),
         )
         super().__init__(**data)
+        self._check_own_model()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Set a field, validated; a model (or ``allow_model_mismatch``) set afterwards is
+        checked against the policy's model as the constructor checks it, and refused
+        (the old value kept) when it fails."""
+        before = getattr(self, name, None)
+        super().__setattr__(name, value)
+        try:
+            self._check_own_model()
+        except Exception:
+            super().__setattr__(name, before)
+            raise
+
+    def _check_own_model(self) -> None:
+        """The model that computes cosines must be the policy's, unless
+        ``allow_model_mismatch``."""
         model = self._model_in_use()
         if model is not None and not getattr(self, "allow_model_mismatch", False):
             named, where = model

@@ -8,7 +8,7 @@ serves many concurrent calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
@@ -29,8 +29,9 @@ abstaining chat engines, LangChain's ``AbstainingChain``): what emptied the resu
 the cosine floor), ``filters`` (nothing was found under the filters), ``empty`` (no filter
 nor store restriction held anything back, and the search found no section: the collection is
 empty), ``policy`` (the cap or the budget), or ``postprocessors`` (LlamaIndex's node
-postprocessors, a reranker say, removed it all). Absent when the retriever gives no report
-(another kind of retriever that returned nothing): what emptied it is not known."""
+postprocessors, a reranker say, removed it all, behind any retriever). Absent when a
+retriever that gives no report (another kind of retriever) returned nothing: what emptied it
+is not known."""
 
 
 def abstained_by_of(report: Any) -> str:
@@ -39,7 +40,24 @@ def abstained_by_of(report: Any) -> str:
     return report.emptied_by or "postprocessors"
 
 
-__all__ = ["ABSTAINED_BY", "DroppedItem", "MultiCollectionReport", "Report", "abstained_by_of"]
+def abstained_by_after(report: Any | None, retrieved: Sequence[Any]) -> str | None:
+    """What emptied an abstaining answer whose retriever returned ``retrieved``, with
+    ``report`` when it gives one (:func:`abstained_by_of`). Without a report: the
+    postprocessors when the retriever returned something; None (not known) when it
+    returned nothing."""
+    if report is not None:
+        return abstained_by_of(report)
+    return "postprocessors" if retrieved else None
+
+
+__all__ = [
+    "ABSTAINED_BY",
+    "DroppedItem",
+    "MultiCollectionReport",
+    "Report",
+    "abstained_by_after",
+    "abstained_by_of",
+]
 
 
 @dataclass(frozen=True)

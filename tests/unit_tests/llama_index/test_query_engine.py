@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from llama_index.core import get_response_synthesizer
 from llama_index.core.base.llms.types import CompletionResponse
+from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.tools import QueryEngineTool
 from pydantic import PrivateAttr
 
 from llama_index_thresholded import (
@@ -199,3 +201,33 @@ def test_what_is_not_a_retriever_is_refused_when_the_engine_is_built(kit, build)
         _engines()[build](index)
     with pytest.raises(TypeError, match="got str"):
         _engines()[build]("refunds")
+
+
+async def test_a_retriever_without_a_report_emptied_by_the_postprocessors_says_so(kit):
+    """A plain vector retriever returned its sections and the postprocessors removed them:
+    the answer names them, as it does behind this package's retriever."""
+    index = kit.build_index([kit.section("refunds", 0.8)], kit.embedding())
+    strict = SimilarityThresholdPostprocessor(min_similarity=0.95, score_kind="cosine")
+    engine = AbstainingQueryEngine.from_args(
+        index.as_retriever(), llm=CountingLLM(), node_postprocessors=[strict]
+    )
+    expected = {NOTHING_MATCHED: True, "abstained_by": "postprocessors"}
+    assert engine.query(kit.QUESTION).metadata == expected
+    assert (await engine.aquery(kit.QUESTION)).metadata == expected
+
+
+def test_a_retriever_without_a_report_that_returned_nothing_says_nothing_of_why(kit):
+    index = kit.build_index([kit.section("refunds", 0.8)], kit.embedding())
+    engine = AbstainingQueryEngine.from_args(
+        VectorIndexRetriever(index, node_ids=["elsewhere"]), llm=CountingLLM()
+    )
+    assert engine.query(kit.QUESTION).metadata == {NOTHING_MATCHED: True}
+
+
+def test_an_agent_tool_over_the_engine_answers_the_message(kit, retriever):
+    """As the README says: an agent's QueryEngineTool gets the fixed answer and the flag."""
+    engine = AbstainingQueryEngine.from_args(retriever, llm=CountingLLM())
+    tool = QueryEngineTool.from_defaults(engine, name="kb", description="the knowledge base")
+    output = tool.call(kit.ORTHOGONAL)
+    assert output.content == DEFAULT_NO_MATCH_MESSAGE
+    assert output.raw_output.metadata[NOTHING_MATCHED] is True

@@ -28,7 +28,12 @@ from langchain_core.runnables.utils import AddableDict
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from langchain_thresholded.ensemble import unbound
-from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED, no_match_flags
+from thresholded.abstention import (
+    DEFAULT_NO_MATCH_MESSAGE,
+    NOTHING_MATCHED,
+    check_no_match_message,
+    no_match_flags,
+)
 from thresholded.report import abstained_by_of
 from thresholded.strict import StrictArguments
 
@@ -146,6 +151,11 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     _answer_type: AnswerType = PrivateAttr(default="str")
     _needs: frozenset[str] = PrivateAttr(default=frozenset())
     """The input keys ``answer_chain`` requires (its input schema's), checked on every call."""
+
+    @field_validator("no_match_message")
+    @classmethod
+    def _says_something(cls, value: str) -> str:
+        return check_no_match_message(value)
 
     @field_validator("retriever", mode="before")
     @classmethod

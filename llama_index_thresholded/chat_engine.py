@@ -45,12 +45,11 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_thresholded.query_engine import (
     NoMatchMessage,
     achecked_retrieval,
-    check_message,
     check_retriever,
     checked_retrieval,
     no_match_response,
 )
-from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED
+from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED, check_no_match_message
 from thresholded.report import ABSTAINED_BY
 from thresholded.strict import check_arguments, named_parameters
 
@@ -151,7 +150,7 @@ class _Abstaining:
         accepted = [*named_parameters(super().from_defaults), "no_match_message"]  # type: ignore[misc]
         check_arguments(f"{cls.__name__}.from_defaults()", kwargs, accepted)
         check_retriever(f"{cls.__name__}.from_defaults()", args, kwargs)
-        check_message(no_match_message)
+        check_no_match_message(no_match_message)
         engine = super().from_defaults(*args, **kwargs)  # type: ignore[misc]
         engine.no_match_message = no_match_message
         return engine

@@ -35,7 +35,12 @@ from llama_index.core.storage.docstore import BaseDocumentStore
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
 from llama_index_thresholded.retriever import EngineRetriever
-from thresholded.abstention import DEFAULT_NO_MATCH_MESSAGE, NOTHING_MATCHED, no_match_flags
+from thresholded.abstention import (
+    DEFAULT_NO_MATCH_MESSAGE,
+    NOTHING_MATCHED,
+    check_no_match_message,
+    no_match_flags,
+)
 from thresholded.errors import UnsafeFilterError
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
@@ -88,13 +93,6 @@ def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         )
 
 
-def check_message(message: Any) -> str:
-    """``message`` if it is a str: any other value would be the answer as it is (``None``)."""
-    if not isinstance(message, str):
-        raise TypeError(f"no_match_message must be a str, got {message!r}")
-    return message
-
-
 class NoMatchMessage:
     """The ``no_match_message`` attribute of an abstaining engine: the answer when nothing
     matched, a str, checked whenever it is set."""
@@ -103,7 +101,7 @@ class NoMatchMessage:
         return self if engine is None else engine.__dict__["_no_match_message"]
 
     def __set__(self, engine: Any, message: str) -> None:
-        engine.__dict__["_no_match_message"] = check_message(message)
+        engine.__dict__["_no_match_message"] = check_no_match_message(message)
 
 
 def none_added(
@@ -288,7 +286,7 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         accepted = [*named_parameters(super().from_args), "no_match_message"]
         check_arguments(f"{cls.__name__}.from_args()", kwargs, accepted)
         check_retriever(f"{cls.__name__}.from_args()", args, kwargs)
-        check_message(no_match_message)
+        check_no_match_message(no_match_message)
         engine = super().from_args(*args, **kwargs)
         engine.no_match_message = no_match_message  # type: ignore[attr-defined]
         return engine  # type: ignore[return-value]

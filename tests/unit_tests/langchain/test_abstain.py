@@ -624,3 +624,11 @@ def test_an_answer_chain_that_needs_what_it_never_gets_fails_on_every_question(
         retriever=retriever, answer_chain=prompt | spy_model(calls), question_key="input"
     )
     assert fixed.invoke(QUERY).content == ANSWER
+
+
+@pytest.mark.parametrize("message", ["", "   ", "\n"])
+def test_a_blank_no_match_message_is_refused(retriever, message):
+    """The fixed answer was an empty string: the user saw nothing at all."""
+    llm = FakeListChatModel(responses=["unused"])
+    with pytest.raises(ValueError, match="no_match_message is blank"):
+        AbstainingChain(retriever=retriever, answer_chain=PROMPT | llm, no_match_message=message)

@@ -231,3 +231,14 @@ def test_an_agent_tool_over_the_engine_answers_the_message(kit, retriever):
     output = tool.call(kit.ORTHOGONAL)
     assert output.content == DEFAULT_NO_MATCH_MESSAGE
     assert output.raw_output.metadata[NOTHING_MATCHED] is True
+
+
+@pytest.mark.parametrize("message", ["", "   ", "\n"])
+def test_a_blank_message_is_refused(kit, retriever, message):
+    """The fixed answer was an empty string: the user saw nothing at all."""
+    llm = CountingLLM()
+    with pytest.raises(ValueError, match="no_match_message is blank"):
+        AbstainingQueryEngine.from_args(retriever, llm=llm, no_match_message=message)
+    engine = AbstainingQueryEngine.from_args(retriever, llm=llm)
+    with pytest.raises(ValueError, match="no_match_message is blank"):
+        engine.no_match_message = message

@@ -38,8 +38,9 @@ LlamaIndex's ``similarity_top_k`` are ``top_k``."""
 
 
 def _percentage_hint(value: float) -> str:
-    """A threshold between 1 and 100 was most likely meant as a percentage of 1."""
-    return f" (a percentage? write {value / 100:g})" if 1.0 < value <= 100.0 else ""
+    """A threshold between 2 and 100 was most likely meant as a percentage of 1 (one a
+    little over 1 is no percentage a cosine floor would be written as)."""
+    return f" (a percentage? write {value / 100:g})" if 2.0 <= value <= 100.0 else ""
 
 
 class RetrievalPolicy(BaseModel):

@@ -613,9 +613,10 @@ def test_a_threshold_written_as_a_percentage_says_the_fraction_meant(field: str)
         RetrievalPolicy(**{field: 35})
     with pytest.raises(ValidationError, match=r"a percentage\? write 0\.35"):
         RetrievalPolicy().with_overrides(**{field: 35})
-    with pytest.raises(ValidationError) as info:
-        RetrievalPolicy(**{field: 350})
-    assert "percentage" not in str(info.value)
+    for beyond in (350, 1.3):  # 1.3 is no percentage anyone writes for a cosine floor
+        with pytest.raises(ValidationError) as info:
+            RetrievalPolicy(**{field: beyond})
+        assert "percentage" not in str(info.value)
 
 
 @pytest.mark.parametrize("field", ["max_per_source", "max_chars", "max_attachment_chars"])

@@ -242,9 +242,4 @@ def query_by_id(
     members = id_membership(id_field, ids, integer=integer)
     if members is None:
         return None
-    return {
-        "collection_name": collection_name,
-        "filter": members,
-        "output_fields": output_fields,
-        "limit": len(ids),
-    }
+    return {"collection_name": collection_name, "filter": members, "output_fields": output_fields}

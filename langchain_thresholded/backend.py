@@ -47,8 +47,13 @@ from thresholded.filters import (
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_async import is_remote_client
-from thresholded.milvus_collection import checked_partitions, ids_matching, vector_dims
-from thresholded.milvus_expr import all_of_exprs, check_expression, membership
+from thresholded.milvus_collection import (
+    checked_partitions,
+    ids_matching,
+    query_by_id,
+    vector_dims,
+)
+from thresholded.milvus_expr import all_of_exprs, check_expression
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -388,9 +393,14 @@ class LangChainBackend:
         _ensure_orm_connection(rows)
         pk = primary_field(rows) or "pk"
         name = rows.collection_name
-        keys = _milvus_keys(rows, ids)  # an INT64 key is compared with integers
         return ids_matching(
-            rows.client, name, pk, keys, self._raw_expr, partitions=self._partitions
+            rows.client,
+            name,
+            pk,
+            ids,
+            self._raw_expr,
+            partitions=self._partitions,
+            integer=not _varchar_key(rows),
         )
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
@@ -528,15 +538,11 @@ def _milvus_documents(store: Any, ids: list[str]) -> dict[str, Document]:
 
 def _milvus_rows(store: Any, ids: list[str], fields: list[str]) -> list[dict[str, Any]]:
     """The rows of ``ids`` in a langchain-milvus collection, ``fields`` of each, in one query."""
-    keys = _milvus_keys(store, ids)
-    if not keys:
+    pk = str(store._primary_field)
+    query = query_by_id(store.collection_name, pk, ids, fields, integer=not _varchar_key(store))
+    if query is None:
         return []
-    return store.client.query(
-        store.collection_name,
-        filter=membership(str(store._primary_field), keys),  # Milvus literals, not JSON's
-        output_fields=fields,
-        timeout=getattr(store, "timeout", None),
-    )
+    return store.client.query(**query, timeout=getattr(store, "timeout", None))
 
 
 def _chroma_documents(store: Any, ids: list[str]) -> dict[str, Document]:
@@ -550,13 +556,6 @@ def _chroma_documents(store: Any, ids: list[str]) -> dict[str, Document]:
         for i, text, meta in found
         if text is not None
     }
-
-
-def _milvus_keys(store: Any, ids: list[str]) -> list[Any]:
-    """``ids`` as the collection's primary keys: strings, or the integers among them."""
-    if _varchar_key(store):
-        return list(ids)
-    return [int(i) for i in ids if i.lstrip("-").isdigit()]
 
 
 def _varchar_key(store: Any) -> bool:

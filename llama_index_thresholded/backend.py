@@ -53,7 +53,7 @@ from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_diale
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_async import async_client_per_loop, is_remote_client
-from thresholded.milvus_collection import checked_partitions, ids_matching
+from thresholded.milvus_collection import checked_partitions, ids_matching, query_by_id
 from thresholded.milvus_expr import all_of_exprs, membership
 from thresholded.models import check_question_model
 from thresholded.policy import RetrievalPolicy, profiled_policy
@@ -356,7 +356,8 @@ class LlamaIndexBackend:
         Chroma's embeddings, else the nodes of a store that can read them back."""
         store = self._store
         if is_milvus_store(store):
-            return _milvus_vectors(store, store.client.query(**_by_id(store, ids)))
+            query = _by_id(store, ids, [store.embedding_field])
+            return _milvus_vectors(store, store.client.query(**query) if query else [])
         if is_named(store, "FaissVectorStore"):
             return faiss_vectors(store.client, self._index.index_struct.nodes_dict, ids)
         if is_named(store, "ChromaVectorStore"):
@@ -368,7 +369,8 @@ class LlamaIndexBackend:
     async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         store = self._store
         if is_milvus_store(store):
-            return _milvus_vectors(store, await store.aclient.query(**_by_id(store, ids)))
+            query = _by_id(store, ids, [store.embedding_field])
+            return _milvus_vectors(store, await store.aclient.query(**query) if query else [])
         if is_named(store, "FaissVectorStore") or is_named(store, "ChromaVectorStore"):
             return self.fetch_vectors(ids)  # in memory, or Chroma's local client
         if not self._store_can_fetch:
@@ -376,6 +378,10 @@ class LlamaIndexBackend:
         return _vectors(await self._astore_nodes(ids))
 
     def _store_nodes(self, ids: list[str]) -> list[BaseNode]:
+        store = self._store
+        if is_milvus_store(store):
+            query = _by_id(store, ids, ["*"])
+            return _milvus_nodes(store, store.client.query(**query) if query else [])
         try:
             return self._store.get_nodes(node_ids=ids)
         except NotImplementedError:
@@ -383,6 +389,10 @@ class LlamaIndexBackend:
             return []
 
     async def _astore_nodes(self, ids: list[str]) -> list[BaseNode]:
+        store = self._store
+        if is_milvus_store(store):
+            query = _by_id(store, ids, ["*"])
+            return _milvus_nodes(store, await store.aclient.query(**query) if query else [])
         try:
             return await self._store.aget_nodes(node_ids=ids)
         except NotImplementedError:
@@ -766,13 +776,18 @@ def _milvus_result(store: Any, hits: Any) -> VectorStoreQueryResult:
     return VectorStoreQueryResult(nodes=nodes, similarities=similarities, ids=ids)
 
 
-def _by_id(store: Any, ids: list[str]) -> dict[str, Any]:
-    """A Milvus query for the vectors of ``ids``, and nothing else."""
-    return {
-        "collection_name": store.collection_name,
-        "ids": ids,
-        "output_fields": [store.embedding_field],
-    }
+def _by_id(store: Any, ids: list[str], fields: list[str]) -> dict[str, Any] | None:
+    """A Milvus query for ``fields`` of the rows of ``ids`` (None: no row can have them)."""
+    return query_by_id(store.collection_name, "id", ids, fields)
+
+
+def _milvus_nodes(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[BaseNode]:
+    """Rows read by id, each parsed as the store parses a search's hit, with its vector."""
+    hits = [{"id": row.get("id"), "distance": None, "entity": row} for row in rows]
+    nodes, _, _ = store._parse_from_milvus_results([hits])
+    for node, row in zip(nodes, rows, strict=True):
+        node.__dict__["embedding"] = _plain(row.get(store.embedding_field))
+    return nodes
 
 
 def _all_of(own: dict[str, Any] | None, written: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -200,21 +200,21 @@ def ids_matching(
     client: Any,
     collection_name: str,
     id_field: str,
-    ids: Sequence[str | int],
+    ids: list[str],
     expr: str | None,
     *,
     partitions: Sequence[str] | None = None,
+    integer: bool = False,
 ) -> set[str]:
     """The ids among ``ids`` whose rows satisfy the raw expression ``expr`` and lie in
     ``partitions`` (either None: any), in one query: how sections fetched by id (neighbours,
     parent summaries) are held to restrictions only the engine can read. A section the
-    collection does not hold satisfies nothing. ``ids`` are of the primary key's type
-    (integers for an INT64 key); the answer is their texts."""
-    if not ids:
-        return set()
-    from thresholded.milvus_expr import membership
+    collection does not hold satisfies nothing. ``integer``: the field holds integers."""
+    from thresholded.milvus_expr import id_membership
 
-    members = membership(id_field, ids)
+    members = id_membership(id_field, ids, integer=integer)
+    if members is None:
+        return set()
     rows = client.query(
         collection_name,
         filter=f"({expr}) and ({members})" if expr else members,
@@ -223,3 +223,23 @@ def ids_matching(
         **({"partition_names": list(partitions)} if partitions else {}),
     )
     return {str(row[id_field]) for row in rows}
+
+
+def query_by_id(
+    collection_name: str,
+    id_field: str,
+    ids: list[str],
+    output_fields: list[str],
+    *,
+    integer: bool = False,
+) -> dict[str, Any] | None:
+    """The arguments of one Milvus query for the rows of ``ids`` (None: no row can have
+    any of them). Not pymilvus's ``ids=``, which writes each string between quotes as it
+    is: an id a section links to (``x'] or id in ['``) would change what the query reads,
+    or break it for the whole hop."""
+    from thresholded.milvus_expr import id_membership
+
+    members = id_membership(id_field, ids, integer=integer)
+    if members is None:
+        return None
+    return {"collection_name": collection_name, "filter": members, "output_fields": output_fields}

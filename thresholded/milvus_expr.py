@@ -12,12 +12,20 @@ query, with an error that says why.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters.keys import check_key
 
-__all__ = ["UnsafeFilterError", "all_of_exprs", "field_name", "literal", "membership"]
+__all__ = [
+    "UnsafeFilterError",
+    "all_of_exprs",
+    "field_name",
+    "id_membership",
+    "literal",
+    "membership",
+]
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"'}
 _ALLOWED_CONTROL = {"\t"}
@@ -108,6 +116,34 @@ def membership(key: str, values: Sequence[object]) -> str:
     if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
         raise UnsafeFilterError(f"'in' needs a non-empty list of values for {key!r}")
     return f"{check_key(key)} in {literal(list(values))}"
+
+
+def id_membership(key: str, ids: Sequence[str], *, integer: bool = False) -> str | None:
+    """``key in [...]`` for the rows of ``ids``, ids read from anywhere (the ids a section
+    links to are its writer's text): each is a literal, whatever quotes or brackets it
+    holds. An id no key of the field can be is left out, as no row has it: one a Milvus
+    expression cannot hold (a line break), or on an ``integer`` key anything but a 64-bit
+    integer in ASCII digits. None when none is left."""
+    keys = [_key(i, integer) for i in ids]
+    kept = [k for k in keys if k is not None]
+    return membership(key, kept) if kept else None
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _key(value: str, integer: bool) -> str | int | None:
+    """``value`` as a key of the field, if it can be one a Milvus literal can hold."""
+    key: str | int = value
+    if integer:
+        if not _INTEGER.fullmatch(value):
+            return None
+        key = int(value)
+    try:
+        literal(key)
+    except UnsafeFilterError:
+        return None
+    return key
 
 
 def all_of_exprs(exprs: Iterable[str | None]) -> str | None:

@@ -8,6 +8,7 @@ from thresholded.milvus_expr import (
     UnsafeFilterError,
     check_expression,
     field_name,
+    id_membership,
     literal,
     membership,
 )
@@ -97,3 +98,12 @@ def test_membership_of_ids() -> None:
         membership("k", "abc")
     with pytest.raises(UnsafeFilterError):
         membership("k", [])
+
+
+def test_id_membership_keeps_every_id_a_literal_and_leaves_out_impossible_ones() -> None:
+    assert id_membership("id", ["x'] or id in ['", "b\\"]) == 'id in ["x\'] or id in [\'", "b\\\\"]'
+    assert id_membership("id", ["a\nb", "c"]) == 'id in ["c"]'
+    assert id_membership("id", ["a\nb", "\x00"]) is None
+    assert id_membership("pk", ["5", "-7", "--5", "²", "١", "x", str(2**63)], integer=True) == (
+        "pk in [5, -7]"
+    )

@@ -53,7 +53,7 @@ from thresholded.milvus_collection import (
     query_by_id,
     vector_dims,
 )
-from thresholded.milvus_expr import all_of_exprs, check_expression
+from thresholded.milvus_expr import all_of_exprs, check_expression, id_membership
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -216,10 +216,17 @@ class LangChainBackend:
 
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
-        ``filter``, both), verbatim, AND the filters written by the core."""
+        ``filter``, both), verbatim, AND the filters written by the core, AND its ``ids`` as
+        a test of the primary key (langchain-milvus would send them to pymilvus beside the
+        question's vector, which it refuses)."""
         written = to_milvus(where, self._dialect).expr
-        kwargs = {k: v for k, v in kwargs.items() if k not in _RAW_EXPR_KEYS}
-        expr = all_of_exprs([self._raw_expr, written])
+        ids = kwargs.get(_ONLY_IDS)
+        kwargs = {k: v for k, v in kwargs.items() if k not in (*_RAW_EXPR_KEYS, _ONLY_IDS)}
+        members = None
+        if ids:  # an id no key can be is left out; the engine holds the ids after the search
+            pk, integer = primary_field(self._rows) or "pk", not _varchar_key(self._rows)
+            members = id_membership(pk, [str(i) for i in ids], integer=integer)
+        expr = all_of_exprs([self._raw_expr, written, members])
         if expr is not None:
             kwargs["expr"] = expr
         return kwargs

@@ -179,3 +179,17 @@ def test_relevance_scores_would_have_passed_unrelated_results(support_store):
     assert relevance > FLOOR  # a cosine near 0 reads about 0.5
     retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY)
     assert retriever.invoke(UNRELATED[0]) == []
+
+
+async def test_search_kwargs_ids_restrict_a_milvus_search(support_store):
+    """langchain-milvus sends ``ids`` to pymilvus beside the query vector, and every call
+    failed with pymilvus's "Either ids or data must be provided, not both"."""
+    wanted = ["invoices", "export"]
+    retriever = ThresholdedRetriever(
+        vectorstore=support_store, policy=POLICY, search_kwargs={"ids": wanted}
+    )
+    for found in (
+        retriever.invoke("How long does a refund take?", min_similarity=0),
+        await retriever.ainvoke("How long does a refund take?", min_similarity=0),
+    ):
+        assert sorted(d.id for d in found) == sorted(wanted)

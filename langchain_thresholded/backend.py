@@ -220,12 +220,12 @@ class LangChainBackend:
         a test of the primary key (langchain-milvus would send them to pymilvus beside the
         question's vector, which it refuses)."""
         written = to_milvus(where, self._dialect).expr
-        ids = kwargs.get(_ONLY_IDS)
+        ids = _only_ids(kwargs)  # one id may be a string, as Chroma takes it
         kwargs = {k: v for k, v in kwargs.items() if k not in (*_RAW_EXPR_KEYS, _ONLY_IDS)}
         members = None
         if ids:  # an id no key can be is left out; the engine holds the ids after the search
             pk, integer = primary_field(self._rows) or "pk", not _varchar_key(self._rows)
-            members = id_membership(pk, [str(i) for i in ids], integer=integer)
+            members = id_membership(pk, sorted(ids), integer=integer)
         expr = all_of_exprs([self._raw_expr, written, members])
         if expr is not None:
             kwargs["expr"] = expr

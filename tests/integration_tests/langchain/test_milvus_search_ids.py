@@ -1,0 +1,42 @@
+"""``search_kwargs={"ids": ...}`` on a langchain-milvus store (Milvus Lite, hand-made vectors).
+
+The ids restrict the search as a test of the primary key. One id may be given as a string,
+as Chroma takes it: it is that id, not its characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_thresholded import ThresholdedRetriever
+from langchain_thresholded.milvus import milvus_from_documents
+from thresholded import RetrievalPolicy
+
+pytestmark = pytest.mark.integration
+
+POLICY = RetrievalPolicy(min_similarity=0.5, top_k=10, max_per_source=None, max_chars=None)
+QUESTION = [1.0, 0.0, 0.0, 0.0]
+
+
+class _Near(Embeddings):
+    """Every text embeds to the question's vector."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [list(QUESTION) for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(QUESTION)
+
+
+@pytest.mark.parametrize("ids", ["a0", ["a0"], ("a0",)])
+def test_one_id_as_a_string_restricts_the_search_to_it(tmp_path: Path, ids: object) -> None:
+    docs = [Document(id=i, page_content=f"near {i}") for i in ("a0", "a", "0", "b0")]
+    store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "s.db"), collection_name="c")
+    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"ids": ids})
+    found = retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))
+    assert [[d.id for d in each] for each in found] == [["a0"], ["a0"]]

@@ -146,7 +146,9 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
     read from its ``OutputType``; a chain that does not declare one (e.g. it ends in a
     lambda without a return annotation) must say."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, validate_assignment=True)
+    """A field set afterwards is checked, and what the chain needs and returns read again,
+    as the constructor does."""
 
     _answer_type: AnswerType = PrivateAttr(default="str")
     _needs: frozenset[str] = PrivateAttr(default=frozenset())

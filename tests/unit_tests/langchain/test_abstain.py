@@ -632,3 +632,23 @@ def test_a_blank_no_match_message_is_refused(retriever, message):
     llm = FakeListChatModel(responses=["unused"])
     with pytest.raises(ValueError, match="no_match_message is blank"):
         AbstainingChain(retriever=retriever, answer_chain=PROMPT | llm, no_match_message=message)
+
+
+@pytest.mark.parametrize("message", ["", "   ", None])
+def test_a_no_match_message_assigned_later_is_checked(retriever, message):
+    """The LlamaIndex engines check it whenever it is set; the chain answered ``"   "``."""
+    llm = FakeListChatModel(responses=["unused"])
+    chain = AbstainingChain(retriever=retriever, answer_chain=PROMPT | llm)
+    with pytest.raises(ValueError, match="no_match_message"):
+        chain.no_match_message = message
+    assert chain.invoke(OTHER_QUERY).content == DEFAULT_NO_MATCH_MESSAGE
+
+
+def test_an_answer_chain_assigned_later_is_checked_as_the_constructors(retriever):
+    """What the new chain needs and returns is read again: the old chain's were used."""
+    calls = Calls()
+    chain = AbstainingChain(retriever=retriever, answer_chain=PROMPT | spy_model(calls))
+    chain.answer_chain = ChatPromptTemplate.from_template("{context} {input}") | spy_model(calls)
+    with pytest.raises(KeyError, match=r"answer_chain needs \['input'\]"):
+        chain.invoke(OTHER_QUERY)
+    assert calls.count == 0

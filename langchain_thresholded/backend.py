@@ -27,7 +27,7 @@ from langchain_thresholded._documents import document_id, marked_copy, source_of
 from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of, unbound
 from langchain_thresholded.faiss_window import first_window, wider_window
 from langchain_thresholded.filters import to_filter
-from langchain_thresholded.milvus import _ensure_orm_connection
+from langchain_thresholded.milvus import _ensure_orm_connection, ids_expr, varchar_key
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
@@ -53,7 +53,7 @@ from thresholded.milvus_collection import (
     query_by_id,
     vector_dims,
 )
-from thresholded.milvus_expr import all_of_exprs, check_expression, id_membership
+from thresholded.milvus_expr import all_of_exprs, check_expression
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -220,12 +220,8 @@ class LangChainBackend:
         a test of the primary key (langchain-milvus would send them to pymilvus beside the
         question's vector, which it refuses)."""
         written = to_milvus(where, self._dialect).expr
-        ids = _only_ids(kwargs)  # one id may be a string, as Chroma takes it
+        members = ids_expr(self._rows, kwargs.get(_ONLY_IDS))  # the engine holds them after
         kwargs = {k: v for k, v in kwargs.items() if k not in (*_RAW_EXPR_KEYS, _ONLY_IDS)}
-        members = None
-        if ids:  # an id no key can be is left out; the engine holds the ids after the search
-            pk, integer = primary_field(self._rows) or "pk", not _varchar_key(self._rows)
-            members = id_membership(pk, sorted(ids), integer=integer)
         expr = all_of_exprs([self._raw_expr, written, members])
         if expr is not None:
             kwargs["expr"] = expr
@@ -407,7 +403,7 @@ class LangChainBackend:
             ids,
             self._raw_expr,
             partitions=self._partitions,
-            integer=not _varchar_key(rows),
+            integer=not varchar_key(rows),
         )
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
@@ -546,7 +542,7 @@ def _milvus_documents(store: Any, ids: list[str]) -> dict[str, Document]:
 def _milvus_rows(store: Any, ids: list[str], fields: list[str]) -> list[dict[str, Any]]:
     """The rows of ``ids`` in a langchain-milvus collection, ``fields`` of each, in one query."""
     pk = str(store._primary_field)
-    query = query_by_id(store.collection_name, pk, ids, fields, integer=not _varchar_key(store))
+    query = query_by_id(store.collection_name, pk, ids, fields, integer=not varchar_key(store))
     if query is None:
         return []
     return store.client.query(**query, timeout=getattr(store, "timeout", None))
@@ -563,14 +559,6 @@ def _chroma_documents(store: Any, ids: list[str]) -> dict[str, Document]:
         for i, text, meta in found
         if text is not None
     }
-
-
-def _varchar_key(store: Any) -> bool:
-    """Whether a langchain-milvus collection's primary key is a string."""
-    from pymilvus import DataType
-
-    col = store.col
-    return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
 
 
 def _milvus_dimension(store: Any) -> int | None:

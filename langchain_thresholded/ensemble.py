@@ -32,7 +32,9 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langsmith.run_helpers import tracing_context
 
 from langchain_thresholded.faiss_window import first_window, wider_window
-from langchain_thresholded.scoring import is_faiss
+from langchain_thresholded.milvus import ids_expr
+from langchain_thresholded.scoring import is_faiss, is_milvus
+from thresholded.milvus_expr import all_of_exprs
 from thresholded.scores import ScoreKind
 
 Scored = list[tuple[Document, float | None]]
@@ -174,6 +176,7 @@ class RetrieverSource(VectorStore):
         """``retriever``, asked for ``k`` documents where ``resize`` is set and it can be: its
         own ``k`` would cap a search the engine widens (the filters hold after the search),
         and the sections within them farther out would never be reached."""
+        retriever = _ids_in_expr(retriever)
         if not self.resize:
             return retriever
         if isinstance(retriever, VectorStoreRetriever):
@@ -398,3 +401,16 @@ def _no_store_arguments(kwargs: dict[str, Any]) -> None:
             f"a retriever takes no store arguments, got {sorted(kwargs)}: give "
             "ThresholdedRetriever filters=..., or set filters on the inner retrievers"
         )
+
+
+def _ids_in_expr(retriever: BaseRetriever) -> BaseRetriever:
+    """A langchain-milvus ``as_retriever(search_kwargs={"ids": ...})`` with its ids as a test
+    of the primary key in its ``expr`` (:func:`~langchain_thresholded.milvus.ids_expr`):
+    its MMR search would send them to pymilvus beside the question's vector."""
+    if not isinstance(retriever, VectorStoreRetriever) or "ids" not in retriever.search_kwargs:
+        return retriever
+    if not is_milvus(retriever.vectorstore):
+        return retriever
+    kwargs = dict(retriever.search_kwargs)
+    expr = all_of_exprs([kwargs.get("expr"), ids_expr(retriever.vectorstore, kwargs.pop("ids"))])
+    return retriever.model_copy(update={"search_kwargs": {**kwargs, "expr": expr}})

@@ -58,6 +58,7 @@ from thresholded.milvus_collection import (
     refuse_read_metric,
     require_lite_file,
 )
+from thresholded.milvus_expr import id_membership
 from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
@@ -407,6 +408,26 @@ def _existing_settings(
             "leave metric= out to use its index, or pass overwrite=True to rebuild it"
         )
     return settings
+
+
+def varchar_key(store: Any) -> bool:
+    """Whether a langchain-milvus collection's primary key is a string."""
+    from pymilvus import DataType
+
+    col = store.col
+    return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
+
+
+def ids_expr(store: Any, ids: Any) -> str | None:
+    """A langchain-milvus store's ``search_kwargs["ids"]`` (one id as a string, as Chroma
+    takes it, or several) as a test of its primary key, which langchain-milvus would send
+    to pymilvus beside the question's vector, which it refuses. None: no ids, or none a
+    key can be (:func:`~thresholded.milvus_expr.id_membership`)."""
+    if not ids:
+        return None
+    given = [ids] if isinstance(ids, str) else sorted({str(i) for i in ids})
+    pk = str(getattr(store, "_primary_field", "pk"))
+    return id_membership(pk, given, integer=not varchar_key(store))
 
 
 def _ensure_orm_connection(store: Any) -> None:

@@ -40,3 +40,16 @@ def test_one_id_as_a_string_restricts_the_search_to_it(tmp_path: Path, ids: obje
     retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"ids": ids})
     found = retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))
     assert [[d.id for d in each] for each in found] == [["a0"], ["a0"]]
+
+
+@pytest.mark.parametrize("ids", ["a0", ["a0", "b0"]])
+def test_a_wrapped_mmr_retrievers_ids_restrict_its_search(tmp_path: Path, ids: object) -> None:
+    """langchain-milvus's MMR search sent them to pymilvus beside the vector: every call
+    failed with "Either ids or data must be provided, not both"."""
+    docs = [Document(id=i, page_content=f"near {i}") for i in ("a0", "a", "0", "b0")]
+    store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "m.db"), collection_name="c")
+    wrapped = store.as_retriever(search_type="mmr", search_kwargs={"ids": ids})
+    retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+    wanted = [ids] if isinstance(ids, str) else ids
+    for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
+        assert sorted(d.id for d in found) == wanted

@@ -50,7 +50,7 @@ from thresholded.milvus_async import is_remote_client
 from thresholded.milvus_collection import (
     checked_partitions,
     ids_matching,
-    query_by_id,
+    rows_by_id,
     vector_dims,
 )
 from thresholded.milvus_expr import all_of_exprs, check_expression
@@ -523,7 +523,8 @@ def _in_memory_vectors(store: InMemoryVectorStore, ids: list[str]) -> dict[str, 
 
 
 def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
-    """The vector field of ``ids`` in a langchain-milvus collection, in one query."""
+    """The vector field of ``ids`` in a langchain-milvus collection, in one query per batch
+    of ids."""
     pk, field = str(store._primary_field), store._vector_field
     if not isinstance(field, str):  # several vector fields (hybrid): which one is dense?
         return {}
@@ -540,12 +541,18 @@ def _milvus_documents(store: Any, ids: list[str]) -> dict[str, Document]:
 
 
 def _milvus_rows(store: Any, ids: list[str], fields: list[str]) -> list[dict[str, Any]]:
-    """The rows of ``ids`` in a langchain-milvus collection, ``fields`` of each, in one query."""
+    """The rows of ``ids`` in a langchain-milvus collection, ``fields`` of each, in one query
+    per batch of ids (:func:`~thresholded.milvus_collection.rows_by_id`)."""
     pk = str(store._primary_field)
-    query = query_by_id(store.collection_name, pk, ids, fields, integer=not varchar_key(store))
-    if query is None:
-        return []
-    return store.client.query(**query, timeout=getattr(store, "timeout", None))
+    return rows_by_id(
+        store.client.query,
+        store.collection_name,
+        pk,
+        ids,
+        fields,
+        integer=not varchar_key(store),
+        timeout=getattr(store, "timeout", None),
+    )
 
 
 def _chroma_documents(store: Any, ids: list[str]) -> dict[str, Document]:

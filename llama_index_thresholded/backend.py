@@ -53,7 +53,12 @@ from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_diale
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_async import async_client_per_loop, is_remote_client
-from thresholded.milvus_collection import checked_partitions, ids_matching, query_by_id
+from thresholded.milvus_collection import (
+    arows_by_id,
+    checked_partitions,
+    ids_matching,
+    rows_by_id,
+)
 from thresholded.milvus_expr import all_of_exprs, membership
 from thresholded.models import check_question_model
 from thresholded.policy import RetrievalPolicy, profiled_policy
@@ -356,8 +361,7 @@ class LlamaIndexBackend:
         Chroma's embeddings, else the nodes of a store that can read them back."""
         store = self._store
         if is_milvus_store(store):
-            query = _by_id(store, ids, [store.embedding_field])
-            return _milvus_vectors(store, store.client.query(**query) if query else [])
+            return _milvus_vectors(store, _by_id(store, ids, [store.embedding_field]))
         if is_named(store, "FaissVectorStore"):
             return faiss_vectors(store.client, self._index.index_struct.nodes_dict, ids)
         if is_named(store, "ChromaVectorStore"):
@@ -369,8 +373,7 @@ class LlamaIndexBackend:
     async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         store = self._store
         if is_milvus_store(store):
-            query = _by_id(store, ids, [store.embedding_field])
-            return _milvus_vectors(store, await store.aclient.query(**query) if query else [])
+            return _milvus_vectors(store, await _aby_id(store, ids, [store.embedding_field]))
         if is_named(store, "FaissVectorStore") or is_named(store, "ChromaVectorStore"):
             return self.fetch_vectors(ids)  # in memory, or Chroma's local client
         if not self._store_can_fetch:
@@ -380,8 +383,7 @@ class LlamaIndexBackend:
     def _store_nodes(self, ids: list[str]) -> list[BaseNode]:
         store = self._store
         if is_milvus_store(store):
-            query = _by_id(store, ids, ["*"])
-            return _milvus_nodes(store, store.client.query(**query) if query else [])
+            return _milvus_nodes(store, _by_id(store, ids, ["*"]))
         try:
             return self._store.get_nodes(node_ids=ids)
         except NotImplementedError:
@@ -391,8 +393,7 @@ class LlamaIndexBackend:
     async def _astore_nodes(self, ids: list[str]) -> list[BaseNode]:
         store = self._store
         if is_milvus_store(store):
-            query = _by_id(store, ids, ["*"])
-            return _milvus_nodes(store, await store.aclient.query(**query) if query else [])
+            return _milvus_nodes(store, await _aby_id(store, ids, ["*"]))
         try:
             return await self._store.aget_nodes(node_ids=ids)
         except NotImplementedError:
@@ -776,9 +777,13 @@ def _milvus_result(store: Any, hits: Any) -> VectorStoreQueryResult:
     return VectorStoreQueryResult(nodes=nodes, similarities=similarities, ids=ids)
 
 
-def _by_id(store: Any, ids: list[str], fields: list[str]) -> dict[str, Any] | None:
-    """A Milvus query for ``fields`` of the rows of ``ids`` (None: no row can have them)."""
-    return query_by_id(store.collection_name, "id", ids, fields)
+def _by_id(store: Any, ids: list[str], fields: list[str]) -> list[Mapping[str, Any]]:
+    """``fields`` of the rows of ``ids`` in a Milvus collection (:func:`rows_by_id`)."""
+    return rows_by_id(store.client.query, store.collection_name, "id", ids, fields)
+
+
+async def _aby_id(store: Any, ids: list[str], fields: list[str]) -> list[Mapping[str, Any]]:
+    return await arows_by_id(store.aclient.query, store.collection_name, "id", ids, fields)
 
 
 def _milvus_nodes(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[BaseNode]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +196,12 @@ def _check_partition_name(name: str, *, argument: str) -> None:
         )
 
 
+ID_BATCH = 8192
+"""The most ids one query by id asks for: a query returns at most 16,383 rows on Milvus Lite
+whatever its filter matches, and takes a limit of at most 16,384, so the rows of more ids
+are read in batches (a batch's rows fit, an id held by a second row too)."""
+
+
 def ids_matching(
     client: Any,
     collection_name: str,
@@ -207,39 +213,71 @@ def ids_matching(
     integer: bool = False,
 ) -> set[str]:
     """The ids among ``ids`` whose rows satisfy the raw expression ``expr`` and lie in
-    ``partitions`` (either None: any), in one query: how sections fetched by id (neighbours,
-    parent summaries) are held to restrictions only the engine can read. A section the
-    collection does not hold satisfies nothing. ``integer``: the field holds integers."""
-    from thresholded.milvus_expr import id_membership
+    ``partitions`` (either None: any), in one query per :data:`ID_BATCH` ids: how sections
+    fetched by id (neighbours, parent summaries) are held to restrictions only the engine
+    can read. A section the collection does not hold satisfies nothing. ``integer``: the
+    field holds integers."""
+    found: set[str] = set()
+    for members, batch in _memberships(id_field, ids, integer):
+        rows = client.query(
+            collection_name,
+            filter=f"({expr}) and ({members})" if expr else members,
+            output_fields=[id_field],
+            limit=len(batch),
+            **({"partition_names": list(partitions)} if partitions else {}),
+        )
+        found.update(str(row[id_field]) for row in rows)
+    return found
 
-    members = id_membership(id_field, ids, integer=integer)
-    if members is None:
-        return set()
-    rows = client.query(
-        collection_name,
-        filter=f"({expr}) and ({members})" if expr else members,
-        output_fields=[id_field],
-        limit=len(ids),
-        **({"partition_names": list(partitions)} if partitions else {}),
-    )
-    return {str(row[id_field]) for row in rows}
+
+def rows_by_id(
+    query: Callable[..., Iterable[Mapping[str, Any]]], *args: Any, **kwargs: Any
+) -> list[Mapping[str, Any]]:
+    """The rows of ids, read with ``query`` (a ``MilvusClient``'s) in the queries of
+    :func:`queries_by_id`, given its arguments."""
+    return [row for each in queries_by_id(*args, **kwargs) for row in query(**each)]
 
 
-def query_by_id(
+async def arows_by_id(
+    query: Callable[..., Awaitable[Iterable[Mapping[str, Any]]]], *args: Any, **kwargs: Any
+) -> list[Mapping[str, Any]]:
+    """:func:`rows_by_id` with an ``AsyncMilvusClient``'s ``query``."""
+    rows: list[Mapping[str, Any]] = []
+    for each in queries_by_id(*args, **kwargs):
+        rows.extend(await query(**each))
+    return rows
+
+
+def queries_by_id(
     collection_name: str,
     id_field: str,
     ids: list[str],
     output_fields: list[str],
     *,
     integer: bool = False,
-) -> dict[str, Any] | None:
-    """The arguments of one Milvus query for the rows of ``ids`` (None: no row can have
-    any of them). Not pymilvus's ``ids=``, which writes each string between quotes as it
-    is: an id a section links to (``x'] or id in ['``) would change what the query reads,
-    or break it for the whole hop."""
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """The arguments of the Milvus queries for the rows of ``ids``, ``output_fields`` of each:
+    one per :data:`ID_BATCH` ids, ``options`` (``timeout``) in each. Not pymilvus's
+    ``ids=``, which writes each string between quotes as it is: an id a section links to
+    (``x'] or id in ['``) would change what the query reads, or break it for the whole hop;
+    an id no row can have is not asked for. ``integer``: the field holds integers."""
+    return [
+        {
+            "collection_name": collection_name,
+            "filter": members,
+            "output_fields": output_fields,
+            **options,
+        }
+        for members, _ in _memberships(id_field, ids, integer)
+    ]
+
+
+def _memberships(id_field: str, ids: list[str], integer: bool) -> list[tuple[str, list[str]]]:
+    """``id_field in [...]`` for each batch of :data:`ID_BATCH` ids, with the batch; a batch
+    of ids no row can have is left out."""
     from thresholded.milvus_expr import id_membership
 
-    members = id_membership(id_field, ids, integer=integer)
-    if members is None:
-        return None
-    return {"collection_name": collection_name, "filter": members, "output_fields": output_fields}
+    batches = [ids[i : i + ID_BATCH] for i in range(0, len(ids), ID_BATCH)]
+    tests = [(id_membership(id_field, batch, integer=integer), batch) for batch in batches]
+    return [(members, batch) for members, batch in tests if members is not None]

@@ -42,9 +42,17 @@ _CONNECT_FAILED = 2
 """pymilvus' code for a connection that could not be made (Milvus: "service unavailable")."""
 _RATE_LIMITED = 8
 """Milvus' code for a request refused by its rate limiter."""
-_TRANSIENT_CODES = frozenset({_CONNECT_FAILED, _RATE_LIMITED})
+_CHANNEL_NOT_AVAILABLE = 503
+"""Milvus' code for a collection no query node serves at the moment ("channel not available").
 
-_TRANSIENT_COMPATIBLE = frozenset({"ConnectFailed", "RateLimit", "NotReadyServe"})
+A server answers it while it recovers from a stall or a restart, until a query node
+serves the collection again; each attempt still has its deadline.
+"""
+_TRANSIENT_CODES = frozenset({_CONNECT_FAILED, _RATE_LIMITED, _CHANNEL_NOT_AVAILABLE})
+
+_TRANSIENT_COMPATIBLE = frozenset(
+    {"ConnectFailed", "RateLimit", "NotReadyServe", "NoReplicaAvailable"}
+)
 """Milvus' older ``ErrorCode`` names for the same conditions (a server that is not ready yet)."""
 
 
@@ -87,8 +95,9 @@ def is_transient(error: BaseException) -> bool:
     from: Python's ``TimeoutError`` and ``ConnectionError``; pymilvus'
     ``ConnectError`` and ``MilvusUnavailableException``; a gRPC status of
     UNAVAILABLE or DEADLINE_EXCEEDED, on a ``grpc.RpcError`` or carried by a
-    ``MilvusException``; Milvus' codes for a failed connection, a rate limit and a
-    server not ready yet. Never by the message: its text may quote a filter value
+    ``MilvusException``; Milvus' codes for a failed connection, a rate limit, a
+    server not ready yet and a collection no query node serves while it recovers.
+    Never by the message: its text may quote a filter value
     (``"connection refused"``) of a request that will fail however often it is sent.
     """
     return any(_is_transient_itself(e) for e in _chain(error))

@@ -19,7 +19,6 @@ collection fails, the call raises. Only the given stores are ever searched.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple, cast
 
@@ -56,6 +55,7 @@ from thresholded.fanout import (
     CollectionSearchError,
     CollectionStatus,
     WorkerPool,
+    WorkerPools,
     check_one_model,
     check_unique_names,
 )
@@ -190,12 +190,8 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
         "neighbours=...))",
     )
 
-    _pools: dict[int, WorkerPool] = PrivateAttr(default_factory=dict)
-    """The thread pool of each size (``max_workers``), threads started at its first task. A
-    copy (each call a config sets fields of searches one) shares them, as it shares the
-    lock: its calls share the retriever's threads, and ``close()`` reaches them."""
-    _pool_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    """Held while a pool is made or shut down: concurrent first calls share one."""
+    _pools: WorkerPools = PrivateAttr(default_factory=WorkerPools)
+    """The thread pools of each ``max_workers``, shared by copies (:class:`WorkerPools`)."""
 
     @field_validator("collections", mode="before")
     @classmethod
@@ -348,10 +344,7 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
         still waiting for a thread (they are cancelled); call it again. A copy
         (``model_copy``, a call configured by its config) shares the threads: closing either
         shuts them down for both."""
-        with self._pool_lock:
-            pools = list(self._pools.values())
-        for pool in pools:
-            pool.shutdown(wait=False, cancel_futures=True)
+        self._pools.shutdown()
 
     # One call ------------------------------------------------------------------------
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
@@ -379,11 +372,7 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
         )
 
     def _executor(self) -> WorkerPool:
-        size = pool_size(self.max_workers, len(self.collections))
-        with self._pool_lock:
-            if size not in self._pools:
-                self._pools[size] = WorkerPool(size)
-            return self._pools[size]
+        return self._pools.of_size(pool_size(self.max_workers, len(self.collections)))
 
 
 class _Member(NamedTuple):

@@ -28,10 +28,11 @@ from concurrent.futures import (
     wait,
 )
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, Self, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 from thresholded import metadata_keys
 from thresholded.errors import ModelMismatchError, RetrieverClosedError, ThresholdedError
+from thresholded.guarded import Guarded
 from thresholded.models import ModelId
 from thresholded.policy import RetrievalPolicy
 from thresholded.selection import Selection, select
@@ -166,10 +167,12 @@ class ClosedByWith:
         self.close()  # type: ignore[attr-defined]
 
 
-class WorkerPool(Executor):
+class WorkerPool(Guarded, Executor):
     """A multi-collection retriever's thread pool: its threads are started at its first task,
     and again at the first task after ``shutdown``, so a retriever that was closed
     (``close()``, the end of its ``with`` block) searches again when it is called."""
+
+    _not_copied: ClassVar = {"_pool": lambda: None}  # a copy starts threads of its own
 
     def __init__(self, max_workers: int, thread_name_prefix: str = "multi-collection") -> None:
         self._max_workers = max_workers
@@ -190,6 +193,34 @@ class WorkerPool(Executor):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+class WorkerPools(Guarded):
+    """A retriever's thread pools, one per size (``max_workers``), each made at its first use.
+
+    A copy of the retriever (``model_copy``, a call configured by its config) shares them,
+    so its calls share the threads and ``close()`` reaches them; a deep copy gets pools of
+    its own.
+    """
+
+    _not_copied: ClassVar = {"_pools": dict}
+
+    def __init__(self) -> None:
+        self._pools: dict[int, WorkerPool] = {}
+        self._lock = threading.Lock()  # held while a pool is made: first calls share one
+
+    def of_size(self, size: int) -> WorkerPool:
+        with self._lock:
+            if size not in self._pools:
+                self._pools[size] = WorkerPool(size)
+            return self._pools[size]
+
+    def shutdown(self) -> None:
+        """Shut every pool down, cancelling the searches still waiting for a thread."""
+        with self._lock:
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 # Running the searches --------------------------------------------------------------------

@@ -23,13 +23,15 @@ from __future__ import annotations
 import logging
 import threading
 
+from thresholded.guarded import Guarded
+
 logger = logging.getLogger(__name__)
 
 PUSHDOWN_EPSILON = 1e-6
 """Margin below the floor: float32 rounds scores near 1 by about 6e-8."""
 
 
-class PushdownSwitch:
+class PushdownSwitch(Guarded):
     """Whether one collection still pushes its floor; turned off once an engine refuses."""
 
     def __init__(self, enabled: bool) -> None:

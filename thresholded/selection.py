@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from thresholded.errors import NonCosineScoreError, ScoreRangeError
 from thresholded.gate import best_similarity, gate_is_on, gate_passes
+from thresholded.guarded import Guarded
 from thresholded.policy import RetrievalPolicy
 from thresholded.scores import COSINE_RANGE_TOLERANCE, ScoreKind, is_valid_score
 
@@ -437,7 +438,7 @@ _BUDGET_NAMES = {
 }
 
 
-class Remembered:
+class Remembered(Guarded):
     """The keys seen most recently, ``most`` of them at most: each is new the first time
     it is seen, and again once it has been forgotten (the least recently seen go first).
     Safe to share between threads.

@@ -202,17 +202,17 @@ def test_collections_are_searched_concurrently(corpus):
 def test_concurrent_first_calls_share_one_thread_pool(two, monkeypatch):
     """The pool is made at the first call: two first calls at once made one each, and the
     one that lost the race was never shut down."""
-    from langchain_thresholded import multi_collection
+    from thresholded import fanout
 
     made = []
 
-    class SlowPool(multi_collection.WorkerPool):
+    class SlowPool(fanout.WorkerPool):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             made.append(self)
             threading.Event().wait(0.05)  # both calls reach the pool before either has one
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(multi_collection, "WorkerPool", SlowPool)
+    monkeypatch.setattr(fanout, "WorkerPool", SlowPool)
     retriever = MultiCollectionRetriever(collections=specs(*two))
     calls = [threading.Thread(target=retriever.invoke, args=(QUERY,)) for _ in range(2)]
     for call in calls:
@@ -248,11 +248,11 @@ def test_calls_configured_by_their_config_share_the_retriever_s_thread_pool(two,
 def test_a_with_block_closes_it_as_in_llama_index(two, monkeypatch):
     """The README's "``close()`` (or the end of a ``with`` block)" was a TypeError here:
     "'MultiCollectionRetriever' object does not support the context manager protocol"."""
-    from langchain_thresholded import multi_collection
+    from thresholded import fanout
 
     made = []
 
-    class CountedPool(multi_collection.WorkerPool):
+    class CountedPool(fanout.WorkerPool):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             made.append(self)
             super().__init__(*args, **kwargs)
@@ -261,7 +261,7 @@ def test_a_with_block_closes_it_as_in_llama_index(two, monkeypatch):
             made.append("shut down")
             super().shutdown(*args, **kwargs)
 
-    monkeypatch.setattr(multi_collection, "WorkerPool", CountedPool)
+    monkeypatch.setattr(fanout, "WorkerPool", CountedPool)
     with MultiCollectionRetriever(collections=specs(*two)) as retriever:
         assert kept(retriever.retrieve_with_report(QUERY))
     assert made[1:] == ["shut down"]
@@ -705,3 +705,14 @@ def test_an_attachment_setting_says_each_collection_s_retriever_takes_it(argumen
     that the keyword was unexpected."""
     with pytest.raises(TypeError, match=rf"'{argument}' \(.*ThresholdedRetriever\(.*docstore="):
         MultiCollectionRetriever(collections=[], **{argument: 1})
+
+
+def test_a_deep_copy_searches_alike_with_threads_of_its_own(two):
+    """``model_copy(deep=True)`` failed: "cannot pickle '_thread.lock' object"."""
+    retriever = MultiCollectionRetriever(collections=specs(*two), max_workers=2)
+    expected = kept(retriever.retrieve_with_report(QUERY))
+    copied = retriever.model_copy(deep=True)
+    assert kept(copied.retrieve_with_report(QUERY)) == expected
+    assert copied._executor() is not retriever._executor()  # closed by its own close()
+    copied.close()
+    retriever.close()

@@ -52,6 +52,7 @@ from thresholded.fanout import (
 )
 from thresholded.filters import Filter, all_of, matches, none_match
 from thresholded.filters.model import check_keys, check_not_marks
+from thresholded.gate import gate_is_on
 from thresholded.metadata_keys import COLLECTION, COLLECTION_HINT, NOT_STORED
 from thresholded.models import ModelId, check_named_model
 from thresholded.norms import check_stored_norms
@@ -857,12 +858,15 @@ class Result(Generic[T]):
     @property
     def emptied_by(self) -> str | None:
         """Why nothing was kept (see ``Selection.emptied_by``); a floor pushed down into the
-        engine drops below-floor results before they come back, so it counts as the floor.
-        ``empty`` when no search held anything back and none returned a section: the
-        collections hold none, and there is no filter to blame."""
+        engine drops below-floor results before they come back, so it counts as the floor,
+        or as the gate when the gate stands at or above that floor (the gate is judged
+        first, as on the client). ``empty`` when no search held anything back and none
+        returned a section: the collections hold none, and there is no filter to blame."""
         why = self.selection.emptied_by
-        if why == "filters" and any(s.pushdown for s in self.collections):
-            return "floor"
+        pushed = [s.min_similarity for s in self.collections if s.pushdown]
+        if why == "filters" and pushed:
+            gate = self.selection.gate
+            return "gate" if gate_is_on(gate) and gate >= max(pushed) else "floor"
         if why == "filters" and not self.held_back:
             return "empty"
         return why

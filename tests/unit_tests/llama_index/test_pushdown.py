@@ -15,7 +15,7 @@ import pytest
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
 
-from llama_index_thresholded import ThresholdedRetriever
+from llama_index_thresholded import MultiCollectionRetriever, ThresholdedRetriever
 from llama_index_thresholded.pushdown import PUSHDOWN_EPSILON, range_search_kwargs
 from thresholded import NotUnitVectorError, ScoreRangeError
 
@@ -316,3 +316,23 @@ def test_under_ip_a_short_vector_below_the_floor_is_refused_with_or_without_push
     retriever = ThresholdedRetriever(index, _policy(kit), neighbours=0, pushdown=pushdown)
     with pytest.raises(NotUnitVectorError, match=r"section 'hidden' is stored with norm 0\.3000"):
         retriever.retrieve(kit.QUESTION)
+
+
+@pytest.mark.parametrize(("floor", "gate", "why"), [(0.97, 0.98, "gate"), (0.97, 0.5, "floor")])
+def test_an_emptied_search_names_the_same_rule_with_the_floor_pushed_down(
+    kit, index, floor, gate, why
+):
+    """Nothing clears the floor (the best cosine is 0.95). Searched on the client, the gate
+    is what emptied it when it stands at or above the floor; the pushed-down search said
+    ``floor`` whatever the gate, so an application reading ``emptied_by`` told two stories
+    for one collection and one question."""
+    policy = kit.policy(min_similarity=floor, min_top_similarity=gate, top_k=20, over_fetch=1)
+    for kind, searched in ((ThresholdedRetriever, index), (MultiCollectionRetriever, [index])):
+        reports = [
+            kind(searched, policy, neighbours=0, pushdown=pushdown).retrieve_with_report(
+                kit.QUESTION
+            )
+            for pushdown in (True, False)
+        ]
+        assert [r.emptied_by for r in reports] == [why, why]
+        assert not reports[0].dropped  # the engine dropped them: the floor was pushed down

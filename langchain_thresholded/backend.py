@@ -23,7 +23,13 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
-from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
+from langchain_thresholded._documents import (
+    document_id,
+    marked_copy,
+    search_ids,
+    source_of,
+    stored_id,
+)
 from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of, unbound
 from langchain_thresholded.faiss_window import first_window, wider_window
 from langchain_thresholded.filters import to_filter
@@ -677,10 +683,8 @@ def no_score_threshold(search_kwargs: Mapping[str, Any]) -> None:
 
 def _only_ids(search_kwargs: Mapping[str, Any]) -> frozenset[str] | None:
     """The ids a store's arguments limit a search to (one id or a list); None: any."""
-    given = search_kwargs.get(_ONLY_IDS)
-    if given is None:
-        return None
-    return frozenset([given] if isinstance(given, str) else (str(i) for i in given))
+    given = search_ids(search_kwargs.get(_ONLY_IDS))
+    return None if given is None else frozenset(given)
 
 
 def _wrapped_retriever(store: VectorStore) -> VectorStoreRetriever | None:

@@ -45,6 +45,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
+from langchain_thresholded._documents import search_ids
 from thresholded.errors import UnsupportedMetricError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
@@ -420,14 +421,15 @@ def varchar_key(store: Any) -> bool:
 
 def ids_expr(store: Any, ids: Any) -> str | None:
     """A langchain-milvus store's ``search_kwargs["ids"]`` (one id as a string, as Chroma
-    takes it, or several) as a test of its primary key, which langchain-milvus would send
-    to pymilvus beside the question's vector, which it refuses. None: no ids, or none a
-    key can be (:func:`~thresholded.milvus_expr.id_membership`)."""
-    if not ids:
+    takes it, or several: :func:`~langchain_thresholded._documents.search_ids`) as a test of
+    its primary key, which langchain-milvus would send to pymilvus beside the question's
+    vector, which it refuses. None: no ids, or none a key can be
+    (:func:`~thresholded.milvus_expr.id_membership`)."""
+    given = search_ids(ids)
+    if not given:
         return None
-    given = [ids] if isinstance(ids, str) else sorted({str(i) for i in ids})
     pk = str(getattr(store, "_primary_field", "pk"))
-    return id_membership(pk, given, integer=not varchar_key(store))
+    return id_membership(pk, sorted(set(given)), integer=not varchar_key(store))
 
 
 def _ensure_orm_connection(store: Any) -> None:

@@ -53,3 +53,11 @@ def test_a_wrapped_mmr_retrievers_ids_restrict_its_search(tmp_path: Path, ids: o
     wanted = [ids] if isinstance(ids, str) else ids
     for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
         assert sorted(d.id for d in found) == wanted
+
+
+def test_an_int_as_ids_is_refused_naming_ids(tmp_path: Path) -> None:
+    """It failed with a bare "'int' object is not iterable"."""
+    docs = [Document(id="a0", page_content="near a0")]
+    store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "i.db"), collection_name="c")
+    with pytest.raises(TypeError, match=r"search_kwargs\['ids'\] .*list of ids"):
+        ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"ids": 5})

@@ -801,10 +801,16 @@ def _check_members(store: VectorStore) -> None:
     if not _wraps_an_ensemble(store):
         return
     for member, search_kwargs in _store_members(store.retriever):
+        milvus = is_milvus(member.vectorstore)
         _check_filters_read(
-            member.vectorstore, search_kwargs, "a member's ", search_type=member.search_type
+            member.vectorstore,
+            search_kwargs,
+            "a member's ",
+            held=frozenset({_ONLY_IDS}) if milvus else frozenset(),  # a test of its key
+            search_type=member.search_type,
         )
-        if is_milvus(member.vectorstore):
+        if milvus:
+            search_ids(search_kwargs.get(_ONLY_IDS), "a member's ")
             partitions = search_kwargs.get(_PARTITIONS)
             checked_partitions(partitions, argument=f"a member's {_PARTITIONS}")
 
@@ -868,9 +874,10 @@ def _check_filters_read(
     search_type: str = "similarity",
 ) -> None:
     """Refuse a store filter the store's search does not read, but those the engine holds
-    itself (``held``: the retriever's own ``ids``, not an ensemble member's): a store drops
-    unknown arguments without a word (``where`` on Milvus or an ``InMemoryVectorStore``), so
-    the restriction would not hold and every document would come back."""
+    itself (``held``: the retriever's own ``ids``; a Milvus ensemble member's, a test of its
+    key in its expression): a store drops unknown arguments without a word (``where`` on
+    Milvus or an ``InMemoryVectorStore``), so the restriction would not hold and every
+    document would come back."""
     read = _filters_read(store)
     if read is None:
         return

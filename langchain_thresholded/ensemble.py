@@ -32,7 +32,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langsmith.run_helpers import tracing_context
 
 from langchain_thresholded.faiss_window import first_window, wider_window
-from langchain_thresholded.milvus import ids_expr
+from langchain_thresholded.milvus import ids_admit_no_row, ids_expr
 from langchain_thresholded.scoring import is_faiss, is_milvus
 from thresholded.milvus_expr import all_of_exprs
 from thresholded.scores import ScoreKind
@@ -406,11 +406,24 @@ def _no_store_arguments(kwargs: dict[str, Any]) -> None:
 def _ids_in_expr(retriever: BaseRetriever) -> BaseRetriever:
     """A langchain-milvus ``as_retriever(search_kwargs={"ids": ...})`` with its ids as a test
     of the primary key in its ``expr`` (:func:`~langchain_thresholded.milvus.ids_expr`):
-    its MMR search would send them to pymilvus beside the question's vector."""
+    its search would send them to pymilvus beside the question's vector. Ids that name no
+    row (an empty list) find nothing, without a search: Milvus takes no ``pk in []``."""
     if not isinstance(retriever, VectorStoreRetriever) or "ids" not in retriever.search_kwargs:
         return retriever
     if not is_milvus(retriever.vectorstore):
         return retriever
+    if ids_admit_no_row(retriever.vectorstore, retriever.search_kwargs["ids"]):
+        return _NoDocuments()
     kwargs = dict(retriever.search_kwargs)
     expr = all_of_exprs([kwargs.get("expr"), ids_expr(retriever.vectorstore, kwargs.pop("ids"))])
     return retriever.model_copy(update={"search_kwargs": {**kwargs, "expr": expr}})
+
+
+class _NoDocuments(BaseRetriever):
+    """What a Milvus retriever restricted to ids that name no row finds: nothing."""
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return []
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return []

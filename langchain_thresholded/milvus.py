@@ -424,12 +424,19 @@ def ids_expr(store: Any, ids: Any) -> str | None:
     takes it, or several: :func:`~langchain_thresholded._documents.search_ids`) as a test of
     its primary key, which langchain-milvus would send to pymilvus beside the question's
     vector, which it refuses. None: no ids, or none a key can be
-    (:func:`~thresholded.milvus_expr.id_membership`)."""
+    (:func:`~thresholded.milvus_expr.id_membership`; :func:`ids_admit_no_row` tells which)."""
     given = search_ids(ids)
     if not given:
         return None
     pk = str(getattr(store, "_primary_field", "pk"))
     return id_membership(pk, sorted(set(given)), integer=not varchar_key(store))
+
+
+def ids_admit_no_row(store: Any, ids: Any) -> bool:
+    """Whether a langchain-milvus store's ``search_kwargs["ids"]`` name no row it can hold:
+    an empty list, or ids none of which its primary key can be (Milvus cannot be asked for
+    ``pk in []``: a search restricted to them finds nothing without being made)."""
+    return search_ids(ids) is not None and ids_expr(store, ids) is None
 
 
 def _ensure_orm_connection(store: Any) -> None:

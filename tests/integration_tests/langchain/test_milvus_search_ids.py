@@ -61,3 +61,24 @@ def test_an_int_as_ids_is_refused_naming_ids(tmp_path: Path) -> None:
     store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "i.db"), collection_name="c")
     with pytest.raises(TypeError, match=r"search_kwargs\['ids'\] .*list of ids"):
         ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"ids": 5})
+
+
+@pytest.mark.parametrize("search_type", ["similarity", "mmr"])
+@pytest.mark.parametrize("ids", ["a0", ["a0", "b0"], []])
+def test_an_ensemble_members_ids_restrict_its_search(
+    tmp_path: Path, search_type: str, ids: object
+) -> None:
+    """The member was refused: its ids were said to be dropped by Milvus, which the
+    retriever's own ids are not (a test of the primary key in its expr). An empty list
+    names no row: the member finds nothing."""
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    docs = [Document(id=i, page_content=f"near {i}") for i in ("a0", "a", "0", "b0")]
+    store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "e.db"), collection_name="c")
+    member = store.as_retriever(search_type=search_type, search_kwargs={"ids": ids, "k": 10})
+    other = store.as_retriever(search_kwargs={"ids": ["a"], "k": 10})
+    ensemble = EnsembleRetriever(retrievers=[member, other])
+    retriever = ThresholdedRetriever.from_retriever(ensemble, policy=POLICY)
+    wanted = sorted([*([ids] if isinstance(ids, str) else ids), "a"])
+    for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
+        assert sorted(str(d.metadata["pk"]) for d in found) == wanted

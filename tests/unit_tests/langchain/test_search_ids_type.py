@@ -35,3 +35,17 @@ def test_one_id_or_a_collection_of_ids_is_taken(corpus, ids):
         vectorstore=kept.store, policy=POLICY, search_kwargs={"ids": ids}
     ).invoke(QUERY)
     assert [d.page_content for d in found] == ["pub"]
+
+
+@pytest.mark.parametrize(("wrapped", "given"), [("pub", ["pub"]), (["pub"], "pub")])
+def test_one_id_as_a_string_and_a_list_of_it_restrict_alike_in_from_retriever(
+    corpus, wrapped, given
+):
+    """``from_retriever`` refused them as one replacing the other."""
+    store = two(corpus).store
+    retriever = ThresholdedRetriever.from_retriever(
+        store.as_retriever(search_kwargs={"ids": wrapped}),
+        policy=POLICY,
+        search_kwargs={"ids": given},
+    )
+    assert [d.page_content for d in retriever.invoke(QUERY)] == ["pub"]

@@ -59,7 +59,7 @@ from thresholded.milvus_collection import (
     refuse_read_metric,
     require_lite_file,
 )
-from thresholded.milvus_expr import id_membership
+from thresholded.milvus_expr import all_of_exprs, check_expression, id_membership
 from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
@@ -417,6 +417,41 @@ def varchar_key(store: Any) -> bool:
 
     col = store.col
     return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
+
+
+RAW_EXPR_KEYS = ("expr", "filter")
+"""Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
+
+
+def in_one_expr(store: Any, search_kwargs: Mapping[str, Any], *exprs: str | None) -> dict[str, Any]:
+    """A langchain-milvus store's search arguments with every restriction in one ``expr``:
+    its raw ``expr`` and ``filter`` (:func:`raw_exprs`), verbatim, AND ``exprs``, AND its
+    ``ids`` as a test of its primary key (:func:`ids_expr`). langchain-milvus sends a
+    ``filter`` to pymilvus beside its own ``filter=expr``, and ids beside the question's
+    vector, and pymilvus refuses both."""
+    members = ids_expr(store, search_kwargs.get("ids"))
+    kept = {k: v for k, v in search_kwargs.items() if k not in (*RAW_EXPR_KEYS, "ids")}
+    expr = all_of_exprs([*raw_exprs(search_kwargs), *exprs, members])
+    return kept if expr is None else {**kept, "expr": expr}
+
+
+def raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:
+    """The raw Milvus expressions in a Milvus store's arguments: its ``expr`` and its
+    ``filter``, each of which must hold (an empty one is none). Anything else there is not an
+    expression Milvus could read, and is refused rather than left out."""
+    found = []
+    for key in RAW_EXPR_KEYS:
+        value = search_kwargs.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        if not isinstance(value, str):
+            raise TypeError(
+                f"search_kwargs[{key!r}] of a Milvus store must be a Milvus boolean expression "
+                f"string, got {type(value).__name__} {value!r}: give a structured filter as "
+                "filters=... (e.g. {'doc_type': 'public'})"
+            )
+        found.append(check_expression(value))
+    return found
 
 
 def ids_expr(store: Any, ids: Any) -> str | None:

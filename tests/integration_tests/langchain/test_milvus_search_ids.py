@@ -82,3 +82,27 @@ def test_an_ensemble_members_ids_restrict_its_search(
     wanted = sorted([*([ids] if isinstance(ids, str) else ids), "a"])
     for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
         assert sorted(str(d.metadata["pk"]) for d in found) == wanted
+
+
+@pytest.mark.parametrize(
+    ("search_type", "in_ensemble"), [("mmr", False), ("similarity", True), ("mmr", True)]
+)
+def test_a_searched_retrievers_filter_expression_restricts_its_search(
+    tmp_path: Path, search_type: str, in_ensemble: bool
+) -> None:
+    """langchain-milvus sends a retriever's ``search_kwargs={"filter": ...}`` to pymilvus
+    beside its own ``filter=expr``: every call of a wrapped MMR retriever or an ensemble
+    member holding one failed with "got multiple values for keyword argument 'filter'". It
+    holds in the ``expr``, with the retriever's own ``expr`` and ``ids``."""
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    docs = [Document(id=i, page_content=f"near {i}") for i in ("a0", "a", "0", "b0")]
+    store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "f.db"), collection_name="c")
+    searched = store.as_retriever(
+        search_type=search_type,
+        search_kwargs={"filter": 'pk != "b0"', "expr": 'pk != "0"', "ids": ["a0", "b0", "0"]},
+    )
+    wrapped = EnsembleRetriever(retrievers=[searched]) if in_ensemble else searched
+    retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+    for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
+        assert [str(d.metadata["pk"]) for d in found] == ["a0"]

@@ -23,11 +23,23 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 
-from langchain_thresholded._documents import document_id, marked_copy, source_of, stored_id
+from langchain_thresholded._documents import (
+    document_id,
+    marked_copy,
+    search_ids,
+    source_of,
+    stored_id,
+)
 from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of, unbound
 from langchain_thresholded.faiss_window import first_window, wider_window
 from langchain_thresholded.filters import to_filter
-from langchain_thresholded.milvus import _ensure_orm_connection, ids_expr, varchar_key
+from langchain_thresholded.milvus import (
+    RAW_EXPR_KEYS,
+    _ensure_orm_connection,
+    in_one_expr,
+    raw_exprs,
+    varchar_key,
+)
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
@@ -53,7 +65,7 @@ from thresholded.milvus_collection import (
     rows_by_id,
     vector_dims,
 )
-from thresholded.milvus_expr import all_of_exprs, check_expression
+from thresholded.milvus_expr import all_of_exprs
 from thresholded.provenance import Asked, register
 from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
@@ -62,8 +74,6 @@ from thresholded.stored_vectors import chroma_vectors, faiss_vectors
 from thresholded.strict import near_misses
 from thresholded.wrapped import restricts
 
-_RAW_EXPR_KEYS = ("expr", "filter")
-"""Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
 _ONLY_IDS = "ids"
 """Where a Chroma store's arguments limit a search to the sections of the listed ids."""
 _PARTITIONS = "partition_names"
@@ -72,7 +82,7 @@ _EXPR_PARAMS = "filter_params"
 """Where a langchain-milvus store's arguments give the values of a raw expression's
 placeholders (``doc_type == {t}``): they decide what it restricts to."""
 STORE_FILTER_KEYS = frozenset(
-    {*_RAW_EXPR_KEYS, "where", "where_document", _ONLY_IDS, _PARTITIONS, _EXPR_PARAMS}
+    {*RAW_EXPR_KEYS, "where", "where_document", _ONLY_IDS, _PARTITIONS, _EXPR_PARAMS}
 )
 """Store arguments that limit what a search returns: the retriever's own, never a call's,
 never replaced."""
@@ -128,7 +138,7 @@ class LangChainBackend:
         wrapped = _wrapped_retriever(store)
         self._rows = rows_store(store)
         rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
-        self._raw_expr = all_of_exprs(_raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
+        self._raw_expr = all_of_exprs(raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
         self._only_ids = _only_ids(rows_kwargs)
         self._store_filtered = _store_restricted(rows_kwargs)
@@ -215,17 +225,11 @@ class LangChainBackend:
                 _check_not_primary_key(searched, where)
 
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
-        """Milvus reads one ``expr``: the retriever's raw expressions (its ``expr`` and its
-        ``filter``, both), verbatim, AND the filters written by the core, AND its ``ids`` as
-        a test of the primary key (langchain-milvus would send them to pymilvus beside the
-        question's vector, which it refuses)."""
+        """Milvus reads one ``expr``: the retriever's own restrictions
+        (:func:`~langchain_thresholded.milvus.in_one_expr`) AND the filters written by the
+        core."""
         written = to_milvus(where, self._dialect).expr
-        members = ids_expr(self._rows, kwargs.get(_ONLY_IDS))  # the engine holds them after
-        kwargs = {k: v for k, v in kwargs.items() if k not in (*_RAW_EXPR_KEYS, _ONLY_IDS)}
-        expr = all_of_exprs([self._raw_expr, written, members])
-        if expr is not None:
-            kwargs["expr"] = expr
-        return kwargs
+        return in_one_expr(self._rows, kwargs, written)  # the engine holds the ids after
 
     @functools.cached_property
     def _dialect(self) -> Dialect:
@@ -677,10 +681,8 @@ def no_score_threshold(search_kwargs: Mapping[str, Any]) -> None:
 
 def _only_ids(search_kwargs: Mapping[str, Any]) -> frozenset[str] | None:
     """The ids a store's arguments limit a search to (one id or a list); None: any."""
-    given = search_kwargs.get(_ONLY_IDS)
-    if given is None:
-        return None
-    return frozenset([given] if isinstance(given, str) else (str(i) for i in given))
+    given = search_ids(search_kwargs.get(_ONLY_IDS))
+    return None if given is None else frozenset(given)
 
 
 def _wrapped_retriever(store: VectorStore) -> VectorStoreRetriever | None:
@@ -756,7 +758,7 @@ def _unheld_filters(store: VectorStore) -> list[str]:
         return sorted({key for each in kwargs for key in _filter_keys(each, NEVER_REPLACED)})
     held: tuple[str, ...] = (_ONLY_IDS,)
     if is_milvus(wrapped.vectorstore):
-        held += (*_RAW_EXPR_KEYS, _PARTITIONS)
+        held += (*RAW_EXPR_KEYS, _PARTITIONS)
     elif _structured(wrapped.search_kwargs.get("filter")):
         held += ("filter",)
     return [key for key in _filter_keys(wrapped.search_kwargs, NEVER_REPLACED) if key not in held]
@@ -797,10 +799,16 @@ def _check_members(store: VectorStore) -> None:
     if not _wraps_an_ensemble(store):
         return
     for member, search_kwargs in _store_members(store.retriever):
+        milvus = is_milvus(member.vectorstore)
         _check_filters_read(
-            member.vectorstore, search_kwargs, "a member's ", search_type=member.search_type
+            member.vectorstore,
+            search_kwargs,
+            "a member's ",
+            held=frozenset({_ONLY_IDS}) if milvus else frozenset(),  # a test of its key
+            search_type=member.search_type,
         )
-        if is_milvus(member.vectorstore):
+        if milvus:
+            search_ids(search_kwargs.get(_ONLY_IDS), "a member's ")
             partitions = search_kwargs.get(_PARTITIONS)
             checked_partitions(partitions, argument=f"a member's {_PARTITIONS}")
 
@@ -808,7 +816,7 @@ def _check_members(store: VectorStore) -> None:
 def _filters_read(store: VectorStore) -> frozenset[str] | None:
     """The store filters ``store``'s search reads; None where it is not known."""
     if is_milvus(store):
-        return frozenset({*_RAW_EXPR_KEYS, _PARTITIONS, _EXPR_PARAMS})
+        return frozenset({*RAW_EXPR_KEYS, _PARTITIONS, _EXPR_PARAMS})
     if is_chroma(store):
         return frozenset({"filter", "where_document", _ONLY_IDS})
     if type(store) is InMemoryVectorStore or is_faiss(store):
@@ -864,9 +872,10 @@ def _check_filters_read(
     search_type: str = "similarity",
 ) -> None:
     """Refuse a store filter the store's search does not read, but those the engine holds
-    itself (``held``: the retriever's own ``ids``, not an ensemble member's): a store drops
-    unknown arguments without a word (``where`` on Milvus or an ``InMemoryVectorStore``), so
-    the restriction would not hold and every document would come back."""
+    itself (``held``: the retriever's own ``ids``; a Milvus ensemble member's, a test of its
+    key in its expression): a store drops unknown arguments without a word (``where`` on
+    Milvus or an ``InMemoryVectorStore``), so the restriction would not hold and every
+    document would come back."""
     read = _filters_read(store)
     if read is None:
         return
@@ -1019,25 +1028,6 @@ def _structured(raw: Any) -> Filter | None:
         return to_filter(raw)
     except (TypeError, ValueError):
         return None
-
-
-def _raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:
-    """The raw Milvus expressions in a Milvus store's arguments: its ``expr`` and its
-    ``filter``, each of which must hold (an empty one is none). Anything else there is not an
-    expression Milvus could read, and is refused rather than left out."""
-    found = []
-    for key in _RAW_EXPR_KEYS:
-        value = search_kwargs.get(key)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            continue
-        if not isinstance(value, str):
-            raise TypeError(
-                f"search_kwargs[{key!r}] of a Milvus store must be a Milvus boolean expression "
-                f"string, got {type(value).__name__} {value!r}: give a structured filter as "
-                "filters=... (e.g. {'doc_type': 'public'})"
-            )
-        found.append(check_expression(value))
-    return found
 
 
 def _no_namespace(search_kwargs: Mapping[str, Any]) -> None:

@@ -32,9 +32,8 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langsmith.run_helpers import tracing_context
 
 from langchain_thresholded.faiss_window import first_window, wider_window
-from langchain_thresholded.milvus import ids_expr
+from langchain_thresholded.milvus import ids_admit_no_row, in_one_expr
 from langchain_thresholded.scoring import is_faiss, is_milvus
-from thresholded.milvus_expr import all_of_exprs
 from thresholded.scores import ScoreKind
 
 Scored = list[tuple[Document, float | None]]
@@ -176,7 +175,7 @@ class RetrieverSource(VectorStore):
         """``retriever``, asked for ``k`` documents where ``resize`` is set and it can be: its
         own ``k`` would cap a search the engine widens (the filters hold after the search),
         and the sections within them farther out would never be reached."""
-        retriever = _ids_in_expr(retriever)
+        retriever = _in_one_expr(retriever)
         if not self.resize:
             return retriever
         if isinstance(retriever, VectorStoreRetriever):
@@ -403,14 +402,28 @@ def _no_store_arguments(kwargs: dict[str, Any]) -> None:
         )
 
 
-def _ids_in_expr(retriever: BaseRetriever) -> BaseRetriever:
-    """A langchain-milvus ``as_retriever(search_kwargs={"ids": ...})`` with its ids as a test
-    of the primary key in its ``expr`` (:func:`~langchain_thresholded.milvus.ids_expr`):
-    its MMR search would send them to pymilvus beside the question's vector."""
-    if not isinstance(retriever, VectorStoreRetriever) or "ids" not in retriever.search_kwargs:
+def _in_one_expr(retriever: BaseRetriever) -> BaseRetriever:
+    """A langchain-milvus ``as_retriever(search_kwargs=...)`` with its ``filter`` and its
+    ``ids`` held in its ``expr`` (:func:`~langchain_thresholded.milvus.in_one_expr`): its
+    search would send them to pymilvus beside its own ``filter=expr`` and the question's
+    vector. Ids that name no row (an empty list) find nothing, without a search: Milvus
+    takes no ``pk in []``."""
+    if not isinstance(retriever, VectorStoreRetriever) or not is_milvus(retriever.vectorstore):
         return retriever
-    if not is_milvus(retriever.vectorstore):
+    kwargs = retriever.search_kwargs
+    if "ids" not in kwargs and "filter" not in kwargs:
         return retriever
-    kwargs = dict(retriever.search_kwargs)
-    expr = all_of_exprs([kwargs.get("expr"), ids_expr(retriever.vectorstore, kwargs.pop("ids"))])
-    return retriever.model_copy(update={"search_kwargs": {**kwargs, "expr": expr}})
+    if ids_admit_no_row(retriever.vectorstore, kwargs.get("ids")):
+        return _NoDocuments()
+    in_one = in_one_expr(retriever.vectorstore, kwargs)
+    return retriever.model_copy(update={"search_kwargs": in_one})
+
+
+class _NoDocuments(BaseRetriever):
+    """What a Milvus retriever restricted to ids that name no row finds: nothing."""
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return []
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return []

@@ -45,6 +45,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
+from langchain_thresholded._documents import search_ids
 from thresholded.errors import UnsupportedMetricError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
@@ -58,7 +59,7 @@ from thresholded.milvus_collection import (
     refuse_read_metric,
     require_lite_file,
 )
-from thresholded.milvus_expr import id_membership
+from thresholded.milvus_expr import all_of_exprs, check_expression, id_membership
 from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
@@ -418,16 +419,59 @@ def varchar_key(store: Any) -> bool:
     return col is None or col.schema.primary_field.dtype == DataType.VARCHAR
 
 
+RAW_EXPR_KEYS = ("expr", "filter")
+"""Where a langchain-milvus store's arguments hold a raw expression; both hold at once."""
+
+
+def in_one_expr(store: Any, search_kwargs: Mapping[str, Any], *exprs: str | None) -> dict[str, Any]:
+    """A langchain-milvus store's search arguments with every restriction in one ``expr``:
+    its raw ``expr`` and ``filter`` (:func:`raw_exprs`), verbatim, AND ``exprs``, AND its
+    ``ids`` as a test of its primary key (:func:`ids_expr`). langchain-milvus sends a
+    ``filter`` to pymilvus beside its own ``filter=expr``, and ids beside the question's
+    vector, and pymilvus refuses both."""
+    members = ids_expr(store, search_kwargs.get("ids"))
+    kept = {k: v for k, v in search_kwargs.items() if k not in (*RAW_EXPR_KEYS, "ids")}
+    expr = all_of_exprs([*raw_exprs(search_kwargs), *exprs, members])
+    return kept if expr is None else {**kept, "expr": expr}
+
+
+def raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:
+    """The raw Milvus expressions in a Milvus store's arguments: its ``expr`` and its
+    ``filter``, each of which must hold (an empty one is none). Anything else there is not an
+    expression Milvus could read, and is refused rather than left out."""
+    found = []
+    for key in RAW_EXPR_KEYS:
+        value = search_kwargs.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        if not isinstance(value, str):
+            raise TypeError(
+                f"search_kwargs[{key!r}] of a Milvus store must be a Milvus boolean expression "
+                f"string, got {type(value).__name__} {value!r}: give a structured filter as "
+                "filters=... (e.g. {'doc_type': 'public'})"
+            )
+        found.append(check_expression(value))
+    return found
+
+
 def ids_expr(store: Any, ids: Any) -> str | None:
     """A langchain-milvus store's ``search_kwargs["ids"]`` (one id as a string, as Chroma
-    takes it, or several) as a test of its primary key, which langchain-milvus would send
-    to pymilvus beside the question's vector, which it refuses. None: no ids, or none a
-    key can be (:func:`~thresholded.milvus_expr.id_membership`)."""
-    if not ids:
+    takes it, or several: :func:`~langchain_thresholded._documents.search_ids`) as a test of
+    its primary key, which langchain-milvus would send to pymilvus beside the question's
+    vector, which it refuses. None: no ids, or none a key can be
+    (:func:`~thresholded.milvus_expr.id_membership`; :func:`ids_admit_no_row` tells which)."""
+    given = search_ids(ids)
+    if not given:
         return None
-    given = [ids] if isinstance(ids, str) else sorted({str(i) for i in ids})
     pk = str(getattr(store, "_primary_field", "pk"))
-    return id_membership(pk, given, integer=not varchar_key(store))
+    return id_membership(pk, sorted(set(given)), integer=not varchar_key(store))
+
+
+def ids_admit_no_row(store: Any, ids: Any) -> bool:
+    """Whether a langchain-milvus store's ``search_kwargs["ids"]`` name no row it can hold:
+    an empty list, or ids none of which its primary key can be (Milvus cannot be asked for
+    ``pk in []``: a search restricted to them finds nothing without being made)."""
+    return search_ids(ids) is not None and ids_expr(store, ids) is None
 
 
 def _ensure_orm_connection(store: Any) -> None:

@@ -24,6 +24,7 @@ from langchain_core.structured_query import Expr
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
+from langchain_thresholded._documents import search_ids
 from langchain_thresholded.backend import (
     NEVER_REPLACED,
     LangChainBackend,
@@ -529,8 +530,8 @@ class ThresholdedRetriever(EngineRetriever):
         if raw_expr is not None:
             store_kwargs["filter"] = raw_expr
         fields["search_kwargs"] = merged_restrictions(
-            store_kwargs,
-            fields.get("search_kwargs") or {},
+            _ids_listed(store_kwargs),
+            _ids_listed(fields.get("search_kwargs") or {}),
             restricting=NEVER_REPLACED,
             expr_keys=_RAW_FILTERS,
             argument="search_kwargs",
@@ -779,6 +780,14 @@ def _mmr_filter_inexact(store: VectorStore) -> bool:
     its ``2 * fetch_k`` nearest rows only, so those within it farther out were never found.
     The engine holds such a filter instead, and widens the search while it drops rows."""
     return isinstance(store, InMemoryVectorStore) or is_faiss(store)
+
+
+def _ids_listed(search_kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``search_kwargs`` with their ``ids`` as a list of ids (one id given as a string, as
+    Chroma takes it, listed: :func:`~langchain_thresholded._documents.search_ids`), so that
+    the same ids given both ways restrict alike."""
+    ids = search_ids(search_kwargs.get("ids"))
+    return search_kwargs if ids is None else {**search_kwargs, "ids": ids}
 
 
 def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:

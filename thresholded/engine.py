@@ -63,6 +63,7 @@ from thresholded.retry import (
     RetryPolicy,
     acall_with_retries,
     call_with_retries,
+    current_deadline,
     is_transient,
     retry_deadline,
 )
@@ -1048,14 +1049,22 @@ def _job(stage: Stage[Any], make: Callable[[], Pipeline[Found[Any]]], *, awaited
     asearch = None
     if awaited and not collection.backend.threaded:
         asearch = functools.partial(_adrive_within, make, timeout)
-    search = functools.partial(_drive_within, make, timeout)
-    return Job(collection.name, stage.floor, timeout, search, asearch)
+    return Job(collection.name, stage.floor, timeout, _driven_within(make, timeout), asearch)
 
 
-def _drive_within(make: Callable[[], Pipeline[R]], timeout: float | None) -> R:
+def _driven_within(make: Callable[[], Pipeline[R]], timeout: float | None) -> Callable[[], R]:
+    """:func:`_drive_within` for a thread of the pool, which does not see the caller's
+    context: the caller's own deadline (a search made by a search) is carried to it."""
+    return functools.partial(_drive_within, make, timeout, current_deadline())
+
+
+def _drive_within(
+    make: Callable[[], Pipeline[R]], timeout: float | None, outer: float | None = None
+) -> R:
     """``make()``'s pipeline driven with blocking calls, its store calls retried only while a
-    retry can begin within ``timeout`` (see :func:`~thresholded.retry.retry_deadline`)."""
-    with retry_deadline(timeout):
+    retry can begin within ``timeout`` and before ``outer`` (see
+    :func:`~thresholded.retry.retry_deadline`)."""
+    with retry_deadline(timeout, outer=outer):
         return drive(make())
 
 
@@ -1161,10 +1170,7 @@ class AttachEach(Request):
             return {c.name: drive(make()) for c, make in self.walks}
         assert self.fan.pool is not None
         return call_each(
-            {
-                c.name: (functools.partial(_drive_within, make, c.timeout), c.timeout)
-                for c, make in self.walks
-            },
+            {c.name: (_driven_within(make, c.timeout), c.timeout) for c, make in self.walks},
             self.fan.pool,
         )
 
@@ -1185,8 +1191,6 @@ class AttachEach(Request):
             return await asyncio.wait_for(_adrive_within(make, timeout), timeout)
         assert self.fan.pool is not None
         try:
-            return await arun_in(
-                self.fan.pool, functools.partial(_drive_within, make, timeout), timeout
-            )
+            return await arun_in(self.fan.pool, _driven_within(make, timeout), timeout)
         except DeadlinePassed:
             raise TimeoutError from None  # as a sync walk's deadline reads

@@ -199,7 +199,8 @@ def _check_partition_name(name: str, *, argument: str) -> None:
 ID_BATCH = 8192
 """The most ids one query by id asks for: a query returns at most 16,383 rows on Milvus Lite
 whatever its filter matches, and takes a limit of at most 16,384, so the rows of more ids
-are read in batches (a batch's rows fit, an id held by a second row too)."""
+are read in batches. A query answers one row per primary key (an id a store without upserts
+holds twice too), so a batch's rows fit, and a limit of one row per id leaves none out."""
 
 
 def ids_matching(

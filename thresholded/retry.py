@@ -246,21 +246,31 @@ _DEADLINE: ContextVar[float | None] = ContextVar("thresholded_retry_deadline", d
 
 
 @contextlib.contextmanager
-def retry_deadline(timeout: float | None) -> Iterator[None]:
+def retry_deadline(timeout: float | None, *, outer: float | None = None) -> Iterator[None]:
     """The calls made within it are tried again only while a retry can still begin within
     ``timeout`` seconds from now (a collection's timeout): past it, the caller has stopped
     waiting, and a thread retrying on would only hold a thread of the pool. None: no limit.
     Within another (a search made by a search: an ensemble member that is a retriever of
-    its own), the earlier of the two holds."""
-    if timeout is None:
+    its own), the earlier of the two holds; ``outer`` is the other one's deadline
+    (:func:`current_deadline`) carried to a thread of a pool, which does not see the
+    caller's context."""
+    deadlines = [d for d in (_DEADLINE.get(), outer) if d is not None]
+    if timeout is not None:
+        deadlines.append(time.monotonic() + timeout)
+    if not deadlines:
         yield
         return
-    deadline, outer = time.monotonic() + timeout, _DEADLINE.get()
-    token = _DEADLINE.set(deadline if outer is None else min(deadline, outer))
+    token = _DEADLINE.set(min(deadlines))
     try:
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+def current_deadline() -> float | None:
+    """The deadline the calls made here retry within (``time.monotonic``; None: none), for a
+    search run for them in a thread of a pool to keep (:func:`retry_deadline`'s ``outer``)."""
+    return _DEADLINE.get()
 
 
 def _next_wait(error: Exception, waits: Iterator[float]) -> float | None:

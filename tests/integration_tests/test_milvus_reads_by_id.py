@@ -56,3 +56,18 @@ def test_every_row_within_a_restriction_is_found(collection: tuple[str, MilvusCl
     _, client = collection
     ids = [f"n{i}" for i in range(ROWS)]
     assert ids_matching(client, "c", "id", ids, 'tenant == "a"') == set(ids)
+
+
+def test_an_id_held_by_two_rows_pushes_no_other_out(tmp_path) -> None:
+    """A LlamaIndex store without ``upsert_mode`` adds a second row for an id loaded again;
+    a query asks for as many rows as ids, which holds because Milvus answers a query with one
+    row per primary key: the second row never takes another id's place."""
+    client = MilvusClient(str(tmp_path / "twice.db"))
+    client.create_collection("c", dimension=2, id_type="string", max_length=16, metric_type="IP")
+    ids = [f"n{i:03d}" for i in range(100)]
+    client.insert("c", [{"id": i, "vector": [1.0, 0.0]} for i in ids[::2]])
+    client.flush("c")
+    client.insert("c", [{"id": i, "vector": [0.0, 1.0]} for i in ids])
+    client.insert("c", [{"id": i, "vector": [0.0, 1.0]} for i in ids[:10]])
+    assert ids_matching(client, "c", "id", ids, None) == set(ids)
+    assert sorted(r["id"] for r in rows_by_id(client.query, "c", "id", ids, ["id"])) == ids

@@ -53,3 +53,56 @@ def test_a_wrapped_mmr_retrievers_ids_restrict_its_search(tmp_path: Path, ids: o
     wanted = [ids] if isinstance(ids, str) else ids
     for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
         assert sorted(d.id for d in found) == wanted
+
+
+def test_an_int_as_ids_is_refused_naming_ids(tmp_path: Path) -> None:
+    """It failed with a bare "'int' object is not iterable"."""
+    docs = [Document(id="a0", page_content="near a0")]
+    store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "i.db"), collection_name="c")
+    with pytest.raises(TypeError, match=r"search_kwargs\['ids'\] .*list of ids"):
+        ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"ids": 5})
+
+
+@pytest.mark.parametrize("search_type", ["similarity", "mmr"])
+@pytest.mark.parametrize("ids", ["a0", ["a0", "b0"], []])
+def test_an_ensemble_members_ids_restrict_its_search(
+    tmp_path: Path, search_type: str, ids: object
+) -> None:
+    """The member was refused: its ids were said to be dropped by Milvus, which the
+    retriever's own ids are not (a test of the primary key in its expr). An empty list
+    names no row: the member finds nothing."""
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    docs = [Document(id=i, page_content=f"near {i}") for i in ("a0", "a", "0", "b0")]
+    store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "e.db"), collection_name="c")
+    member = store.as_retriever(search_type=search_type, search_kwargs={"ids": ids, "k": 10})
+    other = store.as_retriever(search_kwargs={"ids": ["a"], "k": 10})
+    ensemble = EnsembleRetriever(retrievers=[member, other])
+    retriever = ThresholdedRetriever.from_retriever(ensemble, policy=POLICY)
+    wanted = sorted([*([ids] if isinstance(ids, str) else ids), "a"])
+    for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
+        assert sorted(str(d.metadata["pk"]) for d in found) == wanted
+
+
+@pytest.mark.parametrize(
+    ("search_type", "in_ensemble"), [("mmr", False), ("similarity", True), ("mmr", True)]
+)
+def test_a_searched_retrievers_filter_expression_restricts_its_search(
+    tmp_path: Path, search_type: str, in_ensemble: bool
+) -> None:
+    """langchain-milvus sends a retriever's ``search_kwargs={"filter": ...}`` to pymilvus
+    beside its own ``filter=expr``: every call of a wrapped MMR retriever or an ensemble
+    member holding one failed with "got multiple values for keyword argument 'filter'". It
+    holds in the ``expr``, with the retriever's own ``expr`` and ``ids``."""
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    docs = [Document(id=i, page_content=f"near {i}") for i in ("a0", "a", "0", "b0")]
+    store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "f.db"), collection_name="c")
+    searched = store.as_retriever(
+        search_type=search_type,
+        search_kwargs={"filter": 'pk != "b0"', "expr": 'pk != "0"', "ids": ["a0", "b0", "0"]},
+    )
+    wrapped = EnsembleRetriever(retrievers=[searched]) if in_ensemble else searched
+    retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
+    for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
+        assert [str(d.metadata["pk"]) for d in found] == ["a0"]

@@ -117,3 +117,25 @@ def test_a_single_collection_stops_retrying_at_its_deadline(mode: str, threaded:
     attempts = down.attempts
     time.sleep(1.0)  # a thread still retrying would try again meanwhile
     assert raised.value.attempts == attempts == down.attempts
+
+
+@pytest.mark.parametrize(("mode", "threaded"), [("sync", True), ("async", True), ("async", False)])
+def test_a_fan_out_within_an_outer_deadline_retries_within_it(mode: str, threaded: bool) -> None:
+    """A multi-collection search made by a search (an ensemble member of a retriever with a
+    timeout) keeps to the outer deadline: a collection searched in a thread of the pool,
+    which does not see the caller's context, retried on past it, as long as its own
+    retries allowed, for a caller that had stopped waiting."""
+    from thresholded.retry import retry_deadline
+
+    down = Store("down", down=True, threaded=threaded)
+    collections = [Collection(Store("up"), name="up"), Collection(down, name="down", retry=RETRY)]
+    with ThreadPoolExecutor(4) as pool:
+        call = plan(
+            Question("q"), collections, POLICY, fan=Fan(pool, fail_fast=False, inline=False)
+        )
+        with retry_deadline(TIMEOUT):
+            result = (
+                drive(retrieve(call)) if mode == "sync" else asyncio.run(adrive(retrieve(call)))
+            )
+    assert result.collections[1].status == "failed"
+    assert down.attempts == 4  # waits 0.1, 0.2 and 0.4 end within 1 s; the next would not

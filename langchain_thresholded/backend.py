@@ -36,6 +36,7 @@ from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import (
     RAW_EXPR_KEYS,
     _ensure_orm_connection,
+    ids_admit_no_row,
     in_one_expr,
     raw_exprs,
     varchar_key,
@@ -141,6 +142,10 @@ class LangChainBackend:
         self._raw_expr = all_of_exprs(raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
         self._only_ids = _only_ids(rows_kwargs)
+        self._admits_nothing = self._only_ids is not None and (
+            not self._only_ids
+            or (is_milvus(self._rows) and ids_admit_no_row(self._rows, rows_kwargs.get(_ONLY_IDS)))
+        )
         self._store_filtered = _store_restricted(rows_kwargs)
         self._partitions = (
             checked_partitions(rows_kwargs.get(_PARTITIONS), argument=_PARTITIONS)
@@ -481,8 +486,9 @@ class LangChainBackend:
 
     @property
     def admits_nothing(self) -> bool:
-        """``search_kwargs={"ids": []}``: no section is within them."""
-        return self._only_ids is not None and not self._only_ids
+        """``search_kwargs={"ids": []}``, or on Milvus ids its primary key cannot be: no
+        section is within them."""
+        return self._admits_nothing
 
     def _wrapped_where(self) -> Filter | None:
         """The wrapped retrievers' filters, read when asked: they may have changed."""

@@ -106,3 +106,22 @@ def test_a_searched_retrievers_filter_expression_restricts_its_search(
     retriever = ThresholdedRetriever.from_retriever(wrapped, policy=POLICY)
     for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
         assert [str(d.metadata["pk"]) for d in found] == ["a0"]
+
+
+def test_ids_no_integer_key_can_be_find_nothing_without_a_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an INT64 primary key, ``["abc"]`` names no row: the search ran unrestricted and
+    every section it found was then dropped as outside the ids."""
+    docs = [Document(page_content=f"near {i}") for i in range(3)]
+    store = milvus_from_documents(
+        docs, _Near(), uri=str(tmp_path / "k.db"), collection_name="c", auto_id=True
+    )
+    retriever = ThresholdedRetriever(
+        vectorstore=store, policy=POLICY, search_kwargs={"ids": ["abc", "1e3"]}
+    )
+    searched = []
+    monkeypatch.setattr(type(store.client), "search", lambda *a, **k: searched.append(k))
+    reports = retriever.retrieve_with_report("q"), asyncio.run(retriever.aretrieve_with_report("q"))
+    assert [(r.kept, r.dropped, r.outside_filters) for r in reports] == [((), (), 0)] * 2
+    assert searched == []

@@ -335,7 +335,7 @@ class LangChainBackend:
         return wider_window(self._store, kwargs, k, len(found)) if self._faiss else None
 
     # Sections by id ------------------------------------------------------------------------
-    def fetch(self, ids: list[str]) -> dict[str, Document]:
+    def fetch(self, ids: list[str], where: Filter | None = None) -> dict[str, Document]:
         """Sections by id, each the copy a search would return: the store's (a wrapped
         retriever's, an ensemble member's), where it holds the section and reads it back by id
         (``get_by_ids``, a Milvus or Chroma collection's query), else the docstore's (a
@@ -350,7 +350,7 @@ class LangChainBackend:
             found.update(_found(missing, self._docstore.mget(missing)))
         return self._admitted(found)
 
-    async def afetch(self, ids: list[str]) -> dict[str, Document]:
+    async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, Document]:
         if self._docstore is None:
             return {}
         found = await self._astored(ids)

@@ -49,7 +49,14 @@ from thresholded.attachments import AttachmentSpec, Links
 from thresholded.chroma_collection import ids_within
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Question, SearchArgs
-from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
+from thresholded.filters import (
+    Dialect,
+    Filter,
+    UnsafeFilterError,
+    client_dialect,
+    matches,
+    to_milvus,
+)
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_async import async_client_per_loop, is_remote_client
@@ -309,24 +316,24 @@ class LlamaIndexBackend:
         }
 
     # Sections by id ------------------------------------------------------------------------
-    def fetch(self, ids: list[str]) -> dict[str, BaseNode]:
+    def fetch(self, ids: list[str], where: Filter | None = None) -> dict[str, BaseNode]:
         """Sections by id, each the copy a search would return: the store's, where it holds
         the section's text (LlamaIndex's retriever prefers it too), else the docstore's (a
         summary kept there only, a store without text; and, as a search reads them, a
-        non-text node such as an ``IndexNode``, where the docstore has it). A docstore copy
-        left as it was when the section was changed in the store is never the one judged by
-        the filters."""
+        non-text node such as an ``IndexNode``, where the docstore has it and the store's
+        copy lies within ``where``, as a search tests it). A docstore copy left as it was
+        when the section was changed in the store is never the one judged by the filters."""
         found = {n.node_id: n for n in self._store_nodes(ids)} if self._store_can_fetch else {}
-        wanted = _docstore_copies(ids, found)
+        wanted = _docstore_copies(ids, found, where)
         if wanted:
             nodes = self._docstore.get_nodes(wanted, raise_error=False)
             found.update((n.node_id, n) for n in nodes)
         return self._admitted(found)
 
-    async def afetch(self, ids: list[str]) -> dict[str, BaseNode]:
+    async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, BaseNode]:
         stored = await self._astore_nodes(ids) if self._store_can_fetch else []
         found = {n.node_id: n for n in stored}
-        wanted = _docstore_copies(ids, found)
+        wanted = _docstore_copies(ids, found, where)
         if wanted:
             nodes = await self._docstore.aget_nodes(wanted, raise_error=False)
             found.update((n.node_id, n) for n in nodes)
@@ -740,12 +747,20 @@ def _not_text(result: VectorStoreQueryResult) -> list[str]:
     return []
 
 
-def _docstore_copies(ids: list[str], stored: Mapping[str, BaseNode]) -> list[str]:
+def _docstore_copies(
+    ids: list[str], stored: Mapping[str, BaseNode], where: Filter | None = None
+) -> list[str]:
     """The ids of ``ids`` whose copy is the docstore's, as a search reads them: those the
     store did not return, and its non-text nodes (``IndexNode``, ``ImageNode``; the store's
-    copy stays where the docstore has none)."""
+    copy stays where the docstore has none) whose store copy lies within ``where``. A search
+    under ``where`` tests the store's copy, and never returns a node whose copy there lies
+    outside, whatever the docstore's says: that one stays the store's, which the filters drop."""
     text = ObjectType.TEXT
-    return [i for i in ids if i not in stored or stored[i].get_type() != text]
+    return [
+        i
+        for i in ids
+        if i not in stored or (stored[i].get_type() != text and matches(where, stored[i].metadata))
+    ]
 
 
 def _hits(

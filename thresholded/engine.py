@@ -152,10 +152,12 @@ class Backend(Protocol[T]):
         """Items and their raw scores, best first."""
 
     async def asearch(self, args: SearchArgs) -> Sequence[tuple[T, float | None]]: ...
-    def fetch(self, ids: list[str]) -> dict[str, T]:
-        """Sections by id; missing ids are left out."""
+    def fetch(self, ids: list[str], where: Filter | None = None) -> dict[str, T]:
+        """Sections by id; missing ids are left out. ``where`` is every filter in force: of a
+        section the store holds in two copies (one its search tests, one it returns), the
+        copy returned is one a search under them could return."""
 
-    async def afetch(self, ids: list[str]) -> dict[str, T]: ...
+    async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, T]: ...
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored dense vectors by id, where the store can read them back."""
 
@@ -834,7 +836,8 @@ def _walking(
     stage: Stage[T], kept: list[Candidate[T]], source_key: str
 ) -> Callable[[], Pipeline[list[Candidate[T]]]]:
     within = functools.partial(is_within, stage)
-    return lambda: walk(stage.collection, kept, source_key, fetch=Fetch, within=within)
+    fetch = functools.partial(Fetch, where=stage.where)
+    return lambda: walk(stage.collection, kept, source_key, fetch=fetch, within=within)
 
 
 # The result --------------------------------------------------------------------------------
@@ -995,12 +998,14 @@ class Search(_StoreCall):
 @dataclass(frozen=True)
 class Fetch(_StoreCall):
     ids: list[str]
+    where: Filter | None = None
+    """Every filter in force (see ``Backend.fetch``)."""
 
     def _call(self, backend: Backend[Any]) -> Any:
-        return backend.fetch(self.ids)
+        return backend.fetch(self.ids, self.where)
 
     async def _acall(self, backend: Backend[Any]) -> Any:
-        return await backend.afetch(self.ids)
+        return await backend.afetch(self.ids, self.where)
 
 
 @dataclass(frozen=True)

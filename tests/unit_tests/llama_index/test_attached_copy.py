@@ -107,3 +107,23 @@ def test_a_neighbour_a_search_reads_from_the_docstore_is_judged_by_that_copy(kit
     assert [(n.node.node_id, n.node.metadata["doc_type"]) for n in attached] == [
         ("ptr", "internal")
     ]
+
+
+def test_a_neighbour_read_from_the_docstore_is_not_attached_when_the_store_holds_it_outside(
+    kit,
+) -> None:
+    """The other way round: the store holds the ``IndexNode`` outside the filters (it was
+    reclassified there) and the docstore's copy, left as it was, inside. A search under the
+    filters would never return it (the store tests its own copy), so neither does a walk."""
+    index = pointer_with_two_copies(kit, store_says="internal", docstore_says="public")
+    retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=PUBLIC)
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    assert [n.node.node_id for n in report.kept] == ["a"]
+    assert SECRET not in texts(report)
+    assert SECRET not in texts(asyncio.run(retriever.aretrieve_with_report(kit.QUESTION)))
+    unfiltered = ThresholdedRetriever(index, kit.policy(min_similarity=0.5))
+    narrowed = unfiltered.retrieve_with_report(kit.QUESTION, filters=PUBLIC)
+    assert SECRET not in texts(narrowed)
+    assert narrowed.outside_filters == 1  # a call's filters count what they leave out
+    attached = unfiltered.retrieve_with_report(kit.QUESTION).attached
+    assert [(n.node.node_id, n.node.metadata["doc_type"]) for n in attached] == [("ptr", "public")]

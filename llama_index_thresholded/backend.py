@@ -231,7 +231,7 @@ class LlamaIndexBackend:
         else:
             result = self._store.query(query, **kwargs)
         _check_rows_readable(self._store, result, args.filters)
-        missing = _not_text(result)
+        missing = _not_text(result, args.where)
         fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
 
@@ -243,7 +243,7 @@ class LlamaIndexBackend:
         else:
             result = await self._store.aquery(query, **kwargs)
         _check_rows_readable(self._store, result, args.filters)
-        missing = _not_text(result)
+        missing = _not_text(result, args.where)
         fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
 
@@ -739,11 +739,10 @@ def _texts(items: Sequence[BaseNode]) -> list[str]:
     return [node.get_content(metadata_mode=MetadataMode.EMBED) for node in items]
 
 
-def _not_text(result: VectorStoreQueryResult) -> list[str]:
-    """Ids the docstore must supply: non-text nodes, or every node of a text-less store."""
+def _not_text(result: VectorStoreQueryResult, where: Filter | None = None) -> list[str]:
+    """Ids the docstore must supply: the non-text nodes it reads (:func:`_read_from_docstore`)."""
     if result.nodes is not None:
-        text = ObjectType.TEXT  # read once: an enum member is read slowly off its class
-        return [n.node_id for n in result.nodes if n.get_type() != text]
+        return [n.node_id for n in result.nodes if _read_from_docstore(n, where)]
     return []
 
 
@@ -751,16 +750,22 @@ def _docstore_copies(
     ids: list[str], stored: Mapping[str, BaseNode], where: Filter | None = None
 ) -> list[str]:
     """The ids of ``ids`` whose copy is the docstore's, as a search reads them: those the
-    store did not return, and its non-text nodes (``IndexNode``, ``ImageNode``; the store's
-    copy stays where the docstore has none) whose store copy lies within ``where``. A search
-    under ``where`` tests the store's copy, and never returns a node whose copy there lies
-    outside, whatever the docstore's says: that one stays the store's, which the filters drop."""
-    text = ObjectType.TEXT
-    return [
-        i
-        for i in ids
-        if i not in stored or (stored[i].get_type() != text and matches(where, stored[i].metadata))
-    ]
+    store did not return, and its non-text nodes (:func:`_read_from_docstore`)."""
+    return [i for i in ids if i not in stored or _read_from_docstore(stored[i], where)]
+
+
+def _read_from_docstore(node: BaseNode, where: Filter | None) -> bool:
+    """Whether the store's copy ``node`` gives way to the docstore's, as a search reads it: a
+    non-text node (``IndexNode``, ``ImageNode``; the store's copy stays where the docstore has
+    none) whose store copy lies within ``where``. The store tests its own copy (inexactly,
+    where it cannot hold the filters), and a search under ``where`` never returns a node
+    whose copy there lies outside, whatever the docstore's says: that one stays the store's,
+    which the filters then drop."""
+    return node.get_type() != _TEXT and matches(where, node.metadata)
+
+
+_TEXT = ObjectType.TEXT
+"""Read once: an enum member is read slowly off its class."""
 
 
 def _hits(

@@ -109,6 +109,10 @@ class SearchArgs:
     """Pushdown: the engine keeps only scores strictly above it (a range search)."""
     widened: bool = False
     """Asked again, for more rows, as too few of the last search's lay within the filters."""
+    where: Filter | None = None
+    """Every filter in force, in the core model: of a section the store holds in two copies
+    (one its search tests, one it returns), the copy returned is one a search under them
+    could return (see ``Backend.fetch``)."""
 
 
 class Backend(Protocol[T]):
@@ -516,7 +520,8 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
     collection = stage.collection
     if none_match(stage.where) or collection.backend.admits_nothing:  # e.g. ``IN []``, ids=[]
         return Found(0, select([], stage.policy, stage.floor))
-    args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
+    k, radius = stage.policy.top_k, _radius(stage)
+    args = SearchArgs(question, vector, k, stage.filters, radius, where=stage.where)
     hits, pushed = yield from _search(collection, args)
     candidates, outside, order = _candidates(stage, hits)
     while _short_within_filters(stage, args, hits, candidates, outside):

@@ -138,6 +138,7 @@ class LangChainBackend:
         self._faiss = is_faiss(store)
         wrapped = _wrapped_retriever(store)
         self._rows = rows_store(store)
+        self._held_by = _searched_stores(store)
         rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
         self._raw_expr = all_of_exprs(raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
@@ -343,12 +344,13 @@ class LangChainBackend:
         return wider_window(self._store, kwargs, k, len(found)) if self._faiss else None
 
     # Sections by id ------------------------------------------------------------------------
-    def fetch(self, ids: list[str]) -> dict[str, Document]:
-        """Sections by id, each the copy a search would return: the store's, where it holds
-        the section and reads it back by id (``get_by_ids``, a Milvus or Chroma collection's
-        query), else the docstore's (a summary kept there only, a store that cannot read by
-        id). A docstore copy left as it was when the section was changed in the store is never
-        the one judged by the filters."""
+    def fetch(self, ids: list[str], where: Filter | None = None) -> dict[str, Document]:
+        """Sections by id, each the copy a search would return: the store's (a wrapped
+        retriever's, an ensemble member's), where it holds the section and reads it back by id
+        (``get_by_ids``, a Milvus or Chroma collection's query), else the docstore's (a
+        summary kept there only, a store that cannot read by id). A docstore copy left as it
+        was when the section was changed in the store is never the one judged by the
+        filters."""
         if self._docstore is None:
             return {}
         found = self._stored(ids)
@@ -357,7 +359,7 @@ class LangChainBackend:
             found.update(_found(missing, self._docstore.mget(missing)))
         return self._admitted(found)
 
-    async def afetch(self, ids: list[str]) -> dict[str, Document]:
+    async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, Document]:
         if self._docstore is None:
             return {}
         found = await self._astored(ids)
@@ -367,22 +369,27 @@ class LangChainBackend:
         return self._admitted(found)
 
     def _stored(self, ids: list[str]) -> dict[str, Document]:
-        """The store's own copies of ``ids``, by id: a Milvus collection's rows in one query,
-        a Chroma collection's in one ``get``, both read as a search reads them, another
-        store's ``get_by_ids`` (none where it cannot read them by id)."""
-        rows = self._rows
-        if is_milvus(rows):
-            _ensure_orm_connection(rows)
-            return _milvus_documents(rows, ids)
-        if is_chroma(rows):
-            return _chroma_documents(rows, ids)
-        return _by_id(ids, rows.get_by_ids(ids)) if _reads_by_id(rows) else {}
+        """The stores' own copies of ``ids``, by id (:func:`_searched_stores`: a wrapped
+        retriever's, an ensemble's members', in order; the first that holds a section gives
+        its copy, as the ensemble's fusion keeps its first member's)."""
+        found: dict[str, Document] = {}
+        for rows in self._held_by:
+            missing = [i for i in ids if i not in found]
+            if missing:
+                found.update(_read_by_id(rows, missing))
+        return found
 
     async def _astored(self, ids: list[str]) -> dict[str, Document]:
-        rows = self._rows
-        if is_milvus(rows) or is_chroma(rows):  # the store's blocking client, in a thread
-            return await run_in_executor(None, self._stored, ids)
-        return _by_id(ids, await rows.aget_by_ids(ids)) if _reads_by_id(rows) else {}
+        found: dict[str, Document] = {}
+        for rows in self._held_by:
+            missing = [i for i in ids if i not in found]
+            if not missing:
+                continue
+            if is_milvus(rows) or is_chroma(rows):  # the store's blocking client, in a thread
+                found.update(await run_in_executor(None, _read_by_id, rows, missing))
+            elif _reads_by_id(rows):
+                found.update(_by_id(missing, await rows.aget_by_ids(missing)))
+        return found
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What was fetched by id, held to the retriever's raw store restrictions: its
@@ -602,21 +609,39 @@ def _own_fields(store: Any) -> frozenset[str]:
     return frozenset(fields)
 
 
-def _milvus_stores(store: Any, depth: int = 0) -> list[Any]:
-    """The langchain-milvus stores whose documents a search of ``store`` returns: itself, or
-    those the retrievers a ``RetrieverSource`` runs search (a store's ``as_retriever()``, a
-    ``ThresholdedRetriever``, an ensemble's members), which it runs without the filters:
-    their documents are checked against them as they come back."""
-    if is_milvus(store):
+def _searched_stores(store: VectorStore, depth: int = 0) -> list[VectorStore]:
+    """The stores whose documents a search of ``store`` returns: itself, or those the
+    retrievers a ``RetrieverSource`` runs search (a store's ``as_retriever()``, a
+    ``ThresholdedRetriever``, an ensemble's members, however bound), in member order."""
+    if not isinstance(store, RetrieverSource):
         return [store]
-    if not isinstance(store, RetrieverSource) or depth > 8:
+    if depth > 8:
         return []
     found = []
     for member in members_of(store.retriever):
-        inner = getattr(member, "vectorstore", None)
+        inner = getattr(unbound(member)[0], "vectorstore", None)
         if isinstance(inner, VectorStore) and inner is not store:
-            found += _milvus_stores(inner, depth + 1)
+            found += _searched_stores(inner, depth + 1)
     return found
+
+
+def _milvus_stores(store: VectorStore) -> list[Any]:
+    """The langchain-milvus stores whose documents a search of ``store`` returns
+    (:func:`_searched_stores`), which a ``RetrieverSource`` runs without the filters: their
+    documents are checked against them as they come back."""
+    return [searched for searched in _searched_stores(store) if is_milvus(searched)]
+
+
+def _read_by_id(store: VectorStore, ids: list[str]) -> dict[str, Document]:
+    """A store's own copies of ``ids``, by id: a Milvus collection's rows in one query, a
+    Chroma collection's in one ``get``, both read as a search reads them, another store's
+    ``get_by_ids`` (none where it cannot read them by id)."""
+    if is_milvus(store):
+        _ensure_orm_connection(store)
+        return _milvus_documents(store, ids)
+    if is_chroma(store):
+        return _chroma_documents(store, ids)
+    return _by_id(ids, store.get_by_ids(ids)) if _reads_by_id(store) else {}
 
 
 def _check_read_back(store: Any, where: Filter | None) -> None:

@@ -49,7 +49,14 @@ from thresholded.attachments import AttachmentSpec, Links
 from thresholded.chroma_collection import ids_within
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Question, SearchArgs
-from thresholded.filters import Dialect, Filter, UnsafeFilterError, client_dialect, to_milvus
+from thresholded.filters import (
+    Dialect,
+    Filter,
+    UnsafeFilterError,
+    client_dialect,
+    matches,
+    to_milvus,
+)
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_async import async_client_per_loop, is_remote_client
@@ -224,7 +231,7 @@ class LlamaIndexBackend:
         else:
             result = self._store.query(query, **kwargs)
         _check_rows_readable(self._store, result, args.filters)
-        missing = _not_text(result)
+        missing = _not_text(result, args.where)
         fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
 
@@ -236,7 +243,7 @@ class LlamaIndexBackend:
         else:
             result = await self._store.aquery(query, **kwargs)
         _check_rows_readable(self._store, result, args.filters)
-        missing = _not_text(result)
+        missing = _not_text(result, args.where)
         fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
 
@@ -309,24 +316,24 @@ class LlamaIndexBackend:
         }
 
     # Sections by id ------------------------------------------------------------------------
-    def fetch(self, ids: list[str]) -> dict[str, BaseNode]:
+    def fetch(self, ids: list[str], where: Filter | None = None) -> dict[str, BaseNode]:
         """Sections by id, each the copy a search would return: the store's, where it holds
         the section's text (LlamaIndex's retriever prefers it too), else the docstore's (a
         summary kept there only, a store without text; and, as a search reads them, a
-        non-text node such as an ``IndexNode``, where the docstore has it). A docstore copy
-        left as it was when the section was changed in the store is never the one judged by
-        the filters."""
+        non-text node such as an ``IndexNode``, where the docstore has it and the store's
+        copy lies within ``where``, as a search tests it). A docstore copy left as it was
+        when the section was changed in the store is never the one judged by the filters."""
         found = {n.node_id: n for n in self._store_nodes(ids)} if self._store_can_fetch else {}
-        wanted = _docstore_copies(ids, found)
+        wanted = _docstore_copies(ids, found, where)
         if wanted:
             nodes = self._docstore.get_nodes(wanted, raise_error=False)
             found.update((n.node_id, n) for n in nodes)
         return self._admitted(found)
 
-    async def afetch(self, ids: list[str]) -> dict[str, BaseNode]:
+    async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, BaseNode]:
         stored = await self._astore_nodes(ids) if self._store_can_fetch else []
         found = {n.node_id: n for n in stored}
-        wanted = _docstore_copies(ids, found)
+        wanted = _docstore_copies(ids, found, where)
         if wanted:
             nodes = await self._docstore.aget_nodes(wanted, raise_error=False)
             found.update((n.node_id, n) for n in nodes)
@@ -732,20 +739,33 @@ def _texts(items: Sequence[BaseNode]) -> list[str]:
     return [node.get_content(metadata_mode=MetadataMode.EMBED) for node in items]
 
 
-def _not_text(result: VectorStoreQueryResult) -> list[str]:
-    """Ids the docstore must supply: non-text nodes, or every node of a text-less store."""
+def _not_text(result: VectorStoreQueryResult, where: Filter | None = None) -> list[str]:
+    """Ids the docstore must supply: the non-text nodes it reads (:func:`_read_from_docstore`)."""
     if result.nodes is not None:
-        text = ObjectType.TEXT  # read once: an enum member is read slowly off its class
-        return [n.node_id for n in result.nodes if n.get_type() != text]
+        return [n.node_id for n in result.nodes if _read_from_docstore(n, where)]
     return []
 
 
-def _docstore_copies(ids: list[str], stored: Mapping[str, BaseNode]) -> list[str]:
+def _docstore_copies(
+    ids: list[str], stored: Mapping[str, BaseNode], where: Filter | None = None
+) -> list[str]:
     """The ids of ``ids`` whose copy is the docstore's, as a search reads them: those the
-    store did not return, and its non-text nodes (``IndexNode``, ``ImageNode``; the store's
-    copy stays where the docstore has none)."""
-    text = ObjectType.TEXT
-    return [i for i in ids if i not in stored or stored[i].get_type() != text]
+    store did not return, and its non-text nodes (:func:`_read_from_docstore`)."""
+    return [i for i in ids if i not in stored or _read_from_docstore(stored[i], where)]
+
+
+def _read_from_docstore(node: BaseNode, where: Filter | None) -> bool:
+    """Whether the store's copy ``node`` gives way to the docstore's, as a search reads it: a
+    non-text node (``IndexNode``, ``ImageNode``; the store's copy stays where the docstore has
+    none) whose store copy lies within ``where``. The store tests its own copy (inexactly,
+    where it cannot hold the filters), and a search under ``where`` never returns a node
+    whose copy there lies outside, whatever the docstore's says: that one stays the store's,
+    which the filters then drop."""
+    return node.get_type() != _TEXT and matches(where, node.metadata)
+
+
+_TEXT = ObjectType.TEXT
+"""Read once: an enum member is read slowly off its class."""
 
 
 def _hits(

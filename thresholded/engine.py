@@ -111,6 +111,10 @@ class SearchArgs:
     """Pushdown: the engine keeps only scores strictly above it (a range search)."""
     widened: bool = False
     """Asked again, for more rows, as too few of the last search's lay within the filters."""
+    where: Filter | None = None
+    """Every filter in force, in the core model: of a section the store holds in two copies
+    (one its search tests, one it returns), the copy returned is one a search under them
+    could return (see ``Backend.fetch``)."""
 
 
 class Backend(Protocol[T]):
@@ -154,10 +158,12 @@ class Backend(Protocol[T]):
         """Items and their raw scores, best first."""
 
     async def asearch(self, args: SearchArgs) -> Sequence[tuple[T, float | None]]: ...
-    def fetch(self, ids: list[str]) -> dict[str, T]:
-        """Sections by id; missing ids are left out."""
+    def fetch(self, ids: list[str], where: Filter | None = None) -> dict[str, T]:
+        """Sections by id; missing ids are left out. ``where`` is every filter in force: of a
+        section the store holds in two copies (one its search tests, one it returns), the
+        copy returned is one a search under them could return."""
 
-    async def afetch(self, ids: list[str]) -> dict[str, T]: ...
+    async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, T]: ...
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored dense vectors by id, where the store can read them back."""
 
@@ -516,7 +522,8 @@ def search_stage(stage: Stage[T], question: Question, vector: Vector | None) -> 
     collection = stage.collection
     if none_match(stage.where) or collection.backend.admits_nothing:  # e.g. ``IN []``, ids=[]
         return Found(0, select([], stage.policy, stage.floor))
-    args = SearchArgs(question, vector, stage.policy.top_k, stage.filters, _radius(stage))
+    k, radius = stage.policy.top_k, _radius(stage)
+    args = SearchArgs(question, vector, k, stage.filters, radius, where=stage.where)
     hits, pushed = yield from _search(collection, args)
     candidates, outside, order = _candidates(stage, hits)
     while _short_within_filters(stage, args, hits, candidates, outside):
@@ -836,7 +843,8 @@ def _walking(
     stage: Stage[T], kept: list[Candidate[T]], source_key: str
 ) -> Callable[[], Pipeline[list[Candidate[T]]]]:
     within = functools.partial(is_within, stage)
-    return lambda: walk(stage.collection, kept, source_key, fetch=Fetch, within=within)
+    fetch = functools.partial(Fetch, where=stage.where)
+    return lambda: walk(stage.collection, kept, source_key, fetch=fetch, within=within)
 
 
 # The result --------------------------------------------------------------------------------
@@ -1000,12 +1008,14 @@ class Search(_StoreCall):
 @dataclass(frozen=True)
 class Fetch(_StoreCall):
     ids: list[str]
+    where: Filter | None = None
+    """Every filter in force (see ``Backend.fetch``)."""
 
     def _call(self, backend: Backend[Any]) -> Any:
-        return backend.fetch(self.ids)
+        return backend.fetch(self.ids, self.where)
 
     async def _acall(self, backend: Backend[Any]) -> Any:
-        return await backend.afetch(self.ids)
+        return await backend.afetch(self.ids, self.where)
 
 
 @dataclass(frozen=True)

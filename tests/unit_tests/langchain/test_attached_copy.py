@@ -130,3 +130,38 @@ def test_a_summary_a_chroma_collection_holds_without_metadata_is_attached():
     ):
         assert [d.id for d in report.kept] == ["a"]
         assert [(d.id, d.page_content) for d in report.attached] == [("p", "The summary.")]
+
+
+def _wrapped(corpus, wrap):
+    """``two_copies`` with the store searched through another retriever, ``wrap(store)``."""
+    plain = two_copies(corpus, store_says="internal", docstore_says="public")
+    return ThresholdedRetriever.from_retriever(
+        wrap(plain.vectorstore),
+        policy=POLICY.model_copy(update={"hybrid_policy": "rescore"}),
+        docstore=plain.docstore,
+        filters={"doc_type": "public"},
+        embeddings=plain.vectorstore.embeddings,
+    )
+
+
+def _ensemble(store):
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    return EnsembleRetriever(retrievers=[store.as_retriever()], weights=[1.0])
+
+
+def _thresholded(store):
+    return ThresholdedRetriever(vectorstore=store, policy=POLICY, filters={"doc_type": "public"})
+
+
+@pytest.mark.parametrize("wrap", [_ensemble, _thresholded], ids=["ensemble", "thresholded"])
+def test_a_neighbour_the_wrapped_retrievers_store_holds_outside_the_filters_is_not_attached(
+    corpus, wrap
+):
+    """A wrapped ensemble's member stores (and a wrapped ``ThresholdedRetriever``'s store)
+    read their documents by id too: theirs is the copy judged, not the docstore's."""
+    retriever = _wrapped(corpus, wrap)
+    report = retriever.retrieve_with_report(Q)
+    assert [d.id for d in report.kept] == ["a"]
+    assert SECRET not in texts(report)
+    assert SECRET not in texts(asyncio.run(retriever.aretrieve_with_report(Q)))

@@ -107,3 +107,48 @@ def test_a_neighbour_a_search_reads_from_the_docstore_is_judged_by_that_copy(kit
     assert [(n.node.node_id, n.node.metadata["doc_type"]) for n in attached] == [
         ("ptr", "internal")
     ]
+
+
+def test_a_neighbour_read_from_the_docstore_is_not_attached_when_the_store_holds_it_outside(
+    kit,
+) -> None:
+    """The other way round: the store holds the ``IndexNode`` outside the filters (it was
+    reclassified there) and the docstore's copy, left as it was, inside. A search under the
+    filters would never return it (the store tests its own copy), so neither does a walk."""
+    index = pointer_with_two_copies(kit, store_says="internal", docstore_says="public")
+    assert_only_a(kit, ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=PUBLIC))
+    unfiltered = ThresholdedRetriever(index, kit.policy(min_similarity=0.5))
+    narrowed = unfiltered.retrieve_with_report(kit.QUESTION, filters=PUBLIC)
+    assert SECRET not in texts(narrowed)
+    assert narrowed.outside_filters == 1  # a call's filters count what they leave out
+    attached = unfiltered.retrieve_with_report(kit.QUESTION).attached
+    assert [(n.node.node_id, n.node.metadata["doc_type"]) for n in attached] == [("ptr", "public")]
+
+
+NOT_INTERNAL = MetadataFilters(
+    filters=[
+        MetadataFilters(
+            filters=[MetadataFilter(key="doc_type", value="intern", operator="text_match")],
+            condition="not",
+        )
+    ]
+)
+"""A filter Chroma cannot hold (a text match): its search returns every row, and the
+results are held to it after the search."""
+
+
+def test_a_search_result_read_from_the_docstore_is_held_to_the_store_copy_too(kit) -> None:
+    """A search that could not hold the filters returns an ``IndexNode`` whose store copy
+    lies outside them: the docstore's copy, left inside them, does not stand in for it."""
+    index = pointer_with_two_copies(kit, store_says="internal", docstore_says="public")
+    policy = kit.policy(min_similarity=0.1)  # the pointer clears the floor
+    assert_only_a(kit, ThresholdedRetriever(index, policy, filters=NOT_INTERNAL))
+
+
+def assert_only_a(kit, retriever) -> None:
+    """``a`` is kept, and the pointer's text comes back neither kept nor attached, sync or
+    async."""
+    report = retriever.retrieve_with_report(kit.QUESTION)
+    assert [n.node.node_id for n in report.kept] == ["a"]
+    assert SECRET not in texts(report)
+    assert SECRET not in texts(asyncio.run(retriever.aretrieve_with_report(kit.QUESTION)))

@@ -59,7 +59,7 @@ from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
 from thresholded.stored_vectors import chroma_vectors, faiss_vectors
-from thresholded.strict import near_misses
+from thresholded.strict import near_misses, search_ids
 from thresholded.wrapped import restricts
 
 _RAW_EXPR_KEYS = ("expr", "filter")
@@ -677,10 +677,8 @@ def no_score_threshold(search_kwargs: Mapping[str, Any]) -> None:
 
 def _only_ids(search_kwargs: Mapping[str, Any]) -> frozenset[str] | None:
     """The ids a store's arguments limit a search to (one id or a list); None: any."""
-    given = search_kwargs.get(_ONLY_IDS)
-    if given is None:
-        return None
-    return frozenset([given] if isinstance(given, str) else (str(i) for i in given))
+    given = search_ids(search_kwargs.get(_ONLY_IDS), argument=f"search_kwargs[{_ONLY_IDS!r}]")
+    return None if given is None else frozenset(given)
 
 
 def _wrapped_retriever(store: VectorStore) -> VectorStoreRetriever | None:

@@ -63,6 +63,7 @@ from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
 from thresholded.scores import Metric
+from thresholded.strict import search_ids
 
 if TYPE_CHECKING:
     from langchain_core.documents import Document
@@ -423,9 +424,9 @@ def ids_expr(store: Any, ids: Any) -> str | None:
     takes it, or several) as a test of its primary key, which langchain-milvus would send
     to pymilvus beside the question's vector, which it refuses. None: no ids, or none a
     key can be (:func:`~thresholded.milvus_expr.id_membership`)."""
-    if not ids:
+    given = sorted(set(search_ids(ids, argument="search_kwargs['ids']") or ()))
+    if not given:
         return None
-    given = [ids] if isinstance(ids, str) else sorted({str(i) for i in ids})
     pk = str(getattr(store, "_primary_field", "pk"))
     return id_membership(pk, given, integer=not varchar_key(store))
 

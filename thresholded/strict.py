@@ -141,6 +141,27 @@ def list_of_strings(value: Any, *, argument: str, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def search_ids(value: Any, *, argument: str) -> tuple[str, ...] | None:
+    """A store's ``ids`` restriction as strings: one id as a string (as Chroma takes it), or
+    a list of ids, strings or whole numbers (a Milvus INT64 key); None: none given. Anything
+    else is refused: a lone number is not iterable, and a dict or bytes would be read as
+    their keys or byte values, which name no section."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    what = f"{argument} takes a list of ids (or one id as a string)"
+    if isinstance(value, bytes | bytearray) or not isinstance(value, Sequence | set | frozenset):
+        hint = f": write [{value!r}] for one" if isinstance(value, int | float) else ""
+        raise TypeError(f"{what}, got {type(value).__name__} {value!r}{hint}")
+    others = sorted(
+        {type(v).__name__ for v in value if isinstance(v, bool) or not isinstance(v, str | int)}
+    )
+    if others:
+        raise TypeError(f"{what} (strings or whole numbers), got values of type {others}")
+    return tuple(str(v) for v in value)
+
+
 def near_misses(
     given: Iterable[str], known: Iterable[str], *, cutoff: float = 0.8
 ) -> list[tuple[str, str]]:

@@ -27,7 +27,12 @@ from langchain_thresholded._documents import document_id, marked_copy, source_of
 from langchain_thresholded.ensemble import RetrieverSource, is_ensemble, members_of, unbound
 from langchain_thresholded.faiss_window import first_window, wider_window
 from langchain_thresholded.filters import to_filter
-from langchain_thresholded.milvus import _ensure_orm_connection, ids_expr, varchar_key
+from langchain_thresholded.milvus import (
+    _ensure_orm_connection,
+    ensure_collection,
+    ids_expr,
+    varchar_key,
+)
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import Links
@@ -312,11 +317,12 @@ class LangChainBackend:
         return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
 
     def _searched(self, args: SearchArgs) -> VectorStore:
-        """The store (Milvus: its ORM connection made); a wrapped retriever asked for ``k``
-        documents when widened."""
+        """The store (Milvus: its ORM connection made, its collection there); a wrapped
+        retriever asked for ``k`` documents when widened."""
         store = self._store
-        if self._milvus:
-            _ensure_orm_connection(store)
+        for searched in _milvus_stores(store):
+            _ensure_orm_connection(searched)
+            ensure_collection(searched)
         return store.resized() if args.widened and isinstance(store, RetrieverSource) else store
 
     def _with_fetch_k(self, args: SearchArgs) -> Mapping[str, Any]:

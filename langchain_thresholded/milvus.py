@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from thresholded.errors import UnsupportedMetricError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
+    collection_not_found,
     dense_dimension,
     describe_existing,
     index_metric,
@@ -429,6 +430,22 @@ def ids_expr(store: Any, ids: Any) -> str | None:
         return None
     pk = str(getattr(store, "_primary_field", "pk"))
     return id_membership(pk, given, integer=not varchar_key(store))
+
+
+def ensure_collection(store: Any) -> None:
+    """Refuse to search a langchain-milvus store whose collection does not exist (a misspelt
+    name): langchain-milvus returns nothing for it, so every question would say nothing
+    matched, as if the collection were empty. The store's ORM connection must be made."""
+    with orm_calls():
+        if store.col is not None:  # read once, then cached by the store
+            return
+    args = getattr(store, "_connection_args", None) or {}
+    raise collection_not_found(
+        store.collection_name,
+        store.client.list_collections(),
+        uri=str(args.get("uri", "")),
+        db_name=args.get("db_name"),
+    )
 
 
 def _ensure_orm_connection(store: Any) -> None:

@@ -54,6 +54,7 @@ from thresholded.fanout import (
     WorkerPool,
     check_one_model,
     check_unique_names,
+    collection_list,
 )
 from thresholded.models import Embedder, check_one_embedder
 from thresholded.policy import RetrievalPolicy, policy_or_none
@@ -176,7 +177,7 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
             allow_model_mismatch=allow_model_mismatch,
         )
         check_max_workers(max_workers)
-        specs = [_opened(_spec(c), timeout) for c in collections]
+        specs = [_opened(_spec(c), timeout) for c in collection_list(collections)]
         if not specs:
             raise ValueError("MultiCollectionRetriever needs at least one collection")
         check_timeout(timeout)

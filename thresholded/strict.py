@@ -186,11 +186,26 @@ def of_another_framework(value: object, ours: str) -> str:
     """What to say of ``value`` where the adapter ``ours`` (its package name) got it: that it
     is the other framework's object (or the other adapter's), and which adapter takes it;
     ``""`` when it is not."""
+    framework, adapter = _framework_of(value)
+    if adapter is None or adapter == ours:
+        return ""
+    return f"{type(value).__name__} is a {framework} object: use {adapter}"
+
+
+def framework_of(value: object) -> str | None:
+    """The framework (``"LangChain"``, ``"LlamaIndex"``) whose object ``value`` is, or whose
+    objects a non-empty list or tuple of them holds; None: neither."""
+    if isinstance(value, list | tuple) and value:
+        value = value[0]
+    return _framework_of(value)[0]
+
+
+def _framework_of(value: object) -> tuple[str | None, str | None]:
     root = type(value).__module__.split(".")[0]
     for prefix, framework, adapter in _FRAMEWORKS:
-        if root.startswith(prefix) and adapter != ours:
-            return f"{type(value).__name__} is a {framework} object: use {adapter}"
-    return ""
+        if root.startswith(prefix):
+            return framework, adapter
+    return None, None
 
 
 def named_parameters(function: Callable[..., Any]) -> list[str]:

@@ -162,6 +162,14 @@ def search_ids(value: Any, *, argument: str) -> tuple[str, ...] | None:
     return tuple(str(v) for v in value)
 
 
+def unawaited(value: object) -> str:
+    """What to add where a question (or another argument) is a coroutine or another
+    awaitable: an ``async`` function called without ``await``."""
+    if not inspect.isawaitable(value):
+        return ""
+    return ": await it first (an async function returns a coroutine, not its result)"
+
+
 def near_misses(
     given: Iterable[str], known: Iterable[str], *, cutoff: float = 0.8
 ) -> list[tuple[str, str]]:

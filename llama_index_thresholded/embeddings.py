@@ -86,7 +86,8 @@ def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:
 
 
 def model_id_of(embed_model: BaseEmbedding, dimension: int | None = None) -> ModelId:
-    """The canonical id of ``embed_model``: a local path maps to the model's name; its
-    ``dimension`` where given, else the known dimension of a model of that name."""
+    """The canonical id of ``embed_model``: a local path maps to the model's name; the known
+    dimension of a model of that name, else ``dimension`` (the collection's, say): a
+    collection of another dimension does not change what the model embeds."""
     name = canonical_model_name(str(getattr(embed_model, "model_name", "") or type(embed_model)))
-    return ModelId(name, dimension if dimension is not None else KNOWN_DIMENSIONS.get(name))
+    return ModelId(name, KNOWN_DIMENSIONS.get(name, dimension))

@@ -17,7 +17,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
 from thresholded.models import ModelId, canonical_model_name
-from thresholded.strict import StrictArguments
+from thresholded.strict import StrictArguments, framework_of
 from thresholded.weights import KNOWN_DIMENSIONS, USE_MULTILINGUAL, locate_model, use_encoder
 
 
@@ -76,6 +76,20 @@ def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any
     kwargs.setdefault("normalize", True)
     kwargs.setdefault("device", "cpu")
     return HuggingFaceEmbedding(model_name=str(Path(directory)), **kwargs)
+
+
+def checked_embed_model(embed_model: Any) -> BaseEmbedding | None:
+    """``embed_model`` as given, refusing anything but a LlamaIndex model (None: the
+    index's): a LangChain model would be taken, named by its class, and fail at the first
+    question."""
+    if embed_model is None or isinstance(embed_model, BaseEmbedding):
+        return embed_model
+    whose = ", a LangChain model" if framework_of(embed_model) == "LangChain" else ""
+    raise TypeError(
+        f"embed_model must be a LlamaIndex BaseEmbedding, got {type(embed_model).__name__}"
+        f"{whose}: load the LlamaIndex one with load_embed_model(...) (the packaged models: "
+        "'minilm', 'use-multilingual')"
+    )
 
 
 def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:

@@ -67,27 +67,3 @@ def marked_copy(
     if doc.id is None and doc_id is not None and not doc_id.startswith(_CONTENT_ID_PREFIX):
         update["id"] = doc_id
     return updated_copy(doc, update)
-
-
-def search_ids(given: Any, whose: str = "") -> list[str] | None:
-    """The ids ``search_kwargs["ids"]`` restricts a search to: one id as a string (as Chroma
-    takes it) or a list of ids, each a string or an integer (an INT64 key); None: no
-    restriction. Anything else is a ``TypeError`` naming it: an int is no id list, and a
-    mapping or bytes would be read as the ids of its keys or its byte values. ``whose``
-    (``"a member's "``) says whose arguments they are."""
-    if given is None:
-        return None
-    if isinstance(given, str):
-        return [given]
-    if not isinstance(given, (list, tuple, set, frozenset)):
-        raise TypeError(
-            f"{whose}search_kwargs['ids'] must be a list of ids (or one id as a string), got "
-            f"{type(given).__name__} {given!r}"
-        )
-    wrong = [i for i in given if isinstance(i, bool) or not isinstance(i, (str, int))]
-    if wrong:
-        raise TypeError(
-            f"{whose}search_kwargs['ids'] must be a list of ids, each a string or an integer, "
-            f"got {wrong[0]!r} among them"
-        )
-    return [str(i) for i in given]

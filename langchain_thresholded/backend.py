@@ -26,7 +26,6 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, Vector
 from langchain_thresholded._documents import (
     document_id,
     marked_copy,
-    search_ids,
     source_of,
     stored_id,
 )
@@ -36,6 +35,7 @@ from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import (
     RAW_EXPR_KEYS,
     _ensure_orm_connection,
+    ensure_collection,
     ids_admit_no_row,
     in_one_expr,
     raw_exprs,
@@ -72,7 +72,7 @@ from thresholded.rescore import Vector
 from thresholded.scores import Metric, ScoreKind
 from thresholded.selection import Candidate
 from thresholded.stored_vectors import chroma_vectors, faiss_vectors
-from thresholded.strict import near_misses
+from thresholded.strict import near_misses, search_ids
 from thresholded.wrapped import restricts
 
 _ONLY_IDS = "ids"
@@ -322,11 +322,12 @@ class LangChainBackend:
         return await store.asimilarity_search_with_score(args.question.text, k=k, **kwargs)
 
     def _searched(self, args: SearchArgs) -> VectorStore:
-        """The store (Milvus: its ORM connection made); a wrapped retriever asked for ``k``
-        documents when widened."""
+        """The store (Milvus: its ORM connection made, its collection there); a wrapped
+        retriever asked for ``k`` documents when widened."""
         store = self._store
-        if self._milvus:
-            _ensure_orm_connection(store)
+        for searched in _milvus_stores(store):
+            _ensure_orm_connection(searched)
+            ensure_collection(searched)
         return store.resized() if args.widened and isinstance(store, RetrieverSource) else store
 
     def _with_fetch_k(self, args: SearchArgs) -> Mapping[str, Any]:
@@ -712,7 +713,7 @@ def no_score_threshold(search_kwargs: Mapping[str, Any]) -> None:
 
 def _only_ids(search_kwargs: Mapping[str, Any]) -> frozenset[str] | None:
     """The ids a store's arguments limit a search to (one id or a list); None: any."""
-    given = search_ids(search_kwargs.get(_ONLY_IDS))
+    given = search_ids(search_kwargs.get(_ONLY_IDS), argument=f"search_kwargs[{_ONLY_IDS!r}]")
     return None if given is None else frozenset(given)
 
 
@@ -839,7 +840,7 @@ def _check_members(store: VectorStore) -> None:
             search_type=member.search_type,
         )
         if milvus:
-            search_ids(search_kwargs.get(_ONLY_IDS), "a member's ")
+            search_ids(search_kwargs.get(_ONLY_IDS), argument="a member's search_kwargs['ids']")
             partitions = search_kwargs.get(_PARTITIONS)
             checked_partitions(partitions, argument=f"a member's {_PARTITIONS}")
 

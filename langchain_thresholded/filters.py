@@ -34,6 +34,7 @@ from langchain_core.structured_query import Comparison, Operation, StructuredQue
 from thresholded.filters import Combine, Condition, Filter, Group, Op
 from thresholded.filters.mapping import from_mapping
 from thresholded.filters.model import like_condition
+from thresholded.strict import framework_of
 
 _COMPARATORS = {
     "eq": Op.EQ,
@@ -64,6 +65,13 @@ def to_filter(filters: Any) -> Filter | None:
         raise TypeError(
             "filters got a whole StructuredQuery (a query constructor's output): pass its "
             ".filter (None: no filter), and search for its .query"
+        )
+    if framework_of(filters) == "LlamaIndex":
+        raise TypeError(
+            f"filters got {type(filters).__name__}, LlamaIndex's filter form: the LangChain "
+            "adapter takes a structured filter or its dict form: write it as a dict, such as "
+            "{'doc_type': {'$ne': 'internal'}} for MetadataFilter(key='doc_type', "
+            "value='internal', operator=FilterOperator.NE)"
         )
     raise TypeError(
         f"filters must be a structured filter (langchain_core.structured_query Comparison or "

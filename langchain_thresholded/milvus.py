@@ -45,10 +45,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
-from langchain_thresholded._documents import search_ids
 from thresholded.errors import UnsupportedMetricError
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
+    collection_not_found,
     dense_dimension,
     describe_existing,
     index_metric,
@@ -64,6 +64,7 @@ from thresholded.milvus_grpc import client_kwargs
 from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
 from thresholded.scores import Metric
+from thresholded.strict import search_ids
 
 if TYPE_CHECKING:
     from langchain_core.documents import Document
@@ -456,11 +457,11 @@ def raw_exprs(search_kwargs: Mapping[str, Any]) -> list[str]:
 
 def ids_expr(store: Any, ids: Any) -> str | None:
     """A langchain-milvus store's ``search_kwargs["ids"]`` (one id as a string, as Chroma
-    takes it, or several: :func:`~langchain_thresholded._documents.search_ids`) as a test of
-    its primary key, which langchain-milvus would send to pymilvus beside the question's
-    vector, which it refuses. None: no ids, or none a key can be
+    takes it, or several: :func:`~thresholded.strict.search_ids`) as a test of its primary
+    key, which langchain-milvus would send to pymilvus beside the question's vector, which it
+    refuses. None: no ids, or none a key can be
     (:func:`~thresholded.milvus_expr.id_membership`; :func:`ids_admit_no_row` tells which)."""
-    given = search_ids(ids)
+    given = search_ids(ids, argument="search_kwargs['ids']")
     if not given:
         return None
     pk = str(getattr(store, "_primary_field", "pk"))
@@ -471,7 +472,25 @@ def ids_admit_no_row(store: Any, ids: Any) -> bool:
     """Whether a langchain-milvus store's ``search_kwargs["ids"]`` name no row it can hold:
     an empty list, or ids none of which its primary key can be (Milvus cannot be asked for
     ``pk in []``: a search restricted to them finds nothing without being made)."""
-    return search_ids(ids) is not None and ids_expr(store, ids) is None
+    return search_ids(ids, argument="search_kwargs['ids']") is not None and (
+        ids_expr(store, ids) is None
+    )
+
+
+def ensure_collection(store: Any) -> None:
+    """Refuse to search a langchain-milvus store whose collection does not exist (a misspelt
+    name): langchain-milvus returns nothing for it, so every question would say nothing
+    matched, as if the collection were empty. The store's ORM connection must be made."""
+    with orm_calls():
+        if store.col is not None:  # read once, then cached by the store
+            return
+    args = getattr(store, "_connection_args", None) or {}
+    raise collection_not_found(
+        store.collection_name,
+        store.client.list_collections(),
+        uri=str(args.get("uri", "")),
+        db_name=args.get("db_name"),
+    )
 
 
 def _ensure_orm_connection(store: Any) -> None:

@@ -58,6 +58,7 @@ from thresholded.fanout import (
     WorkerPools,
     check_one_model,
     check_unique_names,
+    collection_list,
 )
 from thresholded.filters import all_of
 from thresholded.models import Embedder, check_one_embedder
@@ -196,7 +197,7 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
     @field_validator("collections", mode="before")
     @classmethod
     def _none_configurable(cls, value: Any) -> Any:
-        return [_not_configurable(c) for c in value] if isinstance(value, list) else value
+        return [_not_configurable(c) for c in collection_list(value)]
 
     @field_validator("collections")
     @classmethod

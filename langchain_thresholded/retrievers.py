@@ -24,7 +24,6 @@ from langchain_core.structured_query import Expr
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from langchain_thresholded._documents import search_ids
 from langchain_thresholded.backend import (
     NEVER_REPLACED,
     LangChainBackend,
@@ -78,7 +77,12 @@ from thresholded.rescore import wants_rescore
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.snapshot import Copied, same, shape
-from thresholded.strict import StrictArguments, check_call_options, of_another_framework
+from thresholded.strict import (
+    StrictArguments,
+    check_call_options,
+    of_another_framework,
+    search_ids,
+)
 from thresholded.wrapped import merged_restrictions
 
 REPORT_SINK = "_thresholded_report_sink"
@@ -784,9 +788,9 @@ def _mmr_filter_inexact(store: VectorStore) -> bool:
 
 def _ids_listed(search_kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
     """``search_kwargs`` with their ``ids`` as a list of ids (one id given as a string, as
-    Chroma takes it, listed: :func:`~langchain_thresholded._documents.search_ids`), so that
+    Chroma takes it, listed: :func:`~thresholded.strict.search_ids`), so that
     the same ids given both ways restrict alike."""
-    ids = search_ids(search_kwargs.get("ids"))
+    ids = search_ids(search_kwargs.get("ids"), argument="search_kwargs['ids']")
     return search_kwargs if ids is None else {**search_kwargs, "ids": ids}
 
 

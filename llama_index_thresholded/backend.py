@@ -32,7 +32,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from llama_index_thresholded.embeddings import model_id_of, named_model
+from llama_index_thresholded.embeddings import checked_embed_model, model_id_of, named_model
 from llama_index_thresholded.filters import to_metadata_filters
 from llama_index_thresholded.nodes import source_of, text_length
 from llama_index_thresholded.pushdown import PUSHED_METRICS, is_milvus_store, range_search_kwargs
@@ -475,6 +475,7 @@ def index_collection(
     is set up the same way whichever retriever searches it.
     """
     store = index.vector_store
+    embed_model = checked_embed_model(embed_model)
     if embed_model is not None and not allow_model_mismatch:
         check_question_model(
             named_model(embed_model), named_model(index_embed_model(index)), given_as="embed_model="

@@ -17,7 +17,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
 from thresholded.models import ModelId, canonical_model_name
-from thresholded.strict import StrictArguments
+from thresholded.strict import StrictArguments, framework_of
 from thresholded.weights import KNOWN_DIMENSIONS, USE_MULTILINGUAL, locate_model, use_encoder
 
 
@@ -78,6 +78,20 @@ def load_embed_model(name: str, *, path: str | Path | None = None, **kwargs: Any
     return HuggingFaceEmbedding(model_name=str(Path(directory)), **kwargs)
 
 
+def checked_embed_model(embed_model: Any) -> BaseEmbedding | None:
+    """``embed_model`` as given, refusing anything but a LlamaIndex model (None: the
+    index's): a LangChain model would be taken, named by its class, and fail at the first
+    question."""
+    if embed_model is None or isinstance(embed_model, BaseEmbedding):
+        return embed_model
+    whose = ", a LangChain model" if framework_of(embed_model) == "LangChain" else ""
+    raise TypeError(
+        f"embed_model must be a LlamaIndex BaseEmbedding, got {type(embed_model).__name__}"
+        f"{whose}: load the LlamaIndex one with load_embed_model(...) (the packaged models: "
+        "'minilm', 'use-multilingual')"
+    )
+
+
 def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:
     """The model an embedding object names; None when it names none (LlamaIndex's default
     ``model_name`` is ``"unknown"``, e.g. ``MockEmbedding``'s)."""
@@ -86,7 +100,8 @@ def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:
 
 
 def model_id_of(embed_model: BaseEmbedding, dimension: int | None = None) -> ModelId:
-    """The canonical id of ``embed_model``: a local path maps to the model's name; its
-    ``dimension`` where given, else the known dimension of a model of that name."""
+    """The canonical id of ``embed_model``: a local path maps to the model's name; the known
+    dimension of a model of that name, else ``dimension`` (the collection's, say): a
+    collection of another dimension does not change what the model embeds."""
     name = canonical_model_name(str(getattr(embed_model, "model_name", "") or type(embed_model)))
-    return ModelId(name, dimension if dimension is not None else KNOWN_DIMENSIONS.get(name))
+    return ModelId(name, KNOWN_DIMENSIONS.get(name, dimension))

@@ -36,6 +36,11 @@ def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None
         return None
     if isinstance(filters, MetadataFilter):
         return _condition(filters)
+    if isinstance(filters, list | tuple) and filters and all(_a_filter(f) for f in filters):
+        raise TypeError(
+            "filters must be LlamaIndex MetadataFilters, got a list of MetadataFilter: wrap it, "
+            "MetadataFilters(filters=[...]) (all of them must hold; condition='or': any)"
+        )
     if not isinstance(filters, MetadataFilters):
         raise TypeError(
             f"filters must be LlamaIndex MetadataFilters, got {type(filters).__name__}: write "
@@ -62,6 +67,10 @@ def _group(filters: MetadataFilters, negated: bool = False) -> Group:
         for f in filters.filters
     )
     return Group(combine, children)
+
+
+def _a_filter(item: Any) -> bool:
+    return isinstance(item, MetadataFilter | MetadataFilters)
 
 
 def _condition(item: MetadataFilter, negated: bool = False) -> Condition:

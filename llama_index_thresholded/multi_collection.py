@@ -38,7 +38,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from pydantic import field_validator, model_validator
 
 from llama_index_thresholded.backend import index_collection, index_embed_model
-from llama_index_thresholded.embeddings import model_id_of, named_model
+from llama_index_thresholded.embeddings import checked_embed_model, model_id_of, named_model
 from llama_index_thresholded.filters import HeldFilters
 from llama_index_thresholded.retriever import EngineRetriever
 from thresholded.attachments import AttachmentSpec
@@ -54,6 +54,7 @@ from thresholded.fanout import (
     WorkerPool,
     check_one_model,
     check_unique_names,
+    collection_list,
 )
 from thresholded.models import Embedder, check_one_embedder
 from thresholded.policy import RetrievalPolicy, policy_or_none
@@ -176,13 +177,13 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
             allow_model_mismatch=allow_model_mismatch,
         )
         check_max_workers(max_workers)
-        specs = [_opened(_spec(c), timeout) for c in collections]
+        specs = [_opened(_spec(c), timeout) for c in collection_list(collections)]
         if not specs:
             raise ValueError("MultiCollectionRetriever needs at least one collection")
         check_timeout(timeout)
         self._policy = policy_or_none(policy) or RetrievalPolicy()
         self._filters = HeldFilters.of(filters)
-        embed_model = embed_model or _common_embed_model(specs)
+        embed_model = checked_embed_model(embed_model) or _common_embed_model(specs)
         self._collections = tuple(
             index_collection(
                 _as_index(spec.store, embed_model),

@@ -29,12 +29,12 @@ from llama_index.core.base.response.schema import (
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
 
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
-from llama_index_thresholded.retriever import EngineRetriever
+from llama_index_thresholded.retriever import EngineRetriever, question_of
 from thresholded.abstention import (
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
@@ -259,6 +259,13 @@ async def _aonce(token: str) -> AsyncGenerator[str, None]:
     yield token
 
 
+def _check_question(query: Any) -> None:
+    """Refuse a question that is neither a str nor a QueryBundle (a coroutine, None) as the
+    retriever does, before LlamaIndex's query event fails on it with pydantic's errors."""
+    if not isinstance(query, str | QueryBundle):
+        question_of(query)
+
+
 class AbstainingQueryEngine(RetrieverQueryEngine):
     """A ``RetrieverQueryEngine`` that answers ``no_match_message`` when no node remains.
 
@@ -345,6 +352,14 @@ class AbstainingQueryEngine(RetrieverQueryEngine):
         if not nodes:
             return self._no_match(asynchronous=True)
         return _answered(await super().asynthesize(query_bundle, nodes, additional_source_nodes))
+
+    def query(self, str_or_query_bundle: QueryType) -> RESPONSE_TYPE:
+        _check_question(str_or_query_bundle)
+        return super().query(str_or_query_bundle)
+
+    async def aquery(self, str_or_query_bundle: QueryType) -> RESPONSE_TYPE:
+        _check_question(str_or_query_bundle)
+        return await super().aquery(str_or_query_bundle)
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         with self.callback_manager.event(

@@ -44,6 +44,7 @@ from thresholded.strict import (
     check_switches,
     of_another_framework,
     strict_constructor,
+    unawaited,
 )
 from thresholded.wrapped import merged_restrictions, refuse_replaced
 
@@ -503,6 +504,7 @@ def question_of(query: QueryType) -> Question:
         return Question(query.query_str, query.embedding, query)
     raise TypeError(
         f"the question must be a str or a QueryBundle, got {type(query).__name__}: {query!r}"
+        + unawaited(query)
     )
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from thresholded.strict import search_ids
+
 
 def ids_within(collection: Any, ids: list[str], restrictions: Mapping[str, Any]) -> set[str]:
     """The ids among ``ids`` that ``collection`` (a ``chromadb`` collection) holds within a
     query's own ``ids``, ``where`` and ``where_document``, in one ``get``."""
-    only = restrictions.get("ids")
+    only = search_ids(restrictions.get("ids"), argument="ids")
     if only is not None:
-        only = {only} if isinstance(only, str) else set(only)
         ids = [i for i in ids if i in only]
     if not ids:
         return set()

@@ -76,6 +76,7 @@ from thresholded.scores import (
     to_cosines,
 )
 from thresholded.selection import Candidate, Dropped, DropReason, Selection, attach, select
+from thresholded.strict import unawaited
 
 logger = logging.getLogger(__name__)
 
@@ -460,7 +461,10 @@ def retrieve(call: Call[T]) -> Pipeline[Result[T]]:
 
 def check_question(question: Question) -> None:
     if not isinstance(question.text, str):
-        raise TypeError(f"the question must be a str, got {type(question.text).__name__}")
+        raise TypeError(
+            f"the question must be a str, got {type(question.text).__name__}"
+            + unawaited(question.text)
+        )
     if question.vector is not None and len(question.vector) == 0:
         raise ValueError("the question's vector is empty: give its embedding, or none")
     if not question.text.strip() and question.vector is None:

@@ -592,6 +592,18 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+def collection_list(collections: Any) -> list[Any]:
+    """A multi-collection retriever's ``collections`` as a list: a list or a tuple of them.
+    One collection given alone would be read item by item (a spec or a store as its fields,
+    a dict as its keys, a string as its characters), and refused as no collection."""
+    if isinstance(collections, list | tuple):
+        return list(collections)
+    raise TypeError(
+        f"collections takes a list of collections, got {type(collections).__name__}: write "
+        "[collection] for one, or several in one list"
+    )
+
+
 def check_unique_names(names: Sequence[str]) -> None:
     seen: set[str] = set()
     for name in names:

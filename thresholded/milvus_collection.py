@@ -120,11 +120,19 @@ def describe_existing(
     """
     names = client.list_collections()
     if collection_name not in names:
-        where = f"{uri} (database {db_name!r})" if db_name else uri
-        raise CollectionNotFoundError(
-            f"collection {collection_name!r} does not exist at {where}; it has: {sorted(names)}"
-        )
+        raise collection_not_found(collection_name, names, uri=uri, db_name=db_name)
     return client.describe_collection(collection_name)
+
+
+def collection_not_found(
+    collection_name: str, names: Iterable[str], *, uri: str, db_name: str | None = None
+) -> CollectionNotFoundError:
+    """The error for a collection that is not at ``uri``: it names the URI, the database and
+    the collections that do exist (``names``)."""
+    where = f"{uri} (database {db_name!r})" if db_name else uri
+    return CollectionNotFoundError(
+        f"collection {collection_name!r} does not exist at {where}; it has: {sorted(names)}"
+    )
 
 
 def vector_dims(description: dict[str, Any]) -> dict[str, int]:

@@ -19,19 +19,30 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 LITE_STARTUP_TIMEOUT = 60.0
+SERVER_SCHEMES = ("unix", "http", "https", "tcp", "grpc")
+"""The URI schemes pymilvus connects to as a server; any other URI is a Milvus Lite file."""
 
 
 def milvus_uri(uri: object) -> str:
     """``uri`` as pymilvus takes it, a str: a path (``pathlib.Path``) names a Milvus Lite
-    file; anything else is a ``TypeError`` (pymilvus fails on it with an ``AttributeError``)."""
+    file; anything else is a ``TypeError`` (pymilvus fails on it with an ``AttributeError``).
+    A str that is neither a server address nor a ``.db`` file is a ``ValueError``: Milvus
+    Lite would be started for it (``localhost:19530`` without ``http://``) and fail with
+    "Unsupport db name"."""
     if isinstance(uri, os.PathLike):
-        return str(os.fspath(uri))
+        uri = str(os.fspath(uri))
     if not isinstance(uri, str):
         raise TypeError(
             "uri must be a str (a Milvus Lite file such as ./kb.db, or a server address such "
             f"as http://host:19530) or a path, got {type(uri).__name__}"
+        )
+    if urlparse(uri).scheme.lower() not in SERVER_SCHEMES and not uri.endswith(".db"):
+        raise ValueError(
+            f"uri {uri!r} is neither a server address (http://host:19530; also https, tcp, "
+            "grpc, unix) nor a Milvus Lite file (a path ending in .db, such as ./kb.db)"
         )
     return uri
 

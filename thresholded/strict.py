@@ -141,6 +141,35 @@ def list_of_strings(value: Any, *, argument: str, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def search_ids(value: Any, *, argument: str) -> tuple[str, ...] | None:
+    """A store's ``ids`` restriction as strings: one id as a string (as Chroma takes it), or
+    a list of ids, strings or whole numbers (a Milvus INT64 key); None: none given. Anything
+    else is refused: a lone number is not iterable, and a dict or bytes would be read as
+    their keys or byte values, which name no section."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    what = f"{argument} takes a list of ids (or one id as a string)"
+    if isinstance(value, bytes | bytearray) or not isinstance(value, Sequence | set | frozenset):
+        hint = f": write [{value!r}] for one" if isinstance(value, int | float) else ""
+        raise TypeError(f"{what}, got {type(value).__name__} {value!r}{hint}")
+    others = sorted(
+        {type(v).__name__ for v in value if isinstance(v, bool) or not isinstance(v, str | int)}
+    )
+    if others:
+        raise TypeError(f"{what} (strings or whole numbers), got values of type {others}")
+    return tuple(str(v) for v in value)
+
+
+def unawaited(value: object) -> str:
+    """What to add where a question (or another argument) is a coroutine or another
+    awaitable: an ``async`` function called without ``await``."""
+    if not inspect.isawaitable(value):
+        return ""
+    return ": await it first (an async function returns a coroutine, not its result)"
+
+
 def near_misses(
     given: Iterable[str], known: Iterable[str], *, cutoff: float = 0.8
 ) -> list[tuple[str, str]]:
@@ -165,11 +194,26 @@ def of_another_framework(value: object, ours: str) -> str:
     """What to say of ``value`` where the adapter ``ours`` (its package name) got it: that it
     is the other framework's object (or the other adapter's), and which adapter takes it;
     ``""`` when it is not."""
+    framework, adapter = _framework_of(value)
+    if adapter is None or adapter == ours:
+        return ""
+    return f"{type(value).__name__} is a {framework} object: use {adapter}"
+
+
+def framework_of(value: object) -> str | None:
+    """The framework (``"LangChain"``, ``"LlamaIndex"``) whose object ``value`` is, or whose
+    objects a non-empty list or tuple of them holds; None: neither."""
+    if isinstance(value, list | tuple) and value:
+        value = value[0]
+    return _framework_of(value)[0]
+
+
+def _framework_of(value: object) -> tuple[str | None, str | None]:
     root = type(value).__module__.split(".")[0]
     for prefix, framework, adapter in _FRAMEWORKS:
-        if root.startswith(prefix) and adapter != ours:
-            return f"{type(value).__name__} is a {framework} object: use {adapter}"
-    return ""
+        if root.startswith(prefix):
+            return framework, adapter
+    return None, None
 
 
 def named_parameters(function: Callable[..., Any]) -> list[str]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.llms import MockLLM
 from llama_index.core.schema import QueryBundle, TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 
@@ -100,3 +103,25 @@ def test_an_embedding_model_that_returns_zeros_is_refused(langchain_retriever):
     )
     with pytest.raises(NotUnitVectorError, match="no cosine can be computed"):
         retriever.invoke("a question")
+
+
+async def _question() -> str:
+    return "a section"
+
+
+def test_a_question_that_is_a_coroutine_says_to_await_it(llama_retriever, langchain_retriever):
+    """An ``async def`` that makes the question, called without ``await``. The abstaining
+    query engine failed inside LlamaIndex's instrumentation, with two pydantic validation
+    errors of its ``QueryStartEvent``."""
+    engine = li.AbstainingQueryEngine.from_args(llama_retriever, llm=MockLLM())
+    calls = [
+        llama_retriever.retrieve,
+        langchain_retriever.invoke,
+        engine.query,
+        lambda q: asyncio.run(engine.aquery(q)),
+    ]
+    for call in calls:
+        question = _question()
+        with pytest.raises(TypeError, match=r"question must be a str.*got coroutine.*await it"):
+            call(question)
+        question.close()

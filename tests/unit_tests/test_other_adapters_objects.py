@@ -43,3 +43,15 @@ def test_llama_index_objects_given_to_the_langchain_adapter(li_index) -> None:
     wanted = r"VectorIndexRetriever is a LlamaIndex object: use llama_index_thresholded"
     with pytest.raises(TypeError, match=wanted):
         lc.ThresholdedRetriever.from_retriever(li_index.as_retriever(), policy=POLICY)
+
+
+def test_a_langchain_embeddings_given_as_embed_model_is_refused(li_index) -> None:
+    """It was taken: the retriever named the model by its class (``<class '...'>@8``) in a
+    ``ModelMismatchError``, and the multi-collection retriever failed at the first question."""
+    embeddings = DeterministicFakeEmbedding(size=8)
+    wanted = r"embed_model must be a LlamaIndex BaseEmbedding, got DeterministicFakeEmbedding, a "
+    wanted += r"LangChain model: load the LlamaIndex one with load_embed_model"
+    with pytest.raises(TypeError, match=wanted):
+        li.ThresholdedRetriever(li_index, policy=POLICY, embed_model=embeddings)
+    with pytest.raises(TypeError, match=wanted):
+        li.MultiCollectionRetriever([li_index], policy=POLICY, embed_model=embeddings)

@@ -7,6 +7,7 @@ fails on an existing collection (langchain-ai/langchain-milvus#130).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,27 @@ def test_a_missing_collection_is_an_error_and_nothing_is_created(
     with pytest.raises(CollectionNotFoundError, match=r"'kb_typo' does not exist.*\['kb'\]"):
         existing_milvus_store(uri, "kb_typo", embeddings=minilm)
     assert store.client.list_collections() == ["kb"]
+
+
+def test_a_search_of_a_collection_that_does_not_exist_is_an_error(
+    tmp_path: Path, minilm: Any
+) -> None:
+    """A ``langchain_milvus.Milvus`` opened on a misspelt name holds no collection, and
+    langchain-milvus's search returns nothing: every question said nothing matched
+    (``abstained_by: "empty"``), as if the collection were empty."""
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    uri = str(tmp_path / "kb.db")
+    milvus_from_documents(
+        [Document(page_content="Refunds take 5 days.")], minilm, uri=uri, collection_name="kb"
+    )
+    typo = langchain_milvus.Milvus(minilm, collection_name="kb_typo", connection_args={"uri": uri})
+    retriever = ThresholdedRetriever(vectorstore=typo, policy=OPEN_POLICY)
+    said = r"collection 'kb_typo' does not exist at .*kb\.db; it has: \['kb'\]"
+    with pytest.raises(CollectionNotFoundError, match=said):
+        retriever.invoke("How long do refunds take?")
+    with pytest.raises(CollectionNotFoundError, match=said):
+        asyncio.run(retriever.ainvoke("How long do refunds take?"))
 
 
 @pytest.mark.parametrize("keyword", ["overwrite", "drop_old"])

@@ -95,6 +95,25 @@ def test_a_profile_of_another_model_is_refused(tmp_path: Path, index) -> None:
         ThresholdedRetriever(index, profile=profile, collection="kb")
 
 
+def test_a_profile_of_another_model_names_the_model_in_use_with_its_own_dimension(
+    tmp_path: Path, uri: str, index
+) -> None:
+    """The model in use was named with the collection's dimension: the Universal Sentence
+    Encoder over a MiniLM collection was "universal-sentence-encoder-multilingual-3@384"."""
+    from llama_index_thresholded import UniversalSentenceEncoderEmbedding
+    from thresholded import ModelMismatchError
+
+    profile = tmp_path / "p.json"
+    profile.write_text(
+        '{"version": 1, "min_similarity": 0.3, '
+        '"embedding_model": "sentence-transformers/all-MiniLM-L6-v2@384"}'
+    )
+    use = UniversalSentenceEncoderEmbedding()
+    other = VectorStoreIndex.from_vector_store(existing_milvus_store(uri, "kb"), embed_model=use)
+    with pytest.raises(ModelMismatchError, match=r"but \S*universal-sentence-encoder\S*@512 is"):
+        ThresholdedRetriever(other, profile=profile, collection="kb")
+
+
 @pytest.mark.parametrize("reopen", [milvus_store, existing_milvus_store], ids=["new", "existing"])
 def test_nodes_indexed_again_under_their_ids_replace_their_rows(
     tmp_path: Path, minilm_embed_model, reopen

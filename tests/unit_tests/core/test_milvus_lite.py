@@ -44,3 +44,18 @@ def test_a_collection_spec_names_a_milvus_lite_file_by_path_too(tmp_path):
     assert spec.uri == str(tmp_path / "kb.db")
     with pytest.raises(TypeError, match=r"uri must be a str .* or a path, got int"):
         CollectionSpec(uri=19530, collection_name="kb")
+
+
+@pytest.mark.parametrize("uri", ["localhost:19530", "127.0.0.1:19530", "./kb"])
+def test_a_uri_that_is_neither_a_server_nor_a_lite_file_is_refused(uri):
+    """``localhost:19530`` (no ``http://``) started a Milvus Lite engine of that name, which
+    failed with "Unsupport db name localhost:19530"."""
+    from thresholded.collection_spec import CollectionSpec
+    from thresholded.milvus_lite import milvus_uri
+
+    said = rf"uri {uri!r} is neither a server address .*http://.* nor a Milvus Lite file .*\.db"
+    with pytest.raises(ValueError, match=said):
+        milvus_uri(uri)
+    with pytest.raises(ValueError, match=said):
+        CollectionSpec(uri=uri, collection_name="kb")
+    assert milvus_uri("http://localhost:19530") == "http://localhost:19530"

@@ -32,7 +32,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langsmith.run_helpers import tracing_context
 
 from langchain_thresholded.faiss_window import first_window, wider_window
-from langchain_thresholded.milvus import ids_admit_no_row, in_one_expr
+from langchain_thresholded.milvus import RAW_EXPR_KEYS, ids_admit_no_row, in_one_expr
 from langchain_thresholded.scoring import is_faiss, is_milvus
 from thresholded.scores import ScoreKind
 
@@ -406,17 +406,34 @@ def _in_one_expr(retriever: BaseRetriever) -> BaseRetriever:
     """A langchain-milvus ``as_retriever(search_kwargs=...)`` with its ``filter`` and its
     ``ids`` held in its ``expr`` (:func:`~langchain_thresholded.milvus.in_one_expr`): its
     search would send them to pymilvus beside its own ``filter=expr`` and the question's
-    vector. Ids that name no row (an empty list) find nothing, without a search: Milvus
-    takes no ``pk in []``."""
-    if not isinstance(retriever, VectorStoreRetriever) or not is_milvus(retriever.vectorstore):
+    vector. Inside ``bind(...)``, ``with_config(...)`` or ``with_retry()`` too, with the
+    raw filters and ids a binding gives its search (which replace its own, as LangChain
+    passes them on). Ids that name no row (an empty list) find nothing, without a search:
+    Milvus takes no ``pk in []``."""
+    inner, bound = unbound(retriever)
+    if not isinstance(inner, VectorStoreRetriever) or not is_milvus(inner.vectorstore):
         return retriever
-    kwargs = retriever.search_kwargs
+    given = {k: v for k, v in bound.items() if k in _IN_EXPR}
+    kwargs = {**inner.search_kwargs, **given}
     if "ids" not in kwargs and "filter" not in kwargs:
         return retriever
-    if ids_admit_no_row(retriever.vectorstore, kwargs.get("ids")):
+    if ids_admit_no_row(inner.vectorstore, kwargs.get("ids")):
         return _NoDocuments()
-    in_one = in_one_expr(retriever.vectorstore, kwargs)
-    return retriever.model_copy(update={"search_kwargs": in_one})
+    in_one = in_one_expr(inner.vectorstore, kwargs)
+    return _rebound(retriever, inner.model_copy(update={"search_kwargs": in_one}))
+
+
+_IN_EXPR = frozenset({*RAW_EXPR_KEYS, "ids"})
+"""The arguments of a langchain-milvus search held in its one ``expr``."""
+
+
+def _rebound(retriever: Any, inner: BaseRetriever) -> Any:
+    """``retriever``'s bindings around ``inner`` in place of the retriever they bound, without
+    the arguments ``inner`` holds in its ``expr`` (:data:`_IN_EXPR`)."""
+    if not isinstance(retriever, RunnableBindingBase):
+        return inner
+    kept = {k: v for k, v in retriever.kwargs.items() if k not in _IN_EXPR}
+    return retriever.model_copy(update={"bound": _rebound(retriever.bound, inner), "kwargs": kept})
 
 
 class _NoDocuments(BaseRetriever):

@@ -406,10 +406,11 @@ def _in_one_expr(retriever: Any, bound: Mapping[str, Any] | None = None) -> Any:
     """A langchain-milvus ``as_retriever(search_kwargs=...)`` with its ``filter`` and its
     ``ids`` held in its ``expr`` (:func:`~langchain_thresholded.milvus.in_one_expr`): its
     search would send them to pymilvus beside its own ``filter=expr`` and the question's
-    vector. Inside ``bind(...)``, ``with_config(...)``, ``with_retry()`` and
-    ``with_fallbacks(...)`` too, with the raw filters and ids a binding gives its search
-    (``bound``, which replace its own, as LangChain passes them on). Ids that name no row
-    (an empty list) find nothing, without a search: Milvus takes no ``pk in []``."""
+    vector. Inside ``bind(...)``, ``with_config(...)``, ``with_retry()``,
+    ``with_fallbacks(...)`` and a nested ensemble too, with the raw filters and ids a
+    binding gives its search (``bound``, which replace its own, as LangChain passes them
+    on). Ids that name no row (an empty list) find nothing, without a search: Milvus takes
+    no ``pk in []``."""
     if isinstance(retriever, RunnableBindingBase):
         return _rebound(
             retriever, _in_one_expr(retriever.bound, {**retriever.kwargs, **(bound or {})})
@@ -417,6 +418,9 @@ def _in_one_expr(retriever: Any, bound: Mapping[str, Any] | None = None) -> Any:
     if isinstance(retriever, RunnableWithFallbacks):
         each = [_in_one_expr(r, bound) for r in (retriever.runnable, *retriever.fallbacks)]
         return retriever.model_copy(update={"runnable": each[0], "fallbacks": each[1:]})
+    if is_ensemble(retriever):  # it calls its members without a binding's arguments
+        members = [_in_one_expr(r) for r in members_of(retriever)]
+        return retriever.model_copy(update={"retrievers": members})
     if not isinstance(retriever, VectorStoreRetriever) or not is_milvus(retriever.vectorstore):
         return retriever
     given = {k: v for k, v in (bound or {}).items() if k in _IN_EXPR}

@@ -138,17 +138,18 @@ _NOT_B0 = 'pk != "b0"'
         (lambda r: r.with_retry(stop_after_attempt=1), {"filter": _NOT_B0}),
         (lambda r: r.bind(filter=_NOT_B0), {}),
         (lambda r: r.with_fallbacks([r]).bind(filter=_NOT_B0), {}),
+        (lambda r: _ensemble_of(r), {"filter": _NOT_B0}),
     ],
-    ids=["with_config", "with_retry", "bind", "with_fallbacks"],
+    ids=["with_config", "with_retry", "bind", "with_fallbacks", "nested_ensemble"],
 )
 def test_a_bound_ensemble_members_ids_and_filter_restrict_its_search(
     tmp_path: Path, bind: Any, own: dict[str, str]
 ) -> None:
     """A member wrapped in ``with_config(...)``, ``with_retry()``, ``bind(...)`` or
-    ``with_fallbacks(...)`` is searched as it is unwrapped: its ids and raw filter (its own,
-    or one a binding gives) hold in its ``expr``. Every call failed, with pymilvus's "Either
-    ids or data must be provided, not both" or "got multiple values for keyword argument
-    'filter'"; behind fallbacks, each fallback was tried in its place."""
+    ``with_fallbacks(...)``, or in a nested ensemble, is searched as it is unwrapped: its ids
+    and raw filter (its own, or one a binding gives) hold in its ``expr``. Every call failed,
+    with pymilvus's "Either ids or data must be provided, not both" or "got multiple values
+    for keyword argument 'filter'"; behind fallbacks, each fallback was tried in its place."""
     from langchain_classic.retrievers import EnsembleRetriever
 
     docs = [Document(id=i, page_content=f"near {i}") for i in ("a0", "a", "0", "b0")]
@@ -158,3 +159,9 @@ def test_a_bound_ensemble_members_ids_and_filter_restrict_its_search(
     retriever = ThresholdedRetriever.from_retriever(ensemble, policy=POLICY)
     for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
         assert sorted(str(d.metadata["pk"]) for d in found) == ["0", "a0"]
+
+
+def _ensemble_of(retriever: Any) -> Any:
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    return EnsembleRetriever(retrievers=[retriever])

@@ -13,7 +13,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -138,7 +138,6 @@ class LangChainBackend:
         self._faiss = is_faiss(store)
         wrapped = _wrapped_retriever(store)
         self._rows = rows_store(store)
-        self._held_by = _searched_stores(store)
         rows_kwargs = self._search_kwargs if wrapped is None else wrapped.search_kwargs
         self._raw_expr = all_of_exprs(raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
@@ -354,8 +353,8 @@ class LangChainBackend:
         filters."""
         if self._docstore is None:
             return {}
-        found = self._stored(ids)
-        missing = [i for i in ids if i not in found]
+        found, held = self._stored(ids)
+        missing = [i for i in ids if i not in found and i not in held]
         if missing:
             found.update(_found(missing, self._docstore.mget(missing)))
         return self._admitted(found)
@@ -363,34 +362,36 @@ class LangChainBackend:
     async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, Document]:
         if self._docstore is None:
             return {}
-        found = await self._astored(ids)
-        missing = [i for i in ids if i not in found]
+        found, held = await self._astored(ids)
+        missing = [i for i in ids if i not in found and i not in held]
         if missing:
             found.update(_found(missing, await self._docstore.amget(missing)))
         return self._admitted(found)
 
-    def _stored(self, ids: list[str]) -> dict[str, Document]:
+    def _stored(self, ids: list[str]) -> tuple[dict[str, Document], set[str]]:
         """The stores' own copies of ``ids``, by id (:func:`_searched_stores`: a wrapped
-        retriever's, an ensemble's members', in order; the first that holds a section gives
-        its copy, as the ensemble's fusion keeps its first member's)."""
-        found: dict[str, Document] = {}
-        for rows in self._held_by:
-            missing = [i for i in ids if i not in found]
-            if missing:
-                found.update(_read_by_id(rows, missing))
-        return found
+        retriever's, an ensemble's members', in order), and the ids the stores hold only
+        outside what their members return (:class:`_Copies`)."""
+        copies = _Copies(ids)
+        for searched in _searched_stores(self._store):
+            if copies.missing:
+                copies.take(searched, _read_by_id(searched.store, copies.missing))
+        return copies.found, copies.held
 
-    async def _astored(self, ids: list[str]) -> dict[str, Document]:
-        found: dict[str, Document] = {}
-        for rows in self._held_by:
-            missing = [i for i in ids if i not in found]
-            if not missing:
-                continue
+    async def _astored(self, ids: list[str]) -> tuple[dict[str, Document], set[str]]:
+        copies = _Copies(ids)
+        for searched in _searched_stores(self._store):
+            rows = searched.store
+            if not copies.missing:
+                break
             if is_milvus(rows) or is_chroma(rows):  # the store's blocking client, in a thread
-                found.update(await run_in_executor(None, _read_by_id, rows, missing))
+                copies.take(
+                    searched, await run_in_executor(None, _read_by_id, rows, copies.missing)
+                )
             elif _reads_by_id(rows):
-                found.update(_by_id(missing, await rows.aget_by_ids(missing)))
-        return found
+                missing = copies.missing
+                copies.take(searched, _by_id(missing, await rows.aget_by_ids(missing)))
+        return copies.found, copies.held
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What was fetched by id, held to the retriever's raw store restrictions: its
@@ -475,7 +476,7 @@ class LangChainBackend:
     @property
     def fetch_holds_back(self) -> bool:
         """The store's own restrictions hold sections back, those in ``search_kwargs`` or a
-        wrapped ensemble's members' (their store filters, their ``filters``): ``fetch``
+        wrapped ensemble's members' (their store filters, any member's ``filters``): ``fetch``
         holds what the docstore returns to them (a store filter they cannot be held to, such
         as Chroma's ``where_document``, is refused with a docstore)."""
         raw = self._raw_filter is not None or self._only_ids is not None
@@ -483,7 +484,7 @@ class LangChainBackend:
             return True
         members = _store_members(self._store.retriever) if _wraps_an_ensemble(self._store) else []
         restricted = any(_store_restricted(kwargs) for _, kwargs in members)
-        return restricted or _members_where(self._store) is not None
+        return restricted or any(s.where is not None for s in _searched_stores(self._store))
 
     def admits(self, item: Document) -> bool:
         item_id = stored_id(item, self._id_key) or document_id(item)
@@ -610,27 +611,67 @@ def _own_fields(store: Any) -> frozenset[str]:
     return frozenset(fields)
 
 
-def _searched_stores(store: VectorStore, depth: int = 0) -> list[VectorStore]:
+class _Searched(NamedTuple):
+    """A store a search of a ``RetrieverSource`` runs, and what the member searching it holds
+    its documents to (a ``ThresholdedRetriever``'s filters; None: nothing)."""
+
+    store: VectorStore
+    where: Filter | None = None
+
+
+def _searched_stores(store: VectorStore, depth: int = 0) -> list[_Searched]:
     """The stores whose documents a search of ``store`` returns: itself, or those the
     retrievers a ``RetrieverSource`` runs search (a store's ``as_retriever()``, a
-    ``ThresholdedRetriever``, an ensemble's members, however bound), in member order."""
+    ``ThresholdedRetriever``, an ensemble's members, however bound), in member order, each
+    with the filters of the member that searches it (read when asked: they may change)."""
     if not isinstance(store, RetrieverSource):
-        return [store]
+        return [_Searched(store)]
     if depth > 8:
         return []
     found = []
     for member in members_of(store.retriever):
         inner = getattr(unbound(member)[0], "vectorstore", None)
         if isinstance(inner, VectorStore) and inner is not store:
-            found += _searched_stores(inner, depth + 1)
+            own = _member_where(member) if _filtered_only(member) else None
+            found += [
+                _Searched(s.store, all_of(own, s.where)) for s in _searched_stores(inner, depth + 1)
+            ]
     return found
+
+
+class _Copies:
+    """The stores' copies of sections read by id, store by store, as an ensemble's fusion
+    keeps them: the first copy a member would return (one within its filters). A section
+    the stores hold only outside their members' filters is ``held``: no member returns it,
+    so the docstore's copy does not stand in for it (nor is it judged by the filters of a
+    member that never searches the store holding it)."""
+
+    def __init__(self, ids: list[str]) -> None:
+        self._ids = ids
+        self.found: dict[str, Document] = {}
+        self._outside: set[str] = set()
+
+    @property
+    def missing(self) -> list[str]:
+        return [i for i in self._ids if i not in self.found]
+
+    @property
+    def held(self) -> set[str]:
+        return self._outside - self.found.keys()
+
+    def take(self, searched: _Searched, copies: Mapping[str, Document]) -> None:
+        for key, doc in copies.items():
+            if matches(searched.where, doc.metadata):
+                self.found[key] = doc
+            else:
+                self._outside.add(key)
 
 
 def _milvus_stores(store: VectorStore) -> list[Any]:
     """The langchain-milvus stores whose documents a search of ``store`` returns
     (:func:`_searched_stores`), which a ``RetrieverSource`` runs without the filters: their
     documents are checked against them as they come back."""
-    return [searched for searched in _searched_stores(store) if is_milvus(searched)]
+    return [s.store for s in _searched_stores(store) if is_milvus(s.store)]
 
 
 def _read_by_id(store: VectorStore, ids: list[str]) -> dict[str, Document]:

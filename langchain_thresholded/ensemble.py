@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -24,7 +24,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableWithFallbacks
 from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.tracers.context import _configure_hooks, tracing_v2_callback_var
@@ -32,7 +32,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langsmith.run_helpers import tracing_context
 
 from langchain_thresholded.faiss_window import first_window, wider_window
-from langchain_thresholded.milvus import ids_admit_no_row, in_one_expr
+from langchain_thresholded.milvus import RAW_EXPR_KEYS, ids_admit_no_row, in_one_expr
 from langchain_thresholded.scoring import is_faiss, is_milvus
 from thresholded.scores import ScoreKind
 
@@ -402,21 +402,49 @@ def _no_store_arguments(kwargs: dict[str, Any]) -> None:
         )
 
 
-def _in_one_expr(retriever: BaseRetriever) -> BaseRetriever:
+def _in_one_expr(retriever: Any, bound: Mapping[str, Any] | None = None) -> Any:
     """A langchain-milvus ``as_retriever(search_kwargs=...)`` with its ``filter`` and its
     ``ids`` held in its ``expr`` (:func:`~langchain_thresholded.milvus.in_one_expr`): its
     search would send them to pymilvus beside its own ``filter=expr`` and the question's
-    vector. Ids that name no row (an empty list) find nothing, without a search: Milvus
-    takes no ``pk in []``."""
+    vector. Inside ``bind(...)``, ``with_config(...)``, ``with_retry()``,
+    ``with_fallbacks(...)`` and a nested ensemble too, with the raw filters and ids a
+    binding gives its search (``bound``, which replace its own, as LangChain passes them
+    on). Ids that name no row (an empty list) find nothing, without a search: Milvus takes
+    no ``pk in []``."""
+    if isinstance(retriever, RunnableBindingBase):
+        return _rebound(
+            retriever, _in_one_expr(retriever.bound, {**retriever.kwargs, **(bound or {})})
+        )
+    if isinstance(retriever, RunnableWithFallbacks):
+        each = [_in_one_expr(r, bound) for r in (retriever.runnable, *retriever.fallbacks)]
+        return retriever.model_copy(update={"runnable": each[0], "fallbacks": each[1:]})
+    if is_ensemble(retriever):  # it calls its members without a binding's arguments
+        members = [_in_one_expr(r) for r in members_of(retriever)]
+        return retriever.model_copy(update={"retrievers": members})
     if not isinstance(retriever, VectorStoreRetriever) or not is_milvus(retriever.vectorstore):
         return retriever
-    kwargs = retriever.search_kwargs
+    given = {k: v for k, v in (bound or {}).items() if k in _IN_EXPR}
+    kwargs = {**retriever.search_kwargs, **given}
     if "ids" not in kwargs and "filter" not in kwargs:
         return retriever
     if ids_admit_no_row(retriever.vectorstore, kwargs.get("ids")):
         return _NoDocuments()
     in_one = in_one_expr(retriever.vectorstore, kwargs)
     return retriever.model_copy(update={"search_kwargs": in_one})
+
+
+_IN_EXPR = frozenset({*RAW_EXPR_KEYS, "ids"})
+"""The arguments of a langchain-milvus search held in its one ``expr``."""
+
+
+def _rebound(binding: RunnableBindingBase, inner: Any) -> Any:
+    """``binding`` around ``inner`` (:func:`_in_one_expr` of the retriever it bound), without
+    the arguments held in an ``expr`` now (:data:`_IN_EXPR`); itself where nothing changed,
+    and nothing to bind where ``inner`` finds nothing."""
+    if inner is binding.bound or isinstance(inner, _NoDocuments):
+        return binding if inner is binding.bound else inner
+    kept = {k: v for k, v in binding.kwargs.items() if k not in _IN_EXPR}
+    return binding.model_copy(update={"bound": inner, "kwargs": kept})
 
 
 class _NoDocuments(BaseRetriever):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -231,7 +231,7 @@ class LlamaIndexBackend:
         else:
             result = self._store.query(query, **kwargs)
         _check_rows_readable(self._store, result, args.filters)
-        missing = _not_text(result, args.where)
+        missing = _not_text(result, self._docstore_reader(args.where))
         fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
 
@@ -243,7 +243,7 @@ class LlamaIndexBackend:
         else:
             result = await self._store.aquery(query, **kwargs)
         _check_rows_readable(self._store, result, args.filters)
-        missing = _not_text(result, args.where)
+        missing = _not_text(result, self._docstore_reader(args.where))
         fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
         return _hits(self._raw(result), fetched, self._index)
 
@@ -321,10 +321,11 @@ class LlamaIndexBackend:
         the section's text (LlamaIndex's retriever prefers it too), else the docstore's (a
         summary kept there only, a store without text; and, as a search reads them, a
         non-text node such as an ``IndexNode``, where the docstore has it and the store's
-        copy lies within ``where``, as a search tests it). A docstore copy left as it was
-        when the section was changed in the store is never the one judged by the filters."""
+        copy lies within ``where`` and the retriever's restrictions, as a search tests it). A
+        docstore copy left as it was when the section was changed in the store is never the
+        one judged by the filters."""
         found = {n.node_id: n for n in self._store_nodes(ids)} if self._store_can_fetch else {}
-        wanted = _docstore_copies(ids, found, where)
+        wanted = _docstore_copies(ids, found, self._docstore_reader(where))
         if wanted:
             nodes = self._docstore.get_nodes(wanted, raise_error=False)
             found.update((n.node_id, n) for n in nodes)
@@ -333,11 +334,26 @@ class LlamaIndexBackend:
     async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, BaseNode]:
         stored = await self._astore_nodes(ids) if self._store_can_fetch else []
         found = {n.node_id: n for n in stored}
-        wanted = _docstore_copies(ids, found, where)
+        wanted = _docstore_copies(ids, found, self._docstore_reader(where))
         if wanted:
             nodes = await self._docstore.aget_nodes(wanted, raise_error=False)
             found.update((n.node_id, n) for n in nodes)
         return self._admitted(found)
+
+    def _docstore_reader(self, where: Filter | None) -> Callable[[BaseNode], bool]:
+        """Whether the store's copy of a node gives way to the docstore's, as a search reads
+        it: a non-text node (``IndexNode``, ``ImageNode``; the store's copy stays where the
+        docstore has none) whose store copy lies within ``where`` and the retriever's
+        ``doc_ids`` and ``node_ids`` (:meth:`admits`). The store tests its own copy
+        (inexactly, where it cannot hold them), and a search under them never returns a node
+        whose copy there lies outside, whatever the docstore's says (a node reclassified, or
+        moved to another document, in the store only): that one stays the store's, which the
+        filters and restrictions then drop."""
+
+        def read(node: BaseNode) -> bool:
+            return node.get_type() != _TEXT and matches(where, node.metadata) and self.admits(node)
+
+        return read
 
     def _admitted(self, found: dict[str, BaseNode]) -> dict[str, BaseNode]:
         """Sections fetched by id, held to every restriction of the retriever's
@@ -740,29 +756,21 @@ def _texts(items: Sequence[BaseNode]) -> list[str]:
     return [node.get_content(metadata_mode=MetadataMode.EMBED) for node in items]
 
 
-def _not_text(result: VectorStoreQueryResult, where: Filter | None = None) -> list[str]:
-    """Ids the docstore must supply: the non-text nodes it reads (:func:`_read_from_docstore`)."""
+def _not_text(result: VectorStoreQueryResult, read: Callable[[BaseNode], bool]) -> list[str]:
+    """Ids the docstore must supply: the non-text nodes it reads (``read``:
+    :meth:`LlamaIndexBackend._read_from_docstore`)."""
     if result.nodes is not None:
-        return [n.node_id for n in result.nodes if _read_from_docstore(n, where)]
+        return [n.node_id for n in result.nodes if read(n)]
     return []
 
 
 def _docstore_copies(
-    ids: list[str], stored: Mapping[str, BaseNode], where: Filter | None = None
+    ids: list[str], stored: Mapping[str, BaseNode], read: Callable[[BaseNode], bool]
 ) -> list[str]:
     """The ids of ``ids`` whose copy is the docstore's, as a search reads them: those the
-    store did not return, and its non-text nodes (:func:`_read_from_docstore`)."""
-    return [i for i in ids if i not in stored or _read_from_docstore(stored[i], where)]
-
-
-def _read_from_docstore(node: BaseNode, where: Filter | None) -> bool:
-    """Whether the store's copy ``node`` gives way to the docstore's, as a search reads it: a
-    non-text node (``IndexNode``, ``ImageNode``; the store's copy stays where the docstore has
-    none) whose store copy lies within ``where``. The store tests its own copy (inexactly,
-    where it cannot hold the filters), and a search under ``where`` never returns a node
-    whose copy there lies outside, whatever the docstore's says: that one stays the store's,
-    which the filters then drop."""
-    return node.get_type() != _TEXT and matches(where, node.metadata)
+    store did not return, and its non-text nodes (``read``:
+    :meth:`LlamaIndexBackend._read_from_docstore`)."""
+    return [i for i in ids if i not in stored or read(stored[i])]
 
 
 _TEXT = ObjectType.TEXT

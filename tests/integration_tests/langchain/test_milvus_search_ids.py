@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.documents import Document
@@ -125,3 +126,42 @@ def test_ids_no_integer_key_can_be_find_nothing_without_a_search(
     reports = retriever.retrieve_with_report("q"), asyncio.run(retriever.aretrieve_with_report("q"))
     assert [(r.kept, r.dropped, r.outside_filters) for r in reports] == [((), (), 0)] * 2
     assert searched == []
+
+
+_NOT_B0 = 'pk != "b0"'
+
+
+@pytest.mark.parametrize(
+    ("bind", "own"),
+    [
+        (lambda r: r.with_config(tags=["member"]), {"filter": _NOT_B0}),
+        (lambda r: r.with_retry(stop_after_attempt=1), {"filter": _NOT_B0}),
+        (lambda r: r.bind(filter=_NOT_B0), {}),
+        (lambda r: r.with_fallbacks([r]).bind(filter=_NOT_B0), {}),
+        (lambda r: _ensemble_of(r), {"filter": _NOT_B0}),
+    ],
+    ids=["with_config", "with_retry", "bind", "with_fallbacks", "nested_ensemble"],
+)
+def test_a_bound_ensemble_members_ids_and_filter_restrict_its_search(
+    tmp_path: Path, bind: Any, own: dict[str, str]
+) -> None:
+    """A member wrapped in ``with_config(...)``, ``with_retry()``, ``bind(...)`` or
+    ``with_fallbacks(...)``, or in a nested ensemble, is searched as it is unwrapped: its ids
+    and raw filter (its own, or one a binding gives) hold in its ``expr``. Every call failed,
+    with pymilvus's "Either ids or data must be provided, not both" or "got multiple values
+    for keyword argument 'filter'"; behind fallbacks, each fallback was tried in its place."""
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    docs = [Document(id=i, page_content=f"near {i}") for i in ("a0", "a", "0", "b0")]
+    store = milvus_from_documents(docs, _Near(), uri=str(tmp_path / "b.db"), collection_name="c")
+    member = store.as_retriever(search_kwargs={"ids": ["a0", "b0", "0"], "k": 10, **own})
+    ensemble = EnsembleRetriever(retrievers=[bind(member)])
+    retriever = ThresholdedRetriever.from_retriever(ensemble, policy=POLICY)
+    for found in (retriever.invoke("q"), asyncio.run(retriever.ainvoke("q"))):
+        assert sorted(str(d.metadata["pk"]) for d in found) == ["0", "a0"]
+
+
+def _ensemble_of(retriever: Any) -> Any:
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    return EnsembleRetriever(retrievers=[retriever])

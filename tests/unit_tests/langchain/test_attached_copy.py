@@ -165,3 +165,40 @@ def test_a_neighbour_the_wrapped_retrievers_store_holds_outside_the_filters_is_n
     assert [d.id for d in report.kept] == ["a"]
     assert SECRET not in texts(report)
     assert SECRET not in texts(asyncio.run(retriever.aretrieve_with_report(Q)))
+
+
+def test_a_member_store_s_copy_outside_its_member_s_filters_does_not_stand_in(corpus):
+    """An ensemble of ``ThresholdedRetriever``s, each restricted by its own filters: a store
+    whose member would never return a section (it lies outside that member's filters) does
+    not give its copy for it. ``b`` is ``public`` in the first member's store, where that
+    member (``lang == "en"``) never returns it, and ``internal`` in the second's, the only
+    one that returns it: it is not attached to ``a`` under ``doc_type == "public"``."""
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    first = corpus(
+        [
+            ("a", 0.75, {"doc_type": "public", "lang": "en", "next_id": "b"}, "alpha"),
+            ("b", 0.25, {"doc_type": "public", "lang": "de", "prev_id": "a"}, SECRET),
+        ]
+    )
+    second = corpus([("b", 0.25, {"doc_type": "internal", "lang": "de", "prev_id": "a"}, SECRET)])
+    members = [
+        ThresholdedRetriever(vectorstore=first.store, policy=POLICY, filters={"lang": "en"}),
+        ThresholdedRetriever(vectorstore=second.store, policy=POLICY, filters={"lang": "de"}),
+    ]
+    docstore = InMemoryStore()
+    stale = {"doc_type": "public", "lang": "de", "prev_id": "a"}
+    docstore.mset([("b", Document(id="b", page_content=SECRET, metadata=stale))])
+    retriever = ThresholdedRetriever.from_retriever(
+        EnsembleRetriever(retrievers=members, weights=[0.5, 0.5]),
+        policy=POLICY.model_copy(update={"hybrid_policy": "rescore"}),
+        docstore=docstore,
+        filters={"doc_type": "public"},
+        embeddings=first.embeddings,
+    )
+    for report in (
+        retriever.retrieve_with_report(Q),
+        asyncio.run(retriever.aretrieve_with_report(Q)),
+    ):
+        assert [d.id for d in report.kept] == ["a"]
+        assert SECRET not in texts(report)

@@ -34,6 +34,7 @@ from pymilvus import AsyncMilvusClient, Function, FunctionType
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     check_dimension,
+    check_fits_existing,
     dense_dimension,
     describe_existing,
     index_metric,
@@ -242,8 +243,9 @@ def milvus_store(
     ``dim`` is the embedding model's dimension; ``metric`` (``IP``, the default, or
     ``COSINE``; ``L2`` on unit vectors) is the store's ``similarity_metric``, the metric of
     a new collection's index; ``overwrite=True`` drops an existing collection first, else
-    its rows are kept and nodes indexed through the store are added to them (reopen a
-    collection with :func:`existing_milvus_store`). A node indexed under an id the
+    its rows are kept and nodes indexed through the store are added to them, and its
+    dimension and index metric must be ``dim`` and ``metric`` (reopen a collection with
+    :func:`existing_milvus_store`, which reads them). A node indexed under an id the
     collection holds replaces that row (``upsert_mode=True``, LlamaIndex's default being
     a second row under the same id). ``kwargs`` go to the store
     (``timeout``, ``token``, ``db_name``...). It is a :class:`CompatibleMilvusVectorStore`,
@@ -251,7 +253,7 @@ def milvus_store(
     """
     refuse_metric_named_otherwise("milvus_store", kwargs)
     metric = Metric.parse(metric)
-    return CompatibleMilvusVectorStore(
+    store = CompatibleMilvusVectorStore(
         uri=milvus_uri(uri),
         collection_name=collection_name,
         dim=check_dimension(dim),
@@ -259,6 +261,12 @@ def milvus_store(
         overwrite=overwrite,
         **{"upsert_mode": True, **kwargs},
     )
+    if not overwrite:  # a dropped collection is made again as asked
+        with unavailable_as_error(store.uri, collection_name, store.timeout):
+            check_fits_existing(
+                store.client, collection_name, store.embedding_field, dim=dim, metric=metric
+            )
+    return store
 
 
 def existing_milvus_store(

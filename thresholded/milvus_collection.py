@@ -16,6 +16,7 @@ from typing import Any
 
 from thresholded.errors import CollectionNotFoundError, UnsafeFilterError
 from thresholded.milvus_lite import is_lite_uri, lite_engine_version
+from thresholded.scores import Metric
 from thresholded.strict import list_of_strings
 
 MAX_DIMENSION = 32_768
@@ -165,6 +166,33 @@ def index_metric(client: Any, collection_name: str, field: str) -> str | None:
         if described.get("metric_type"):
             return str(described["metric_type"])
     return None
+
+
+def check_fits_existing(
+    client: Any, collection_name: str, field: str, *, dim: int, metric: Metric
+) -> None:
+    """Refuse to add to an existing collection of another dimension or index metric than
+    asked: the first insert would fail on the dimension, the first search on the metric.
+    A collection that does not exist yet is made as asked."""
+    if not client.has_collection(collection_name):
+        return
+    fix = (
+        "open it with existing_milvus_store(uri, collection_name), which reads them, or pass "
+        "overwrite=True to rebuild it"
+    )
+    description = client.describe_collection(collection_name)
+    found = dense_dimension(description, collection_name, field, argument="embedding_field")
+    if found != dim:
+        raise ValueError(
+            f"collection {collection_name!r} holds vectors of {found} dimensions, not "
+            f"dim={dim}: {fix}"
+        )
+    live = index_metric(client, collection_name, field)
+    if live is not None and live.upper() != metric.value:
+        raise ValueError(
+            f"collection {collection_name!r} is indexed with {live}, not metric="
+            f"{metric.value!r}: {fix}"
+        )
 
 
 def checked_partitions(partitions: Any, *, argument: str) -> tuple[str, ...] | None:

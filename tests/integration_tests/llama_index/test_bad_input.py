@@ -173,3 +173,23 @@ def test_a_milvus_lite_file_may_be_a_path(tmp_path: Path, minilm_embed_model) ->
     assert (store.uri, store.client.get_collection_stats("kb")["row_count"]) == (str(path), 1)
     with pytest.raises(TypeError, match=r"uri must be a str .* or a path, got int"):
         existing_milvus_store(19530, "kb")
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"dim": 512, "metric": "COSINE"}, r"'kb' holds vectors of 384 dimensions, not dim=512"),
+        ({"dim": 384}, r"'kb' is indexed with COSINE, not metric='IP'"),
+        ({"dim": 384, "metric": "L2"}, r"'kb' is indexed with COSINE, not metric='L2'"),
+    ],
+)
+def test_adding_to_a_collection_of_another_dimension_or_metric_is_refused(
+    uri: str, index, settings: dict, said: str
+) -> None:
+    """``milvus_store`` on an existing collection took a contradicting ``dim`` or ``metric``
+    without a word: the first insert failed on the dimension, the first search on the
+    metric."""
+    with pytest.raises(ValueError, match=rf"{said}.*existing_milvus_store.*overwrite=True"):
+        milvus_store(uri, "kb", **settings)
+    store = milvus_store(uri, "kb", dim=384, metric="COSINE")  # as it is: taken, rows kept
+    assert store.client.get_collection_stats("kb")["row_count"] == 3

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence, ValuesView
 from concurrent.futures import (
     FIRST_COMPLETED,
     CancelledError,
@@ -593,10 +593,11 @@ def describe_error(error: BaseException) -> str:
 
 
 def collection_list(collections: Any) -> list[Any]:
-    """A multi-collection retriever's ``collections`` as a list: a list or a tuple of them.
-    One collection given alone would be read item by item (a spec or a store as its fields,
-    a dict as its keys, a string as its characters), and refused as no collection."""
-    if isinstance(collections, list | tuple):
+    """A multi-collection retriever's ``collections`` as a list: a list or a tuple of them,
+    a generator (any iterator) or a dict's ``values()``. One collection given alone would be
+    read item by item (a spec or a store as its fields, a dict as its keys, a string as its
+    characters), and refused as no collection."""
+    if isinstance(collections, list | tuple | Iterator | ValuesView):
         return list(collections)
     raise TypeError(
         f"collections takes a list of collections, got {type(collections).__name__}: write "

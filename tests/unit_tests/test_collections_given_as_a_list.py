@@ -84,3 +84,20 @@ def test_a_list_or_a_tuple_of_one_is_taken():
         assert retriever.invoke(QUESTION)
     for collections in ([llama_index_one("index")], (llama_index_one("index"),)):
         assert li.MultiCollectionRetriever(collections, policy=POLICY).retrieve(QUESTION)
+
+
+def test_a_generator_or_a_dicts_values_is_taken():
+    """A generator of collections, or a dict's ``values()``, was taken before lists were
+    required, and was then refused as "collections takes a list of collections, got
+    generator"."""
+    for collections in (
+        (s for s in [langchain_one("store")]),
+        {"faq": langchain_one("store")}.values(),
+    ):
+        retriever = lc.MultiCollectionRetriever(collections=collections, policy=POLICY)
+        assert retriever.invoke(QUESTION)
+    for collections in (
+        (i for i in [llama_index_one("index")]),
+        {"faq": llama_index_one("index")}.values(),
+    ):
+        assert li.MultiCollectionRetriever(collections, policy=POLICY).retrieve(QUESTION)

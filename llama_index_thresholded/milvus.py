@@ -259,7 +259,7 @@ def milvus_store(
         dim=check_dimension(dim),
         similarity_metric=metric.value,
         overwrite=overwrite,
-        **{"upsert_mode": True, **kwargs},
+        **{"upsert_mode": True, **kwargs, "index_config": _with_metric(kwargs, metric)},
     )
     if not overwrite:  # a dropped collection is made again as asked
         with unavailable_as_error(store.uri, collection_name, store.timeout):
@@ -267,6 +267,13 @@ def milvus_store(
                 store.client, collection_name, store.embedding_field, dim=dim, metric=metric
             )
     return store
+
+
+def _with_metric(kwargs: dict[str, Any], metric: Metric) -> dict[str, Any]:
+    """The store's ``index_config`` (given in ``kwargs``) with ``metric`` as its metric unless
+    it names one: LlamaIndex indexes an existing collection that has no index before it
+    reads its ``similarity_metric``, so with ``IP`` whatever ``metric`` says."""
+    return {"metric_type": metric.value, **(kwargs.get("index_config") or {})}
 
 
 def existing_milvus_store(

@@ -193,3 +193,23 @@ def test_adding_to_a_collection_of_another_dimension_or_metric_is_refused(
         milvus_store(uri, "kb", **settings)
     store = milvus_store(uri, "kb", dim=384, metric="COSINE")  # as it is: taken, rows kept
     assert store.client.get_collection_stats("kb")["row_count"] == 3
+
+
+@pytest.mark.parametrize("metric", ["COSINE", "L2"])
+def test_a_collection_with_no_index_yet_is_indexed_with_the_metric_asked(
+    tmp_path: Path, metric: str
+) -> None:
+    """LlamaIndex's store indexes an existing collection that has no index before it reads
+    its ``similarity_metric``, so with ``IP``: ``milvus_store(..., metric="COSINE")`` was
+    refused as "indexed with IP, not metric='COSINE'", an index it had just made itself."""
+    from pymilvus import DataType, MilvusClient
+
+    uri = str(tmp_path / "kb.db")
+    client = MilvusClient(uri)
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+    schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=8)
+    client.create_collection("bare", schema=schema)
+    assert client.list_indexes("bare") == []
+    store = milvus_store(uri, "bare", dim=8, metric=metric.lower())
+    assert store.client.describe_index("bare", "embedding")["metric_type"] == metric

@@ -22,8 +22,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 LITE_STARTUP_TIMEOUT = 60.0
-SERVER_SCHEMES = ("unix", "http", "https", "tcp", "grpc")
-"""The URI schemes pymilvus connects to as a server; any other URI is a Milvus Lite file."""
+SERVER_SCHEMES = ("unix", "http", "https", "tcp")
+"""The URI schemes pymilvus's ``MilvusClient`` connects to as a server (not ``grpc``, which
+it refuses); any other URI is a Milvus Lite file."""
 
 
 def milvus_uri(uri: object) -> str:
@@ -42,7 +43,7 @@ def milvus_uri(uri: object) -> str:
     if urlparse(uri).scheme.lower() not in SERVER_SCHEMES and not uri.endswith(".db"):
         raise ValueError(
             f"uri {uri!r} is neither a server address (http://host:19530; also https, tcp, "
-            "grpc, unix) nor a Milvus Lite file (a path ending in .db, such as ./kb.db)"
+            "unix) nor a Milvus Lite file (a path ending in .db, such as ./kb.db)"
         )
     return uri
 

@@ -59,3 +59,14 @@ def test_a_uri_that_is_neither_a_server_nor_a_lite_file_is_refused(uri):
     with pytest.raises(ValueError, match=said):
         CollectionSpec(uri=uri, collection_name="kb")
     assert milvus_uri("http://localhost:19530") == "http://localhost:19530"
+
+
+def test_a_grpc_uri_is_refused_as_pymilvus_refuses_it():
+    """``grpc://`` was taken and named as a server form, and pymilvus's ``MilvusClient``
+    then refused it: "needs start with [unix, http, https, tcp]"."""
+    from thresholded.milvus_lite import milvus_uri
+
+    with pytest.raises(ValueError, match=r"neither a server address .*https, tcp, unix\)"):
+        milvus_uri("grpc://127.0.0.1:19530")
+    for uri in ("https://x.zillizcloud.com", "tcp://127.0.0.1:19530", "unix:/tmp/m.sock"):
+        assert milvus_uri(uri) == uri

@@ -288,7 +288,9 @@ def test_the_milvus_store_takes_the_client_s_connection_options(tmp_path):
         dedicated=True,  # MilvusClient reads it
     )
     assert store.timeout == 5.0
-    assert li.milvus_store(milvus_uri, "c", dim=4, embedding_field="vec").embedding_field == "vec"
+    assert li.milvus_store(milvus_uri, "d", dim=4, embedding_field="vec").embedding_field == "vec"
+    with pytest.raises(ValueError, match=r"'c' has no dense vector field 'vec'.*\['embedding'\]"):
+        li.milvus_store(milvus_uri, "c", dim=4, embedding_field="vec")
 
 
 def test_the_milvus_helpers_name_their_own_words_for_what_they_set(tmp_path):

@@ -256,23 +256,21 @@ def test_a_milvus_store_that_searches_with_another_metric_than_its_index_is_refu
     kit, milvus_uri, indexed
 ):
     """A collection reopened with ``MilvusVectorStore(uri, name)`` (its ``similarity_metric``
-    defaults to IP) or ``milvus_store(..., metric="IP")``: Milvus Lite answers with the
-    index's scores, so an L2 distance of 0 (the question itself) read as IP is a cosine of
-    0, below every floor, and the exact match would be dropped."""
+    defaults to IP): Milvus Lite answers with the index's scores, so an L2 distance of 0 (the
+    question itself) read as IP is a cosine of 0, below every floor, and the exact match
+    would be dropped. ``milvus_store(..., metric="IP")`` refuses it before any retriever."""
     from llama_index.vector_stores.milvus import MilvusVectorStore
 
     milvus_index(kit, milvus_uri, "c", indexed)
-    reopened = [
-        kit.milvus_store(milvus_uri, "c", dim=kit.DIM, metric="IP"),
-        MilvusVectorStore(uri=milvus_uri, collection_name="c", dim=kit.DIM),
-    ]
-    for store in reopened:
-        index = kit.build_index([], kit.embedding(), store=store)
-        with pytest.raises(UnsupportedMetricError) as err:
-            ThresholdedRetriever(index, kit.policy(min_similarity=0.5))
-        message = str(err.value)
-        assert "similarity_metric='IP'" in message and f"indexed with {indexed}" in message
-        assert f"similarity_metric={indexed!r}" in message and "existing_milvus_store" in message
+    with pytest.raises(ValueError, match=rf"'c' is indexed with {indexed}, not metric='IP'"):
+        kit.milvus_store(milvus_uri, "c", dim=kit.DIM, metric="IP")
+    store = MilvusVectorStore(uri=milvus_uri, collection_name="c", dim=kit.DIM)
+    index = kit.build_index([], kit.embedding(), store=store)
+    with pytest.raises(UnsupportedMetricError) as err:
+        ThresholdedRetriever(index, kit.policy(min_similarity=0.5))
+    message = str(err.value)
+    assert "similarity_metric='IP'" in message and f"indexed with {indexed}" in message
+    assert f"similarity_metric={indexed!r}" in message and "existing_milvus_store" in message
     agreeing = kit.milvus_store(milvus_uri, "c", dim=kit.DIM, metric=indexed)
     retriever = ThresholdedRetriever(
         kit.build_index([], kit.embedding(), store=agreeing), kit.policy(min_similarity=0.5)
@@ -282,11 +280,15 @@ def test_a_milvus_store_that_searches_with_another_metric_than_its_index_is_refu
 
 
 def test_the_dimension_is_the_collections_not_the_one_a_reopening_store_declares(kit, milvus_uri):
-    """``milvus_store(uri, name, dim=4)`` over an existing 8-dimensional collection: the
+    """``MilvusVectorStore(uri, name, dim=4)`` over an existing 8-dimensional collection: the
     collection's vectors are the truth, so its own questions are answered, and a question of
-    another dimension names 8, not the 4 the store was given."""
+    another dimension names 8, not the 4 the store was given. ``milvus_store`` refuses it."""
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
     milvus_index(kit, milvus_uri, "c", "IP")
-    reopened = kit.milvus_store(milvus_uri, "c", dim=4)
+    with pytest.raises(ValueError, match=r"'c' holds vectors of 8 dimensions, not dim=4"):
+        kit.milvus_store(milvus_uri, "c", dim=4)
+    reopened = MilvusVectorStore(uri=milvus_uri, collection_name="c", dim=4)
     embedding = kit.embedding({"short question": [1.0, 0.0, 0.0, 0.0]})
     index = kit.build_index([], embedding, store=reopened)
     retriever = ThresholdedRetriever(index, kit.policy(min_similarity=0.5))

@@ -791,7 +791,7 @@ def _ids_listed(search_kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
     Chroma takes it, listed: :func:`~thresholded.strict.search_ids`), so that
     the same ids given both ways restrict alike."""
     ids = search_ids(search_kwargs.get("ids"), argument="search_kwargs['ids']")
-    return search_kwargs if ids is None else {**search_kwargs, "ids": ids}
+    return search_kwargs if ids is None else {**search_kwargs, "ids": list(ids)}
 
 
 def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:

@@ -353,32 +353,30 @@ class LangChainBackend:
         filters."""
         if self._docstore is None:
             return {}
-        found, held = self._stored(ids)
-        missing = [i for i in ids if i not in found and i not in held]
-        if missing:
-            found.update(_found(missing, self._docstore.mget(missing)))
+        found, unread = self._stored(ids)
+        if unread:
+            found.update(_found(unread, self._docstore.mget(unread)))
         return self._admitted(found)
 
     async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, Document]:
         if self._docstore is None:
             return {}
-        found, held = await self._astored(ids)
-        missing = [i for i in ids if i not in found and i not in held]
-        if missing:
-            found.update(_found(missing, await self._docstore.amget(missing)))
+        found, unread = await self._astored(ids)
+        if unread:
+            found.update(_found(unread, await self._docstore.amget(unread)))
         return self._admitted(found)
 
-    def _stored(self, ids: list[str]) -> tuple[dict[str, Document], set[str]]:
+    def _stored(self, ids: list[str]) -> tuple[dict[str, Document], list[str]]:
         """The stores' own copies of ``ids``, by id (:func:`_searched_stores`: a wrapped
-        retriever's, an ensemble's members', in order), and the ids the stores hold only
-        outside what their members return (:class:`_Copies`)."""
+        retriever's, an ensemble's members', in order), and the ids the docstore supplies:
+        those no store holds (:class:`_Copies`)."""
         copies = _Copies(ids)
         for searched in _searched_stores(self._store):
             if copies.missing:
                 copies.take(searched, _read_by_id(searched.store, copies.missing))
-        return copies.found, copies.held
+        return copies.found, copies.unread
 
-    async def _astored(self, ids: list[str]) -> tuple[dict[str, Document], set[str]]:
+    async def _astored(self, ids: list[str]) -> tuple[dict[str, Document], list[str]]:
         copies = _Copies(ids)
         for searched in _searched_stores(self._store):
             rows = searched.store
@@ -391,7 +389,7 @@ class LangChainBackend:
             elif _reads_by_id(rows):
                 missing = copies.missing
                 copies.take(searched, _by_id(missing, await rows.aget_by_ids(missing)))
-        return copies.found, copies.held
+        return copies.found, copies.unread
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What was fetched by id, held to the retriever's raw store restrictions: its
@@ -656,8 +654,10 @@ class _Copies:
         return [i for i in self._ids if i not in self.found]
 
     @property
-    def held(self) -> set[str]:
-        return self._outside - self.found.keys()
+    def unread(self) -> list[str]:
+        """The ids no store holds, neither within nor outside its member's filters: the
+        docstore's copy stands in for them."""
+        return [i for i in self._ids if i not in self.found and i not in self._outside]
 
     def take(self, searched: _Searched, copies: Mapping[str, Document]) -> None:
         for key, doc in copies.items():

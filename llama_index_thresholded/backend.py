@@ -758,7 +758,7 @@ def _texts(items: Sequence[BaseNode]) -> list[str]:
 
 def _not_text(result: VectorStoreQueryResult, read: Callable[[BaseNode], bool]) -> list[str]:
     """Ids the docstore must supply: the non-text nodes it reads (``read``:
-    :meth:`LlamaIndexBackend._read_from_docstore`)."""
+    :meth:`LlamaIndexBackend._docstore_reader`)."""
     if result.nodes is not None:
         return [n.node_id for n in result.nodes if read(n)]
     return []
@@ -769,7 +769,7 @@ def _docstore_copies(
 ) -> list[str]:
     """The ids of ``ids`` whose copy is the docstore's, as a search reads them: those the
     store did not return, and its non-text nodes (``read``:
-    :meth:`LlamaIndexBackend._read_from_docstore`)."""
+    :meth:`LlamaIndexBackend._docstore_reader`)."""
     return [i for i in ids if i not in stored or read(stored[i])]
 
 

@@ -54,6 +54,7 @@ from thresholded.fanout import (
     ClosedByWith,
     CollectionSearchError,
     CollectionStatus,
+    FloorsInForce,
     WorkerPool,
     WorkerPools,
     check_one_model,
@@ -117,7 +118,7 @@ class CollectionSpec(BaseCollectionSpec):
         return self
 
 
-class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
+class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
     """Search several stores at once, each with its own floor; merge by cosine; attach last.
 
     ``collections``: ``ThresholdedRetriever``s, ``VectorStore``s or ``CollectionSpec``s.
@@ -322,21 +323,6 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
     @property
     def collection_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self._searched(self._state()))
-
-    @property
-    def floors(self) -> dict[str, float]:
-        """Each collection's floor in force."""
-        return self._configured().floors
-
-    @property
-    def min_similarity(self) -> float:
-        """The lowest floor in force, as a report's ``min_similarity`` (see ``floors``)."""
-        return self._configured().min_similarity
-
-    @property
-    def min_top_similarity(self) -> float | None:
-        """The answer gate in force on the merged result; None or 0: off."""
-        return self._configured().min_top_similarity
 
     def close(self) -> None:
         """Shut the thread pool down (searches still running finish in the background); a

@@ -51,6 +51,7 @@ from thresholded.fanout import (
     ClosedByWith,
     CollectionSearchError,
     CollectionStatus,
+    FloorsInForce,
     WorkerPool,
     check_one_model,
     check_unique_names,
@@ -109,7 +110,7 @@ class CollectionSpec(BaseCollectionSpec):
         return self
 
 
-class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
+class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
     """Search several collections at once, each with its own floor; merge by cosine.
 
     ``collections`` are ``CollectionSpec``s, or bare indexes/stores (which then use
@@ -228,20 +229,9 @@ class MultiCollectionRetriever(ClosedByWith, EngineRetriever):
     def collection_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self._collections)
 
-    @property
-    def floors(self) -> dict[str, float]:
-        """Each collection's floor in force."""
-        return self._plan(Question("")).floors
-
-    @property
-    def min_similarity(self) -> float:
-        """The lowest floor in force, as a report's ``min_similarity`` (see ``floors``)."""
-        return self._plan(Question("")).min_similarity
-
-    @property
-    def min_top_similarity(self) -> float | None:
-        """The answer gate in force on the merged result; None or 0: off."""
-        return self._plan(Question("")).min_top_similarity
+    def _configured(self) -> Call[Any]:
+        """A call under the retriever's own settings."""
+        return self._plan(Question(""))
 
     def to_dict(self) -> dict[str, Any]:
         floors = self.floors

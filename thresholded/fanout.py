@@ -167,6 +167,26 @@ class ClosedByWith:
         self.close()  # type: ignore[attr-defined]
 
 
+class FloorsInForce:
+    """A multi-collection retriever's floors and gate in force, read off a call planned under
+    its own settings (its ``_configured()``, a ``thresholded.engine.Call``)."""
+
+    @property
+    def floors(self) -> dict[str, float]:
+        """Each collection's floor in force."""
+        return self._configured().floors  # type: ignore[attr-defined]
+
+    @property
+    def min_similarity(self) -> float:
+        """The lowest floor in force, as a report's ``min_similarity`` (see ``floors``)."""
+        return self._configured().min_similarity  # type: ignore[attr-defined]
+
+    @property
+    def min_top_similarity(self) -> float | None:
+        """The answer gate in force on the merged result; None or 0: off."""
+        return self._configured().min_top_similarity  # type: ignore[attr-defined]
+
+
 class WorkerPool(Guarded, Executor):
     """A multi-collection retriever's thread pool: its threads are started at its first task,
     and again at the first task after ``shutdown``, so a retriever that was closed

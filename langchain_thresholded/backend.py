@@ -59,7 +59,7 @@ from thresholded.filters import (
 )
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
-from thresholded.milvus_async import is_remote_client
+from thresholded.milvus_async import needs_thread
 from thresholded.milvus_collection import (
     checked_partitions,
     ids_matching,
@@ -164,7 +164,8 @@ class LangChainBackend:
         self._milvus_dimension = _milvus_dimension(self._rows) if is_milvus(self._rows) else None
         self.attempt_timeout: float | None = None  # langchain-milvus applies its own
         self.name = store_name(store)
-        self.threaded = _needs_thread(store)
+        by_vector = hasattr(store, "asimilarity_search_with_score_by_vector")
+        self.threaded = needs_thread(self._milvus and by_vector, getattr(store, "client", None))
         self.searches_by_vector = _by_vector(store) is not None
         """Whether the store searches by a given vector (else it embeds the question again)."""
 
@@ -1195,13 +1196,6 @@ def store_name(store: VectorStore) -> str:
     name = collection_name(store)
     kind = type(store).__name__
     return f"{kind} collection {name!r}" if name is not None else kind
-
-
-def _needs_thread(store: Any) -> bool:
-    """Async fan-out awaits a store's own async by-vector search only on a Milvus server."""
-    if not is_milvus(store) or not hasattr(store, "asimilarity_search_with_score_by_vector"):
-        return True
-    return not is_remote_client(getattr(store, "client", None))
 
 
 def as_dropped(candidate: Candidate[Document]) -> Document:

@@ -59,7 +59,7 @@ from thresholded.filters import (
 )
 from thresholded.filters.chroma import to_chroma
 from thresholded.filters.model import keys
-from thresholded.milvus_async import async_client_per_loop, is_remote_client
+from thresholded.milvus_async import async_client_per_loop, needs_thread
 from thresholded.milvus_collection import (
     arows_by_id,
     checked_partitions,
@@ -135,7 +135,8 @@ class LlamaIndexBackend:
         once: the embedding model's identity takes it."""
         self.name = _store_name(self._store)
         self.attempt_timeout = _store_timeout(self._store)
-        self.threaded = _needs_thread(self._store)
+        awaited = is_milvus_store(self._store) and getattr(self._store, "aclient", None) is not None
+        self.threaded = needs_thread(awaited, getattr(self._store, "client", None))
 
     @property
     def vector_store(self) -> Any:
@@ -864,10 +865,3 @@ def _store_name(store: Any) -> str:
         return type(store).__name__
     uri = store_uri(store)  # LlamaIndex's own store does not keep its uri
     return f"collection {name!r}" if uri is None else f"collection {name!r} at {uri}"
-
-
-def _needs_thread(store: Any) -> bool:
-    """Async fan-out awaits only a Milvus server's async client; all else runs in threads."""
-    if not is_milvus_store(store) or getattr(store, "aclient", None) is None:
-        return True
-    return not is_remote_client(store.client)

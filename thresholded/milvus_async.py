@@ -141,3 +141,9 @@ def is_remote_client(client: Any) -> bool:
     """Whether a pymilvus client talks to a Milvus server (not to a Milvus Lite file)."""
     uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
     return uri.startswith(REMOTE_SCHEMES)
+
+
+def needs_thread(milvus_async: bool, client: Any) -> bool:
+    """Whether async fan-out runs a store's search in a thread: all but a Milvus store's own
+    async search (``milvus_async``) on a Milvus server, whose client is awaited."""
+    return not (milvus_async and is_remote_client(client))

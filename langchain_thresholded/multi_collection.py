@@ -31,19 +31,12 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from langchain_thresholded.backend import (
     LangChainBackend,
     QuestionEmbedder,
-    as_dropped,
-    describe,
-    output,
 )
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.retrievers import (
-    CALL_OPTIONS,
     EngineRetriever,
     ThresholdedRetriever,
-    check_options,
-    filters_of_call,
-    policy_of_call,
 )
 from thresholded.classes import default_label
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
@@ -64,8 +57,7 @@ from thresholded.fanout import (
 from thresholded.filters import all_of
 from thresholded.models import Embedder, check_one_embedder
 from thresholded.policy import RetrievalPolicy, unmeasured
-from thresholded.provenance import Asked
-from thresholded.report import MultiCollectionReport
+from thresholded.report import MultiCollectionReport, Report
 from thresholded.retriever_arguments import pool_size
 from thresholded.scores import ScoreKind
 
@@ -192,6 +184,8 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
         "neighbours=...))",
     )
 
+    _report_type: ClassVar[type[Report]] = MultiCollectionReport
+    _collection_key: ClassVar[str | None] = COLLECTION_KEY
     _pools: WorkerPools = PrivateAttr(default_factory=WorkerPools)
     """The thread pools of each ``max_workers``, shared by copies (:class:`WorkerPools`)."""
 
@@ -335,27 +329,13 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
 
     # One call ------------------------------------------------------------------------
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
-        options = check_options(self, kwargs, CALL_OPTIONS)
-        where, store_options = filters_of_call(options)
-        return plan(
-            Question(query),
+        return self._planned(
+            query,
+            kwargs,
             self._searched(self._state()),
-            policy_of_call(self.policy, options),
-            min_similarity=options.get("min_similarity"),
-            min_top_similarity=options.get("min_top_similarity"),
-            filters=where,
-            options=store_options,
+            self.policy,
             fan=Fan(self._executor(), self.fail_fast, inline=False),
             embedder=None if self.embeddings is None else QuestionEmbedder(self.embeddings),
-        )
-
-    def _report(self, result: Any) -> MultiCollectionReport[Document]:
-        asked = Asked(result.question.text, result.vector, model=result.model)
-        return MultiCollectionReport.from_result(
-            result,
-            output=lambda candidate: output(candidate, asked=asked, collection_key=COLLECTION_KEY),
-            as_dropped=as_dropped,
-            describe=describe,
         )
 
     def _executor(self) -> WorkerPool:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -124,6 +124,9 @@ class EngineRetriever(StrictArguments, BaseRetriever):
         arbitrary_types_allowed=True, extra="forbid", validate_assignment=True
     )
 
+    _report_type: ClassVar[type[Report]] = Report
+    _collection_key: ClassVar[str | None] = None
+    """The metadata key each output document names its collection under (None: not named)."""
     _built: tuple[dict[str, Any], Any] | None = PrivateAttr(default=None)
     """The fields as ``_build`` read them (their dicts and lists copied), and what it made."""
 
@@ -269,11 +272,35 @@ class EngineRetriever(StrictArguments, BaseRetriever):
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         """The call: its question, collections, policy, filters and store arguments."""
 
+    def _planned(
+        self,
+        query: str,
+        kwargs: dict[str, Any],
+        collections: Sequence[Collection[Document]],
+        policy: RetrievalPolicy,
+        **extra: Any,
+    ) -> Call[Document]:
+        """A call over ``collections``: ``policy`` with the call's options (``kwargs``
+        checked), its filters and store arguments."""
+        options = check_options(self, kwargs, CALL_OPTIONS)
+        where, store_options = filters_of_call(options)
+        return plan(
+            Question(query),
+            collections,
+            policy_of_call(policy, options),
+            min_similarity=options.get("min_similarity"),
+            min_top_similarity=options.get("min_top_similarity"),
+            filters=where,
+            options=store_options,
+            **extra,
+        )
+
     def _report(self, result: Any) -> Report[Document]:
         asked = Asked(result.question.text, result.vector, model=result.model)
-        return Report.from_result(
+        key = self._collection_key
+        return self._report_type.from_result(
             result,
-            output=lambda candidate: output(candidate, asked=asked),
+            output=lambda candidate: output(candidate, asked=asked, collection_key=key),
             as_dropped=as_dropped,
             describe=describe,
         )
@@ -577,18 +604,8 @@ class ThresholdedRetriever(EngineRetriever):
 
     def _plan(self, query: str, kwargs: dict[str, Any]) -> Call[Document]:
         """One call: its policy with the call's overrides, its filters and store arguments."""
-        options = check_options(self, kwargs, CALL_OPTIONS)
         state = self._state()
-        where, store_options = filters_of_call(options)
-        return plan(
-            Question(query),
-            [state.collection],
-            policy_of_call(state.policy, options),
-            min_similarity=options.get("min_similarity"),
-            min_top_similarity=options.get("min_top_similarity"),
-            filters=where,
-            options=store_options,
-        )
+        return self._planned(query, kwargs, [state.collection], state.policy)
 
     def _build(self) -> _Searched:
         """The policy (``policy``, or its ``profile``'s) and the collection of the fields."""

@@ -276,7 +276,7 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
             allowed_filter_keys=keys,
             policy=sub.as_policy() if _brings_a_policy(spec) else None,
             name=spec.name or _default_name(store, position),
-            timeout=_first(spec.timeout, collection.timeout, self.timeout),
+            timeout=spec.timeout_or(collection.timeout, self.timeout),
             retrieve_k=spec.retrieve_k,
         )
 
@@ -310,7 +310,7 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
             embeddings=self.embeddings,
             db_name=spec.db_name,
             token=spec.token,
-            timeout=_first(spec.timeout, self.timeout),
+            timeout=spec.timeout_or(self.timeout),
         )
 
     # Public API ----------------------------------------------------------------------
@@ -382,11 +382,6 @@ def _narrowest(own: frozenset[str] | None, given: list[str] | None) -> frozenset
     if given is None:
         return own
     return frozenset(given) if own is None else own & frozenset(given)
-
-
-def _first(*timeouts: float | None) -> float | None:
-    """The first deadline set, e.g. the spec's, the retriever's own, the default."""
-    return next((t for t in timeouts if t is not None), None)
 
 
 def _default_name(store: Any, position: int) -> str:

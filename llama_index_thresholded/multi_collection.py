@@ -204,7 +204,7 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
                     parent_levels=parent_levels,
                 ),
                 name=spec.name or _default_name(spec.store, position),
-                timeout=spec.timeout if spec.timeout is not None else timeout,
+                timeout=spec.timeout_or(timeout),
                 retrieve_k=spec.retrieve_k,
             )
             for position, spec in enumerate(specs)
@@ -310,7 +310,7 @@ def _opened(spec: CollectionSpec, timeout: float | None) -> CollectionSpec:
         spec.uri,
         spec.collection_name,
         token=spec.token,
-        timeout=spec.timeout if spec.timeout is not None else timeout,
+        timeout=spec.timeout_or(timeout),
         **options,
     )
     return spec.model_copy(update={"store": store})

@@ -79,6 +79,11 @@ class CollectionSpec(StrictArguments, BaseModel):
             raise ValueError("db_name and token belong to a collection named by URI")
         return by_uri
 
+    def timeout_or(self, *defaults: float | None) -> float | None:
+        """The collection's deadline: the spec's ``timeout``, else the first of ``defaults``
+        set (e.g. its retriever's own, then the multi-collection retriever's)."""
+        return next((t for t in (self.timeout, *defaults) if t is not None), None)
+
     @field_validator("name")
     @classmethod
     def _name_not_blank(cls, value: str | None) -> str | None:

@@ -25,7 +25,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from langchain_thresholded.milvus import orm_calls
 from thresholded.errors import UnsupportedMetricError
 from thresholded.scores import Metric
-from thresholded.store_metrics import chroma_metric, contradiction_error, faiss_metric
+from thresholded.store_metrics import checked_metric, chroma_metric, faiss_metric
 
 _MILVUS_DEFAULT_METRIC = Metric.L2
 """The metric langchain-milvus gives the index it creates when none is configured."""
@@ -81,13 +81,12 @@ def store_metric(
     metric, and a Milvus store otherwise has langchain-milvus's own default (L2).
     Any other store without ``metric`` is an error that says what to pass.
     """
-    given = None if metric is None else Metric.parse(metric)
-    reported = _reported_metric(store, search_kwargs or {})
-    if given is not None and reported is not None and given is not reported:
-        raise contradiction_error(type(store).__name__, given, reported)
-    found = given or reported
-    if found is None and is_milvus(store):
-        found = _MILVUS_DEFAULT_METRIC
+    found = checked_metric(
+        type(store).__name__,
+        metric,
+        lambda: _reported_metric(store, search_kwargs or {}),
+        default=_MILVUS_DEFAULT_METRIC if is_milvus(store) else None,
+    )
     if found is None:
         raise unknown_store_error(store)
     return found

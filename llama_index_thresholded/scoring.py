@@ -10,7 +10,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore, Vector
 from thresholded.classes import is_named
 from thresholded.errors import UnsupportedMetricError
 from thresholded.scores import Metric, ScoreKind, declared_kind
-from thresholded.store_metrics import chroma_metric, contradiction_error, faiss_metric
+from thresholded.store_metrics import checked_metric, chroma_metric, faiss_metric
 
 _NON_DENSE_KINDS = {
     VectorStoreQueryMode.SPARSE: ScoreKind.BM25,
@@ -41,12 +41,8 @@ def store_metric(vector_store: object, metric: Metric | str | None = None) -> Me
     LlamaIndex's ``exp(-distance)``. An explicit ``metric`` that contradicts what the
     store reports is an error; for any other store it is required.
     """
-    given = None if metric is None else Metric.parse(metric)
-    reported = _reported_metric(vector_store)
     name = type(vector_store).__name__
-    if given is not None and reported is not None and given is not reported:
-        raise contradiction_error(name, given, reported)
-    found = given or reported
+    found = checked_metric(name, metric, lambda: _reported_metric(vector_store))
     if found is None:
         raise UnsupportedMetricError(
             f"cannot tell which metric {name} scores with, so its scores cannot be read as "

@@ -7,7 +7,7 @@ An explicit ``metric=`` is checked against what a store reports.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from thresholded.errors import UnsupportedMetricError
@@ -25,6 +25,23 @@ def contradiction_error(store: str, given: Metric, reported: Metric) -> Unsuppor
         f"(even an inverted ranking) under the floor. Leave metric= out (it is read from the "
         f"store) or pass metric={reported.value!r}."
     )
+
+
+def checked_metric(
+    store: str,
+    given: Metric | str | None,
+    reported: Callable[[], Metric | None],
+    default: Metric | None = None,
+) -> Metric | None:
+    """The metric a store's raw scores are read in: ``given`` (``metric=``), which must be
+    the one the store reports where it reports one (``reported``, asked once ``given`` is
+    read); else the one it reports; else ``default``. None: nothing tells, and the adapter's
+    error says what to pass."""
+    parsed = None if given is None else Metric.parse(given)
+    found = reported()
+    if parsed is not None and found is not None and parsed is not found:
+        raise contradiction_error(store, parsed, found)
+    return parsed or found or default
 
 
 def faiss_metric(index: Any, store: str) -> Metric:

@@ -57,7 +57,7 @@ from thresholded.filters import (
     matches,
     to_milvus,
 )
-from thresholded.filters.chroma import to_chroma
+from thresholded.filters.chroma import and_where, to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_async import needs_thread
 from thresholded.milvus_collection import (
@@ -217,9 +217,8 @@ class LangChainBackend:
             kwargs["filter"] = _faiss_filter(self._store, kwargs.get("filter"), where)
         elif is_chroma(self._store):
             written = to_chroma(where).where
-            raw = kwargs.get("filter")
             if written is not None:
-                kwargs["filter"] = {"$and": [raw, written]} if raw else written
+                kwargs["filter"] = and_where(kwargs.get("filter"), written)
         return kwargs
 
     def check_filter(self, where: Filter | None) -> None:

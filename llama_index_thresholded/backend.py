@@ -57,7 +57,7 @@ from thresholded.filters import (
     matches,
     to_milvus,
 )
-from thresholded.filters.chroma import to_chroma
+from thresholded.filters.chroma import and_where, to_chroma
 from thresholded.filters.model import keys
 from thresholded.milvus_async import async_client_per_loop, needs_thread
 from thresholded.milvus_collection import (
@@ -160,7 +160,7 @@ class LlamaIndexBackend:
         _check_no_store_fields(self._store, where)
         if is_chroma_store(self._store):  # its own translation writes no NOT, no IS_EMPTY
             own_where = self._args["vector_store_kwargs"].get("where")
-            return CallFilters(None, chroma_where=_all_of(own_where, to_chroma(where).where))
+            return CallFilters(None, chroma_where=and_where(own_where, to_chroma(where).where))
         if is_named(self._store, "FaissVectorStore"):  # it refuses any MetadataFilters
             return CallFilters(None)  # the engine holds the results to them after the search
         if not is_milvus_store(self._store):
@@ -823,14 +823,6 @@ def _milvus_nodes(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[BaseNod
     for node, row in zip(nodes, rows, strict=True):
         node.__dict__["embedding"] = _plain(row.get(store.embedding_field))
     return nodes
-
-
-def _all_of(own: dict[str, Any] | None, written: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A Chroma ``where`` clause: the retriever's own, AND the filters where written (None:
-    neither restricts)."""
-    if not own or written is None:
-        return written or own or None
-    return {"$and": [own, written]}
 
 
 def _milvus_vectors(store: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Vector]:

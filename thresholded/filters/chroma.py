@@ -103,6 +103,14 @@ class _Writer:
         return _joined(parts, "$or")  # type: ignore[arg-type]
 
 
+def and_where(own: dict[str, Any] | None, written: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A Chroma ``where`` clause: a retriever's own, AND the filters where written
+    (:func:`to_chroma`; None: neither restricts)."""
+    if not own or written is None:
+        return written or own or None
+    return {"$and": [own, written]}
+
+
 def _joined(parts: list[dict[str, Any]], word: str) -> dict[str, Any] | None:
     """Parts under ``$and``/``$or``; Chroma wants two or more, so one part stands alone."""
     if not parts:

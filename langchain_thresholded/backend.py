@@ -65,6 +65,7 @@ from thresholded.milvus_collection import (
     ids_matching,
     rows_by_id,
     vector_dims,
+    vectors_of,
 )
 from thresholded.milvus_expr import all_of_exprs
 from thresholded.provenance import Asked, register
@@ -545,8 +546,7 @@ def _milvus_vectors(store: Any, ids: list[str]) -> dict[str, Vector]:
     pk, field = str(store._primary_field), store._vector_field
     if not isinstance(field, str):  # several vector fields (hybrid): which one is dense?
         return {}
-    rows = _milvus_rows(store, ids, [pk, field])
-    return {str(row[pk]): list(row[field]) for row in rows if row.get(field) is not None}
+    return vectors_of(_milvus_rows(store, ids, [pk, field]), pk, field)
 
 
 def _milvus_documents(store: Any, ids: list[str]) -> dict[str, Document]:

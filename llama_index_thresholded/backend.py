@@ -65,6 +65,7 @@ from thresholded.milvus_collection import (
     checked_partitions,
     ids_matching,
     rows_by_id,
+    vectors_of,
 )
 from thresholded.milvus_expr import all_of_exprs, membership
 from thresholded.models import check_question_model
@@ -385,7 +386,8 @@ class LlamaIndexBackend:
         Chroma's embeddings, else the nodes of a store that can read them back."""
         store = self._store
         if is_milvus_store(store):
-            return _milvus_vectors(store, _by_id(store, ids, [store.embedding_field]))
+            field = store.embedding_field
+            return vectors_of(_by_id(store, ids, [field]), "id", field)
         if is_named(store, "FaissVectorStore"):
             return faiss_vectors(store.client, self._index.index_struct.nodes_dict, ids)
         if is_named(store, "ChromaVectorStore"):
@@ -397,7 +399,8 @@ class LlamaIndexBackend:
     async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         store = self._store
         if is_milvus_store(store):
-            return _milvus_vectors(store, await _aby_id(store, ids, [store.embedding_field]))
+            field = store.embedding_field
+            return vectors_of(await _aby_id(store, ids, [field]), "id", field)
         if is_named(store, "FaissVectorStore") or is_named(store, "ChromaVectorStore"):
             return self.fetch_vectors(ids)  # in memory, or Chroma's local client
         if not self._store_can_fetch:
@@ -823,11 +826,6 @@ def _milvus_nodes(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[BaseNod
     for node, row in zip(nodes, rows, strict=True):
         node.__dict__["embedding"] = _plain(row.get(store.embedding_field))
     return nodes
-
-
-def _milvus_vectors(store: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Vector]:
-    found = ((str(r.get("id")), _plain(r.get(store.embedding_field))) for r in rows)
-    return {i: v for i, v in found if v is not None}
 
 
 def _plain(vector: Any) -> Vector | None:

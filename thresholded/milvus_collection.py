@@ -267,6 +267,12 @@ def ids_matching(
     return found
 
 
+def vectors_of(rows: Iterable[Mapping[str, Any]], pk: str, field: str) -> dict[str, list[float]]:
+    """The ``field`` vectors of rows read by id, by their primary key as a string, each a list
+    of floats (pymilvus may hand back its own sequence types); a row without one is left out."""
+    return {str(row.get(pk)): list(row[field]) for row in rows if row.get(field) is not None}
+
+
 def rows_by_id(
     query: Callable[..., Iterable[Mapping[str, Any]]], *args: Any, **kwargs: Any
 ) -> list[Mapping[str, Any]]:

@@ -8,13 +8,13 @@ own metadata dicts).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.documents import Document
 
 from thresholded.copies import updated_copy
-from thresholded.metadata_keys import source_from
+from thresholded.metadata_keys import remarked, source_from
 
 _CONTENT_ID_PREFIX = "sha1:"
 
@@ -52,18 +52,10 @@ def source_of(doc: Document, source_key: str, doc_id: str) -> str:
     return source_from(doc.metadata, source_key, doc_id) or doc_id
 
 
-def marked_copy(
-    doc: Document,
-    marks: Mapping[str, Any],
-    *,
-    remove: Iterable[str] = (),
-    doc_id: str | None = None,
-) -> Document:
-    """A copy of ``doc`` with ``marks`` in a new metadata dict; ``doc`` is left as it was."""
-    removed = frozenset(remove)
-    metadata = {k: v for k, v in doc.metadata.items() if k not in removed}
-    metadata.update(marks)
-    update: dict[str, Any] = {"metadata": metadata}
+def marked_copy(doc: Document, marks: Mapping[str, Any], *, doc_id: str | None = None) -> Document:
+    """A copy of ``doc`` with ``marks`` in a new metadata dict, the marks it held removed
+    (:func:`~thresholded.metadata_keys.remarked`); ``doc`` is left as it was."""
+    update: dict[str, Any] = {"metadata": remarked(doc.metadata, marks)}
     if doc.id is None and doc_id is not None and not doc_id.startswith(_CONTENT_ID_PREFIX):
         update["id"] = doc_id
     return updated_copy(doc, update)

@@ -523,7 +523,7 @@ def output(
     was. Marks the store itself holds are removed first: only this package writes them. The
     copy is registered as this package's (:mod:`thresholded.provenance`)."""
     written = metadata_keys.marks(candidate, collection_key=collection_key)
-    copy = marked_copy(candidate.item, written, remove=metadata_keys.MARKS, doc_id=candidate.id)
+    copy = marked_copy(candidate.item, written, doc_id=candidate.id)
     return register(copy, asked)
 
 

@@ -263,7 +263,7 @@ def _with_kind(candidate: Candidate[_Item], question: Asked | None) -> Document:
     doc = candidate.item[1]
     if standing(doc, question) is Standing.OURS:
         return doc
-    copy = marked_copy(doc, metadata_keys.marks(candidate), remove=metadata_keys.MARKS)
+    copy = marked_copy(doc, metadata_keys.marks(candidate))
     return register(copy, question) if question is not None else copy
 
 

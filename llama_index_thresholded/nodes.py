@@ -62,14 +62,8 @@ def marked_copy(node: BaseNode, marks: dict[str, object]) -> BaseNode:
     ``IndexNode`` holds. The node is left as it was: the copy gets new metadata and key
     lists.
     """
-    stored = node.metadata
-    if metadata_keys.MARKS.isdisjoint(stored):
-        metadata = {**stored, **marks}
-    else:
-        metadata = {k: v for k, v in stored.items() if k not in metadata_keys.MARKS}
-        metadata.update(marks)
     update = {
-        "metadata": metadata,
+        "metadata": metadata_keys.remarked(node.metadata, marks),
         "excluded_llm_metadata_keys": _hidden(node.excluded_llm_metadata_keys),
         "excluded_embed_metadata_keys": _hidden(node.excluded_embed_metadata_keys),
         "embedding": None,

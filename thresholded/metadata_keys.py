@@ -54,6 +54,14 @@ COLLECTION_HINT = (
 """What to use instead of a filter on :data:`COLLECTION` in a multi-collection call."""
 
 
+def remarked(stored: Mapping[str, Any], marks: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy's new metadata: ``stored`` with ``marks``, the :data:`MARKS` it held removed
+    first (stored metadata, anyone's to write)."""
+    if MARKS.isdisjoint(stored):
+        return {**stored, **marks}
+    return {**{k: v for k, v in stored.items() if k not in MARKS}, **marks}
+
+
 def collection_of(metadata: Mapping[str, Any]) -> str:
     """The collection a result came from, as a multi-collection retriever marks it; "" when
     it is unmarked. Part of a section's identity: ids need not be unique across collections,

@@ -15,7 +15,6 @@ Any other retriever is taken in its own order, its documents' score read from
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -34,7 +33,7 @@ from langsmith.run_helpers import tracing_context
 from langchain_thresholded.faiss_window import first_window, wider_window
 from langchain_thresholded.milvus import RAW_EXPR_KEYS, ids_admit_no_row, in_one_expr
 from langchain_thresholded.scoring import is_faiss, is_milvus
-from thresholded.scores import ScoreKind
+from thresholded.scores import ScoreKind, rrf_fused
 
 Scored = list[tuple[Document, float | None]]
 
@@ -253,15 +252,7 @@ class RetrieverSource(VectorStore):
         def key(doc: Document) -> str:
             return doc.page_content if id_key is None else str(doc.metadata[id_key])
 
-        scores: dict[str, float] = defaultdict(float)
-        for docs, weight in zip(doc_lists, ensemble.weights, strict=False):
-            for rank, doc in enumerate(docs, start=1):
-                scores[key(doc)] += weight / (rank + ensemble.c)
-        first: dict[str, Document] = {}
-        for doc in (d for docs in doc_lists for d in docs):
-            first.setdefault(key(doc), doc)
-        ordered = sorted(first.items(), key=lambda item: scores[item[0]], reverse=True)
-        return [(doc, scores[k]) for k, doc in ordered]
+        return list(rrf_fused(doc_lists, ensemble.weights, ensemble.c, key))
 
     def _read_scores(self, docs: Iterable[Document]) -> Scored:
         """Each document with the number in ``metadata[score_key]`` (else None)."""

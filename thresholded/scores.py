@@ -8,10 +8,14 @@ and are never compared with one.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from enum import StrEnum
+from typing import TypeVar
 
 from thresholded.errors import NotUnitVectorError, ScoreRangeError, UnsupportedMetricError
+
+T = TypeVar("T")
 
 
 class ScoreKind(StrEnum):
@@ -196,3 +200,20 @@ def check_has_direction(vector: list[float] | tuple[float, ...], *, what: str) -
 def is_valid_score(score: float | None) -> bool:
     """A score that can be compared at all: present and finite."""
     return score is not None and math.isfinite(score)
+
+
+def rrf_fused(
+    lists: Sequence[Sequence[T]], weights: Sequence[float], c: float, key: Callable[[T], str]
+) -> list[tuple[T, float]]:
+    """Weighted reciprocal rank fusion, as LangChain's ``EnsembleRetriever`` fuses its members'
+    lists, with the scores: each item scores ``sum(weight / (rank + c))`` over the lists it
+    is in (rank from 1; items of one ``key`` are one, the first seen kept), best first."""
+    scores: dict[str, float] = defaultdict(float)
+    for items, weight in zip(lists, weights, strict=False):
+        for rank, item in enumerate(items, start=1):
+            scores[key(item)] += weight / (rank + c)
+    first: dict[str, T] = {}
+    for item in (i for items in lists for i in items):
+        first.setdefault(key(item), item)
+    ordered = sorted(first.items(), key=lambda entry: scores[entry[0]], reverse=True)
+    return [(item, scores[k]) for k, item in ordered]

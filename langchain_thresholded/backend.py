@@ -13,6 +13,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from langchain_core.documents import Document
@@ -43,7 +44,7 @@ from langchain_thresholded.milvus import (
 )
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
-from thresholded.attachments import Links
+from thresholded.attachments import FirstCopies, Links
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Question, SearchArgs
 from thresholded.errors import UnsafeFilterError
@@ -370,26 +371,25 @@ class LangChainBackend:
     def _stored(self, ids: list[str]) -> tuple[dict[str, Document], list[str]]:
         """The stores' own copies of ``ids``, by id (:func:`_searched_stores`: a wrapped
         retriever's, an ensemble's members', in order), and the ids the docstore supplies:
-        those no store holds (:class:`_Copies`)."""
-        copies = _Copies(ids)
+        those no store holds (:class:`~thresholded.attachments.FirstCopies`)."""
+        copies = FirstCopies(ids, attrgetter("metadata"))
         for searched in _searched_stores(self._store):
             if copies.missing:
-                copies.take(searched, _read_by_id(searched.store, copies.missing))
+                copies.take(searched.where, _read_by_id(searched.store, copies.missing))
         return copies.found, copies.unread
 
     async def _astored(self, ids: list[str]) -> tuple[dict[str, Document], list[str]]:
-        copies = _Copies(ids)
+        copies = FirstCopies(ids, attrgetter("metadata"))
         for searched in _searched_stores(self._store):
             rows = searched.store
             if not copies.missing:
                 break
             if is_milvus(rows) or is_chroma(rows):  # the store's blocking client, in a thread
-                copies.take(
-                    searched, await run_in_executor(None, _read_by_id, rows, copies.missing)
-                )
+                found = await run_in_executor(None, _read_by_id, rows, copies.missing)
+                copies.take(searched.where, found)
             elif _reads_by_id(rows):
                 missing = copies.missing
-                copies.take(searched, _by_id(missing, await rows.aget_by_ids(missing)))
+                copies.take(searched.where, _by_id(missing, await rows.aget_by_ids(missing)))
         return copies.found, copies.unread
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
@@ -635,36 +635,6 @@ def _searched_stores(store: VectorStore, depth: int = 0) -> list[_Searched]:
                 _Searched(s.store, all_of(own, s.where)) for s in _searched_stores(inner, depth + 1)
             ]
     return found
-
-
-class _Copies:
-    """The stores' copies of sections read by id, store by store, as an ensemble's fusion
-    keeps them: the first copy a member would return (one within its filters). A section
-    the stores hold only outside their members' filters is ``held``: no member returns it,
-    so the docstore's copy does not stand in for it (nor is it judged by the filters of a
-    member that never searches the store holding it)."""
-
-    def __init__(self, ids: list[str]) -> None:
-        self._ids = ids
-        self.found: dict[str, Document] = {}
-        self._outside: set[str] = set()
-
-    @property
-    def missing(self) -> list[str]:
-        return [i for i in self._ids if i not in self.found]
-
-    @property
-    def unread(self) -> list[str]:
-        """The ids no store holds, neither within nor outside its member's filters: the
-        docstore's copy stands in for them."""
-        return [i for i in self._ids if i not in self.found and i not in self._outside]
-
-    def take(self, searched: _Searched, copies: Mapping[str, Document]) -> None:
-        for key, doc in copies.items():
-            if matches(searched.where, doc.metadata):
-                self.found[key] = doc
-            else:
-                self._outside.add(key)
 
 
 def _milvus_stores(store: VectorStore) -> list[Any]:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
+from thresholded.filters import Filter, matches
 from thresholded.scores import ScoreKind
 from thresholded.selection import AttachedRole, Candidate
 
@@ -28,6 +29,38 @@ class Links(NamedTuple):
     prev: str | None = None
     next: str | None = None
     parent: str | None = None
+
+
+class FirstCopies(Generic[T]):
+    """Sections read by id from several stores, store by store, as an ensemble's fusion
+    keeps them: the first copy a member would return (one within its filters, ``where`` of
+    each :meth:`take`; ``metadata`` reads an item's). A section the stores hold only outside
+    their members' filters is held back: no member returns it, so the docstore's copy does
+    not stand in for it (nor is it judged by the filters of a member that never searches the
+    store holding it)."""
+
+    def __init__(self, ids: list[str], metadata: Callable[[T], Mapping[str, Any]]) -> None:
+        self._ids = ids
+        self._metadata = metadata
+        self.found: dict[str, T] = {}
+        self._outside: set[str] = set()
+
+    @property
+    def missing(self) -> list[str]:
+        return [i for i in self._ids if i not in self.found]
+
+    @property
+    def unread(self) -> list[str]:
+        """The ids no store holds, neither within nor outside its member's filters: the
+        docstore's copy stands in for them."""
+        return [i for i in self._ids if i not in self.found and i not in self._outside]
+
+    def take(self, where: Filter | None, copies: Mapping[str, T]) -> None:
+        for key, item in copies.items():
+            if matches(where, self._metadata(item)):
+                self.found[key] = item
+            else:
+                self._outside.add(key)
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,17 @@ from llama_index.core.base.response.schema import (
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.retrievers import VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
 
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
-from llama_index_thresholded.retriever import EngineRetriever, question_of
+from llama_index_thresholded.retriever import (
+    EngineRetriever,
+    question_of,
+    vector_retriever_holds_back,
+)
 from thresholded.abstention import (
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
@@ -239,11 +244,32 @@ def _unlinked(node: NodeWithScore) -> NodeWithScore:
 
 
 def _holds_back(retriever: Any, retrieved: list[NodeWithScore]) -> bool:
-    """Whether ``retriever`` is one of ours that holds sections back, or returned nodes that
+    """Whether ``retriever`` holds sections back (:func:`_restricts`), or returned nodes that
     a retrieval of ours produced under filters, ids or store restrictions."""
-    if isinstance(retriever, EngineRetriever) and retriever.restricted:
+    if _restricts(retriever):
         return True
     return any((asked := asked_of(n.node)) is not None and asked.held_back for n in retrieved)
+
+
+INNER_RETRIEVERS = ("_retrievers", "_retriever", "_vector_retriever")
+"""Where LlamaIndex's retrievers keep the ones they search through (``QueryFusionRetriever``,
+``RouterRetriever``, ``TransformRetriever``, ``AutoMergingRetriever``)."""
+
+
+def _restricts(retriever: Any) -> bool:
+    """Whether ``retriever``, or one it searches through, returns only some sections: one of
+    ours with filters, ids or store restrictions, or LlamaIndex's own ``VectorIndexRetriever``
+    with its own (``index.as_retriever(filters=...)``), whose filters a section a
+    postprocessor adds is held to no more than to ours."""
+    if isinstance(retriever, EngineRetriever):
+        return retriever.restricted
+    if isinstance(retriever, VectorIndexRetriever):
+        return vector_retriever_holds_back(retriever)
+    inner: list[Any] = []
+    for name in INNER_RETRIEVERS:
+        found = getattr(retriever, name, None)
+        inner.extend(found if isinstance(found, list | tuple) else [found])
+    return any(_restricts(r) for r in inner if isinstance(r, BaseRetriever) and r is not retriever)
 
 
 def _sections(nodes: list[NodeWithScore]) -> set[tuple[str | None, str]]:

@@ -257,3 +257,37 @@ class StoredCopies(BaseNodePostprocessor):
 
     def _postprocess_nodes(self, nodes: list[Any], query_bundle: Any = None) -> list[Any]:
         return [NodeWithScore(node=self.stored[n.node.node_id], score=n.score) for n in nodes]
+
+
+def plain_retriever(index, filters):
+    """LlamaIndex's own vector retriever, with its own filters."""
+    return index.as_retriever(filters=filters, similarity_top_k=5)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_neighbour_added_behind_a_plain_filtered_retriever_is_refused(kit, call):
+    """The engine's retriever is LlamaIndex's own ``VectorIndexRetriever`` with filters: the
+    check looked for ours only, and the PrevNextNodePostprocessor's internal neighbour went
+    to the LLM and came back in source_nodes."""
+    index = public_then_internal(kit)
+    retriever = plain_retriever(index, PUBLIC)
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore") as raised:
+        await answered(call, retriever, [next_section(index)], kit)
+    assert "internal" not in str(raised.value)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_neighbour_added_behind_a_fusion_of_a_plain_filtered_retriever_is_refused(
+    kit, call
+):
+    index = public_then_internal(kit)
+    retriever = fused(plain_retriever(index, PUBLIC))
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
+        await answered(call, retriever, [next_section(index)], kit)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_behind_a_plain_retriever_without_filters_a_neighbour_may_be_added(kit, call):
+    index = public_then_internal(kit)
+    ids = await answered(call, plain_retriever(index, None), [next_section(index)], kit)
+    assert ids == ["public", "internal"]

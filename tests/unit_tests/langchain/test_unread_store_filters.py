@@ -237,3 +237,25 @@ def test_the_arguments_of_the_wrapped_search_type_pass(corpus, store_of, name, r
     assert sorted(d.id for d in retriever.invoke(QUERY)) == ["int", "pub"]
     with pytest.raises(TypeError, match=r"\['lambda_mult'\]"):
         ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"lambda_mult": 0.5})
+
+
+def test_a_filter_function_a_store_may_not_read_is_refused(corpus, transform_store):
+    """A store of unknown kind whose search drops the retriever's ``filter`` function (its
+    search reads no such argument, or reads a dict there): the internal document came back,
+    though the retriever was built to return public ones only."""
+
+    class ReadsNoFilter(transform_store):
+        def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
+            kwargs.pop("filter", None)
+            return self.inner.similarity_search_with_score_by_vector(embedding, k=k, **kwargs)
+
+    store = ReadsNoFilter(two(corpus).store, lambda score: score)
+    public = {"filter": lambda doc: doc.metadata["doc_type"] == "public"}
+    with pytest.raises(ValueError, match=r"ReadsNoFilter's search is not known to read one"):
+        ThresholdedRetriever(
+            vectorstore=store, policy=POLICY, metric="cosine", search_kwargs=public
+        )
+    retriever = ThresholdedRetriever(
+        vectorstore=store, policy=POLICY, metric="cosine", filters={"doc_type": "public"}
+    )
+    assert [d.id for d in retriever.invoke(QUERY)] == ["pub"]

@@ -84,7 +84,8 @@ def _answered(response: RESPONSE_TYPE) -> RESPONSE_TYPE:
 def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Refuse an engine's retriever (its first argument, or ``retriever=``) that is not one
     (an index, a store, a query engine), before anything is built: its first question
-    would fail with an ``AttributeError``."""
+    would fail with an ``AttributeError``. Refuse one that merges in sections from the
+    docstore past the filters of a retriever it wraps (:func:`_docstore_merger`)."""
     retriever = args[0] if args else kwargs.get("retriever")
     if retriever is not None and not isinstance(retriever, BaseRetriever):
         raise TypeError(
@@ -95,6 +96,15 @@ def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
                 or "give ThresholdedRetriever(index, policy=...), or wrap a retriever you have "
                 "with ThresholdedRetriever.from_retriever(retriever, policy=...)"
             )
+        )
+    merger = None if retriever is None else _docstore_merger(retriever)
+    if merger is not None:
+        raise UnsafeFilterError(
+            f"{owner}: {merger} merges in sections from the docstore (parents, sections "
+            "between retrieved ones), held to none of the filters, doc_ids, node_ids or store "
+            "restrictions of the retriever it wraps. Give the engine that retriever alone, "
+            "and attach neighbours and summaries with ThresholdedRetriever's neighbours= and "
+            "parent_summaries=, which are held to them"
         )
 
 
@@ -265,11 +275,31 @@ def _restricts(retriever: Any) -> bool:
         return retriever.restricted
     if isinstance(retriever, VectorIndexRetriever):
         return vector_retriever_holds_back(retriever)
+    return any(_restricts(r) for r in _inner(retriever))
+
+
+def _inner(retriever: Any) -> list[BaseRetriever]:
+    """The retrievers ``retriever`` searches through (:data:`INNER_RETRIEVERS`)."""
     inner: list[Any] = []
     for name in INNER_RETRIEVERS:
         found = getattr(retriever, name, None)
         inner.extend(found if isinstance(found, list | tuple) else [found])
-    return any(_restricts(r) for r in inner if isinstance(r, BaseRetriever) and r is not retriever)
+    return [r for r in inner if isinstance(r, BaseRetriever) and r is not retriever]
+
+
+def _docstore_merger(retriever: Any) -> str | None:
+    """The name of a retriever in ``retriever`` (itself, or one it searches through) that
+    merges sections read from the docstore into what a retriever it wraps returned, where
+    that one holds some back (an ``AutoMergingRetriever``, which fills in parents and the
+    sections between retrieved ones); None when there is none."""
+    if isinstance(retriever, EngineRetriever | VectorIndexRetriever):
+        return None
+    inner = _inner(retriever)
+    storage = getattr(retriever, "_storage_context", None)
+    merges = _reads_docstore(retriever) or _reads_docstore(storage)
+    if merges and any(_restricts(r) for r in inner):
+        return type(retriever).__name__
+    return next((name for r in inner if (name := _docstore_merger(r)) is not None), None)
 
 
 def _sections(nodes: list[NodeWithScore]) -> set[tuple[str | None, str]]:

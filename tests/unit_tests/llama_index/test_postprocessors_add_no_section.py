@@ -291,3 +291,47 @@ async def test_behind_a_plain_retriever_without_filters_a_neighbour_may_be_added
     index = public_then_internal(kit)
     ids = await answered(call, plain_retriever(index, None), [next_section(index)], kit)
     assert ids == ["public", "internal"]
+
+
+def around_public_and_internal(kit):
+    """Public sections around an internal one, linked in reading order."""
+    first = kit.section("first", 0.9, kind="public")
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    last = kit.section("last", 0.85, axis=3, kind="public")
+    kit.link_chain([first, internal, last])
+    return kit.build_index([first, internal, last], kit.embedding())
+
+
+def merging(kind, index, kit):
+    from llama_index.core.retrievers import AutoMergingRetriever
+
+    inner = (
+        plain_retriever(index, PUBLIC)
+        if kind == "plain"
+        else ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=PUBLIC)
+    )
+    return AutoMergingRetriever(inner, index.storage_context)
+
+
+@pytest.mark.parametrize("engine_kind", ["query", "chat", "condense"])
+@pytest.mark.parametrize("kind", ["plain", "ours"])
+def test_a_retriever_merging_in_docstore_sections_past_the_filters_is_refused(
+    kit, kind, engine_kind
+):
+    """An ``AutoMergingRetriever`` fills in the sections between two it retrieved from the
+    docstore, held to none of its vector retriever's filters: the engine answered from the
+    internal section between two public ones."""
+    index = around_public_and_internal(kit)
+    with pytest.raises(UnsafeFilterError, match="AutoMergingRetriever merges in sections"):
+        engine(engine_kind, merging(kind, index, kit), [])
+    with pytest.raises(UnsafeFilterError, match="AutoMergingRetriever merges in sections"):
+        engine("query", fused(merging(kind, index, kit)), [])
+
+
+def test_a_retriever_merging_in_docstore_sections_without_filters_is_fine(kit):
+    from llama_index.core.retrievers import AutoMergingRetriever
+
+    index = around_public_and_internal(kit)
+    retriever = AutoMergingRetriever(plain_retriever(index, None), index.storage_context)
+    nodes = engine("query", retriever, []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["first", "internal", "last"]

@@ -127,11 +127,15 @@ def none_added(
     (a ``PrevNextNodePostprocessor``'s neighbour, from the docstore) is held to none of the
     retriever's filters, so where it has some, adding one is an error. So it is where the
     nodes come from a retrieval of ours that held some back, passed on by another retriever
-    (a ``QueryFusionRetriever`` around ours). A node the retriever did not return as it is
-    (a copy, or the docstore's own in place of it) names other sections by id only there."""
+    (a ``QueryFusionRetriever`` around ours). There every node names other sections by id
+    only (:func:`_unlinked`): one the retriever did not return as it is (a copy, or the
+    docstore's own in place of it), and one a retrieval of ours did not produce (LlamaIndex's
+    own filtered retriever returns its nodes as stored, whose relationships copy the metadata
+    of the sections they point at, outside its filters too)."""
     returned = {id(n.node) for n in retrieved}
     others = [n for n in nodes if id(n.node) not in returned]  # first: seldom any, and cheap
-    if not others or not _holds_back(retriever, retrieved):
+    foreign = any(asked_of(n.node) is None for n in nodes)
+    if not (others or foreign) or not _holds_back(retriever, retrieved):
         return nodes
     added = _sections(others) - _sections(retrieved)
     if added:
@@ -143,7 +147,7 @@ def none_added(
             "neighbours= and parent_summaries=, which are held to them, and give the engine "
             "postprocessors that only reorder, rescore or drop nodes"
         )
-    return [_unlinked(n) if id(n.node) not in returned else n for n in nodes]
+    return [_unlinked(n) for n in nodes]
 
 
 def check_postprocessors(

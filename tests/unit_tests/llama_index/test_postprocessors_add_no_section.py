@@ -335,3 +335,21 @@ def test_a_retriever_merging_in_docstore_sections_without_filters_is_fine(kit):
     retriever = AutoMergingRetriever(plain_retriever(index, None), index.storage_context)
     nodes = engine("query", retriever, []).query(kit.QUESTION).source_nodes
     assert [n.node.node_id for n in nodes] == ["first", "internal", "last"]
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_behind_a_plain_filtered_retriever_nodes_name_related_nodes_by_id_only(kit, call):
+    """LlamaIndex copies a node's metadata into the relationships that point at it: the
+    public section LlamaIndex's own filtered retriever returned named the internal one after
+    it, its title included, in the engine's source_nodes."""
+    public = kit.section("public", 0.9, kind="public")
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", title="Layoffs in Q3")
+    public.relationships[NodeRelationship.NEXT] = internal.as_related_node_info()
+    index = kit.build_index([public, internal], kit.embedding())
+    nodes = call(plain_retriever(index, PUBLIC), [], kit)
+    if not isinstance(nodes, list):
+        nodes = await nodes
+    assert [n.node.node_id for n in nodes] == ["public"]
+    assert nodes[0].node.next_node.node_id == "internal"
+    assert nodes[0].node.next_node.metadata == {}
+    assert index.docstore.get_node("public").next_node.metadata["title"] == "Layoffs in Q3"

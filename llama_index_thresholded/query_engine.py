@@ -16,7 +16,7 @@ conversation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -100,9 +100,10 @@ def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     merger = None if retriever is None else _docstore_merger(retriever)
     if merger is not None:
         raise UnsafeFilterError(
-            f"{owner}: {merger} merges in sections from the docstore (parents, sections "
-            "between retrieved ones), held to none of the filters, doc_ids, node_ids or store "
-            "restrictions of the retriever it wraps. Give the engine that retriever alone, "
+            f"{owner}: {merger} merges in sections from elsewhere (the docstore's parents and "
+            "sections between retrieved ones, the sections and retrievers an IndexNode points "
+            "to), held to none of the filters, doc_ids, node_ids or store restrictions of the "
+            "retriever it wraps. Give the engine that retriever alone, "
             "and attach neighbours and summaries with ThresholdedRetriever's neighbours= and "
             "parent_summaries=, which are held to them"
         )
@@ -245,6 +246,16 @@ def _check_no_cutoff_deletes_attachments(
         )
 
 
+def _merges(retriever: Any) -> bool:
+    """Whether ``retriever`` returns sections none of the retrievers it wraps returned (see
+    :func:`_docstore_merger`)."""
+    if _reads_docstore(retriever) or _reads_docstore(getattr(retriever, "_storage_context", None)):
+        return True
+    followed = ("_node_dict", "_query_engine_dict")
+    others = len(getattr(retriever, "_retriever_dict", None) or ()) > 1
+    return others or any(getattr(retriever, name, None) for name in followed)
+
+
 def _reads_docstore(postprocessor: Any) -> bool:
     return isinstance(getattr(postprocessor, "docstore", None), BaseDocumentStore)
 
@@ -265,9 +276,9 @@ def _holds_back(retriever: Any, retrieved: list[NodeWithScore]) -> bool:
     return any((asked := asked_of(n.node)) is not None and asked.held_back for n in retrieved)
 
 
-INNER_RETRIEVERS = ("_retrievers", "_retriever", "_vector_retriever")
+INNER_RETRIEVERS = ("_retrievers", "_retriever", "_vector_retriever", "_retriever_dict")
 """Where LlamaIndex's retrievers keep the ones they search through (``QueryFusionRetriever``,
-``RouterRetriever``, ``TransformRetriever``, ``AutoMergingRetriever``)."""
+``RouterRetriever``, ``TransformRetriever``, ``AutoMergingRetriever``, ``RecursiveRetriever``)."""
 
 
 def _restricts(retriever: Any) -> bool:
@@ -287,21 +298,22 @@ def _inner(retriever: Any) -> list[BaseRetriever]:
     inner: list[Any] = []
     for name in INNER_RETRIEVERS:
         found = getattr(retriever, name, None)
+        found = list(found.values()) if isinstance(found, Mapping) else found
         inner.extend(found if isinstance(found, list | tuple) else [found])
     return [r for r in inner if isinstance(r, BaseRetriever) and r is not retriever]
 
 
 def _docstore_merger(retriever: Any) -> str | None:
     """The name of a retriever in ``retriever`` (itself, or one it searches through) that
-    merges sections read from the docstore into what a retriever it wraps returned, where
-    that one holds some back (an ``AutoMergingRetriever``, which fills in parents and the
-    sections between retrieved ones); None when there is none."""
+    merges sections from elsewhere into what a retriever it wraps returned, where that one
+    holds some back: an ``AutoMergingRetriever`` fills in parents and the sections between
+    retrieved ones from the docstore; a ``RecursiveRetriever`` follows an ``IndexNode`` to
+    the section its ``node_dict`` holds, or to another retriever or query engine. None when
+    there is none."""
     if isinstance(retriever, EngineRetriever | VectorIndexRetriever):
         return None
     inner = _inner(retriever)
-    storage = getattr(retriever, "_storage_context", None)
-    merges = _reads_docstore(retriever) or _reads_docstore(storage)
-    if merges and any(_restricts(r) for r in inner):
+    if _merges(retriever) and any(_restricts(r) for r in inner):
         return type(retriever).__name__
     return next((name for r in inner if (name := _docstore_merger(r)) is not None), None)
 

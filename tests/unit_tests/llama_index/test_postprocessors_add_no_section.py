@@ -353,3 +353,35 @@ async def test_behind_a_plain_filtered_retriever_nodes_name_related_nodes_by_id_
     assert nodes[0].node.next_node.node_id == "internal"
     assert nodes[0].node.next_node.metadata == {}
     assert index.docstore.get_node("public").next_node.metadata["title"] == "Layoffs in Q3"
+
+
+def recursive(kit, filters):
+    """A recursive retriever over ours: a public ``IndexNode`` points at an internal section
+    held in its ``node_dict``."""
+    from llama_index.core.retrievers import RecursiveRetriever
+    from llama_index.core.schema import IndexNode
+
+    pointer = IndexNode(
+        id_="pointer",
+        text="Section pointer.",
+        index_id="internal",
+        metadata={"kind": "public"},
+        embedding=kit.vec(0.9),
+    )
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    index = kit.build_index([pointer], kit.embedding())
+    ours = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=filters)
+    return RecursiveRetriever("vector", {"vector": ours}, node_dict={"internal": internal})
+
+
+@pytest.mark.parametrize("engine_kind", ["query", "chat", "condense"])
+def test_a_recursive_retriever_following_index_nodes_past_the_filters_is_refused(kit, engine_kind):
+    """It follows the public ``IndexNode`` to the section its ``node_dict`` holds, held to
+    none of the filters: the engine answered from the internal section."""
+    with pytest.raises(UnsafeFilterError, match="RecursiveRetriever merges in sections"):
+        engine(engine_kind, recursive(kit, PUBLIC), [])
+
+
+def test_a_recursive_retriever_over_a_retriever_without_filters_is_fine(kit):
+    nodes = engine("query", recursive(kit, None), []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["internal"]

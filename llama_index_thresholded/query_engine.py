@@ -29,7 +29,7 @@ from llama_index.core.base.response.schema import (
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.retrievers import VectorIndexRetriever
+from llama_index.core.retrievers import VectorIndexAutoRetriever, VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
 
@@ -283,13 +283,16 @@ INNER_RETRIEVERS = ("_retrievers", "_retriever", "_vector_retriever", "_retrieve
 
 def _restricts(retriever: Any) -> bool:
     """Whether ``retriever``, or one it searches through, returns only some sections: one of
-    ours with filters, ids or store restrictions, or LlamaIndex's own ``VectorIndexRetriever``
-    with its own (``index.as_retriever(filters=...)``), whose filters a section a
-    postprocessor adds is held to no more than to ours."""
+    ours with filters, ids or store restrictions, LlamaIndex's own ``VectorIndexRetriever``
+    with its own (``index.as_retriever(filters=...)``), or its ``VectorIndexAutoRetriever``,
+    which searches under the filters its LLM writes (and its ``extra_filters``): a section a
+    postprocessor adds is held to their filters no more than to ours."""
     if isinstance(retriever, EngineRetriever):
         return retriever.restricted
     if isinstance(retriever, VectorIndexRetriever):
         return vector_retriever_holds_back(retriever)
+    if isinstance(retriever, VectorIndexAutoRetriever):  # its LLM's filters, its extra ones
+        return True
     return any(_restricts(r) for r in _inner(retriever))
 
 

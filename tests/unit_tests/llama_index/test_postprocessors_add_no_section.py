@@ -385,3 +385,27 @@ def test_a_recursive_retriever_following_index_nodes_past_the_filters_is_refused
 def test_a_recursive_retriever_over_a_retriever_without_filters_is_fine(kit):
     nodes = engine("query", recursive(kit, None), []).query(kit.QUESTION).source_nodes
     assert [n.node.node_id for n in nodes] == ["internal"]
+
+
+@pytest.mark.parametrize("extra_filters", [None, PUBLIC], ids=["llm-filters", "extra-filters"])
+def test_a_docstore_reading_postprocessor_behind_an_auto_retriever_is_refused(kit, extra_filters):
+    """LlamaIndex's ``VectorIndexAutoRetriever`` searches under the filters its LLM writes
+    from the question, and its ``extra_filters`` (a tenant's, say): the check did not know
+    it, so a ``PrevNextNodePostprocessor`` behind it could add a section past both."""
+    from llama_index.core.retrievers import VectorIndexAutoRetriever
+    from llama_index.core.vector_stores.types import MetadataInfo, VectorStoreInfo
+
+    from llama_index_thresholded.query_engine import check_postprocessors
+
+    index = public_then_internal(kit)
+    info = VectorStoreInfo(
+        content_info="sections",
+        metadata_info=[MetadataInfo(name="kind", type="str", description="public or internal")],
+    )
+    auto = VectorIndexAutoRetriever(
+        index, vector_store_info=info, llm=MockLLM(), extra_filters=extra_filters
+    )
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
+        check_postprocessors(auto, [], [next_section(index)])
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
+        check_postprocessors(fused(auto), [], [next_section(index)])

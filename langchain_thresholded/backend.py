@@ -921,6 +921,7 @@ def _check_filters_read(
     document would come back."""
     read = _filters_read(store)
     if read is None:
+        _check_function_read(store, search_kwargs, whose)
         return
     _no_misspelt_restriction(store, search_kwargs, whose)
     read |= held
@@ -949,6 +950,21 @@ def _no_misspelt_restriction(
             "Restrict with filters=... (a structured filter or a dict such as "
             "{'doc_type': 'public'}), which every store applies"
         )
+
+
+def _check_function_read(store: VectorStore, search_kwargs: Mapping[str, Any], whose: str) -> None:
+    """Refuse a ``filter`` function for a store whose search is not known to read one: the
+    engine cannot hold the documents to it (it cannot tell a function of a ``Document`` from
+    one of metadata, FAISS's), and a store that drops it (a search that reads no ``filter``,
+    or reads a dict there) would restrict nothing."""
+    if not callable(search_kwargs.get("filter")):
+        return
+    raise ValueError(
+        f"{whose}search_kwargs['filter'] is a function, and {type(store).__name__}'s search is "
+        "not known to read one: a store that drops it would restrict nothing, and every "
+        "document would come back. Give the restriction as filters=... (a structured filter "
+        "or a dict such as {'doc_type': 'public'}), which every store applies"
+    )
 
 
 def _check_filter_callable(

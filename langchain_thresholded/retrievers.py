@@ -38,7 +38,7 @@ from langchain_thresholded.backend import (
     store_name,
 )
 from langchain_thresholded.embeddings import model_of
-from langchain_thresholded.ensemble import RetrieverSource, not_configurable, unbound
+from langchain_thresholded.ensemble import RetrieverSource, members_of, not_configurable, unbound
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.scoring import (
@@ -83,7 +83,7 @@ from thresholded.strict import (
     of_another_framework,
     search_ids,
 )
-from thresholded.wrapped import merged_restrictions
+from thresholded.wrapped import merged_restrictions, restricts
 
 REPORT_SINK = "_thresholded_report_sink"
 STORE_OPTIONS = ("filters", "filter", "expr", "search_kwargs")
@@ -513,6 +513,7 @@ class ThresholdedRetriever(EngineRetriever):
             raise TypeError(
                 f"from_retriever wraps a LangChain retriever, got {type(retriever).__name__}{hint}"
             )
+        _no_documents_past_own_filters(retriever)
         if isinstance(retriever, VectorStoreRetriever):
             if score_key is not None:
                 raise TypeError(
@@ -928,3 +929,27 @@ def check_options(
     options = {k: v for k, v in kwargs.items() if k not in IGNORED_OPTIONS}
     check_call_options(type(retriever).__name__, options, accepted, top_k="k")
     return options
+
+
+def _no_documents_past_own_filters(retriever: Any) -> None:
+    """Refuse a wrapped retriever (or an ensemble's member) that searches its store under a
+    store filter but returns other documents, read from its own docstore (a
+    ``MultiVectorRetriever``, a ``ParentDocumentRetriever``: the parents of the children it
+    found): they are held to none of its filter, which the wrapping retriever would seem to
+    keep in force."""
+    for member in members_of(unbound(retriever)[0]):
+        inner, bound = unbound(member)
+        kwargs = {**(getattr(inner, "search_kwargs", None) or {}), **bound}
+        if isinstance(inner, ThresholdedRetriever):  # its attachments are held to them
+            continue
+        if not isinstance(getattr(inner, "docstore", None), BaseStore):
+            continue
+        restricting = sorted(k for k in NEVER_REPLACED if restricts(kwargs.get(k)))
+        if restricting:
+            raise UnsafeFilterError(
+                f"{type(inner).__name__} returns documents from its docstore (the parents of "
+                f"what it found), held to none of its search_kwargs {restricting}, which hold "
+                "for its store's search only. Build it without them and pass filters=... (a "
+                "structured filter or a dict such as {'doc_type': 'public'}) to from_retriever, "
+                "which hold for every document it returns"
+            )

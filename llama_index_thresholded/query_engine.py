@@ -16,7 +16,7 @@ conversation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -29,12 +29,17 @@ from llama_index.core.base.response.schema import (
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.retrievers import VectorIndexAutoRetriever, VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
 
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
-from llama_index_thresholded.retriever import EngineRetriever, question_of
+from llama_index_thresholded.retriever import (
+    EngineRetriever,
+    question_of,
+    vector_retriever_holds_back,
+)
 from thresholded.abstention import (
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
@@ -79,7 +84,8 @@ def _answered(response: RESPONSE_TYPE) -> RESPONSE_TYPE:
 def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Refuse an engine's retriever (its first argument, or ``retriever=``) that is not one
     (an index, a store, a query engine), before anything is built: its first question
-    would fail with an ``AttributeError``."""
+    would fail with an ``AttributeError``. Refuse one that merges in sections from the
+    docstore past the filters of a retriever it wraps (:func:`_docstore_merger`)."""
     retriever = args[0] if args else kwargs.get("retriever")
     if retriever is not None and not isinstance(retriever, BaseRetriever):
         raise TypeError(
@@ -90,6 +96,16 @@ def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
                 or "give ThresholdedRetriever(index, policy=...), or wrap a retriever you have "
                 "with ThresholdedRetriever.from_retriever(retriever, policy=...)"
             )
+        )
+    merger = None if retriever is None else _docstore_merger(retriever)
+    if merger is not None:
+        raise UnsafeFilterError(
+            f"{owner}: {merger} merges in sections from elsewhere (the docstore's parents and "
+            "sections between retrieved ones, the sections and retrievers an IndexNode points "
+            "to), held to none of the filters, doc_ids, node_ids or store restrictions of the "
+            "retriever it wraps. Give the engine that retriever alone, "
+            "and attach neighbours and summaries with ThresholdedRetriever's neighbours= and "
+            "parent_summaries=, which are held to them"
         )
 
 
@@ -112,11 +128,15 @@ def none_added(
     (a ``PrevNextNodePostprocessor``'s neighbour, from the docstore) is held to none of the
     retriever's filters, so where it has some, adding one is an error. So it is where the
     nodes come from a retrieval of ours that held some back, passed on by another retriever
-    (a ``QueryFusionRetriever`` around ours). A node the retriever did not return as it is
-    (a copy, or the docstore's own in place of it) names other sections by id only there."""
+    (a ``QueryFusionRetriever`` around ours). There every node names other sections by id
+    only (:func:`_unlinked`): one the retriever did not return as it is (a copy, or the
+    docstore's own in place of it), and one a retrieval of ours did not produce (LlamaIndex's
+    own filtered retriever returns its nodes as stored, whose relationships copy the metadata
+    of the sections they point at, outside its filters too)."""
     returned = {id(n.node) for n in retrieved}
     others = [n for n in nodes if id(n.node) not in returned]  # first: seldom any, and cheap
-    if not others or not _holds_back(retriever, retrieved):
+    foreign = any(asked_of(n.node) is None for n in nodes)
+    if not (others or foreign) or not _holds_back(retriever, retrieved):
         return nodes
     added = _sections(others) - _sections(retrieved)
     if added:
@@ -128,7 +148,7 @@ def none_added(
             "neighbours= and parent_summaries=, which are held to them, and give the engine "
             "postprocessors that only reorder, rescore or drop nodes"
         )
-    return [_unlinked(n) if id(n.node) not in returned else n for n in nodes]
+    return [_unlinked(n) for n in nodes]
 
 
 def check_postprocessors(
@@ -226,6 +246,16 @@ def _check_no_cutoff_deletes_attachments(
         )
 
 
+def _merges(retriever: Any) -> bool:
+    """Whether ``retriever`` returns sections none of the retrievers it wraps returned (see
+    :func:`_docstore_merger`)."""
+    if _reads_docstore(retriever) or _reads_docstore(getattr(retriever, "_storage_context", None)):
+        return True
+    followed = ("_node_dict", "_query_engine_dict")
+    others = len(getattr(retriever, "_retriever_dict", None) or ()) > 1
+    return others or any(getattr(retriever, name, None) for name in followed)
+
+
 def _reads_docstore(postprocessor: Any) -> bool:
     return isinstance(getattr(postprocessor, "docstore", None), BaseDocumentStore)
 
@@ -239,11 +269,56 @@ def _unlinked(node: NodeWithScore) -> NodeWithScore:
 
 
 def _holds_back(retriever: Any, retrieved: list[NodeWithScore]) -> bool:
-    """Whether ``retriever`` is one of ours that holds sections back, or returned nodes that
+    """Whether ``retriever`` holds sections back (:func:`_restricts`), or returned nodes that
     a retrieval of ours produced under filters, ids or store restrictions."""
-    if isinstance(retriever, EngineRetriever) and retriever.restricted:
+    if _restricts(retriever):
         return True
     return any((asked := asked_of(n.node)) is not None and asked.held_back for n in retrieved)
+
+
+INNER_RETRIEVERS = ("_retrievers", "_retriever", "_vector_retriever", "_retriever_dict")
+"""Where LlamaIndex's retrievers keep the ones they search through (``QueryFusionRetriever``,
+``RouterRetriever``, ``TransformRetriever``, ``AutoMergingRetriever``, ``RecursiveRetriever``)."""
+
+
+def _restricts(retriever: Any) -> bool:
+    """Whether ``retriever``, or one it searches through, returns only some sections: one of
+    ours with filters, ids or store restrictions, LlamaIndex's own ``VectorIndexRetriever``
+    with its own (``index.as_retriever(filters=...)``), or its ``VectorIndexAutoRetriever``,
+    which searches under the filters its LLM writes (and its ``extra_filters``): a section a
+    postprocessor adds is held to their filters no more than to ours."""
+    if isinstance(retriever, EngineRetriever):
+        return retriever.restricted
+    if isinstance(retriever, VectorIndexRetriever):
+        return vector_retriever_holds_back(retriever)
+    if isinstance(retriever, VectorIndexAutoRetriever):  # its LLM's filters, its extra ones
+        return True
+    return any(_restricts(r) for r in _inner(retriever))
+
+
+def _inner(retriever: Any) -> list[BaseRetriever]:
+    """The retrievers ``retriever`` searches through (:data:`INNER_RETRIEVERS`)."""
+    inner: list[Any] = []
+    for name in INNER_RETRIEVERS:
+        found = getattr(retriever, name, None)
+        found = list(found.values()) if isinstance(found, Mapping) else found
+        inner.extend(found if isinstance(found, list | tuple) else [found])
+    return [r for r in inner if isinstance(r, BaseRetriever) and r is not retriever]
+
+
+def _docstore_merger(retriever: Any) -> str | None:
+    """The name of a retriever in ``retriever`` (itself, or one it searches through) that
+    merges sections from elsewhere into what a retriever it wraps returned, where that one
+    holds some back: an ``AutoMergingRetriever`` fills in parents and the sections between
+    retrieved ones from the docstore; a ``RecursiveRetriever`` follows an ``IndexNode`` to
+    the section its ``node_dict`` holds, or to another retriever or query engine. None when
+    there is none."""
+    if isinstance(retriever, EngineRetriever | VectorIndexRetriever):
+        return None
+    inner = _inner(retriever)
+    if _merges(retriever) and any(_restricts(r) for r in inner):
+        return type(retriever).__name__
+    return next((name for r in inner if (name := _docstore_merger(r)) is not None), None)
 
 
 def _sections(nodes: list[NodeWithScore]) -> set[tuple[str | None, str]]:

@@ -590,7 +590,7 @@ def _checked(retriever: EngineRetriever, options: Mapping[str, Any]) -> dict[str
 def _not_a_vector_retriever(retriever: object) -> str:
     name = type(retriever).__name__
     inner = getattr(retriever, "_vector_retriever", None)
-    if isinstance(inner, VectorIndexRetriever) and _holds_back(inner):
+    if isinstance(inner, VectorIndexRetriever) and vector_retriever_holds_back(inner):
         hint = (
             f"{name} merges in sections from the docstore (parents, sections between kept "
             "ones) held to none of its vector retriever's filters, doc_ids or node_ids, so "
@@ -612,7 +612,7 @@ def _not_a_vector_retriever(retriever: object) -> str:
     )
 
 
-def _holds_back(retriever: VectorIndexRetriever) -> bool:
+def vector_retriever_holds_back(retriever: VectorIndexRetriever) -> bool:
     """Whether a vector retriever returns only some sections: filters, ids, store restrictions."""
     restrictions = restricting_kwargs(retriever._vector_store, retriever._kwargs or {})
     node_ids = _inherited_node_ids(retriever)

@@ -237,3 +237,49 @@ def test_the_arguments_of_the_wrapped_search_type_pass(corpus, store_of, name, r
     assert sorted(d.id for d in retriever.invoke(QUERY)) == ["int", "pub"]
     with pytest.raises(TypeError, match=r"\['lambda_mult'\]"):
         ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs={"lambda_mult": 0.5})
+
+
+def reads_no_filter(corpus, transform_store):
+    """A store of unknown kind whose search drops a ``filter`` argument."""
+
+    class ReadsNoFilter(transform_store):
+        def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
+            kwargs.pop("filter", None)
+            return self.inner.similarity_search_with_score_by_vector(embedding, k=k, **kwargs)
+
+        def similarity_search(self, query, k=4, **kwargs):
+            kwargs.pop("filter", None)
+            return self.inner.similarity_search(query, k=k, **kwargs)
+
+    return ReadsNoFilter(two(corpus).store, lambda score: score)
+
+
+def test_a_filter_function_a_store_may_not_read_is_refused(corpus, transform_store):
+    """A store of unknown kind whose search drops the retriever's ``filter`` function (its
+    search reads no such argument, or reads a dict there): the internal document came back,
+    though the retriever was built to return public ones only."""
+    store = reads_no_filter(corpus, transform_store)
+    public = {"filter": lambda doc: doc.metadata["doc_type"] == "public"}
+    with pytest.raises(ValueError, match=r"ReadsNoFilter's search is not known to read one"):
+        ThresholdedRetriever(
+            vectorstore=store, policy=POLICY, metric="cosine", search_kwargs=public
+        )
+    retriever = ThresholdedRetriever(
+        vectorstore=store, policy=POLICY, metric="cosine", filters={"doc_type": "public"}
+    )
+    assert [d.id for d in retriever.invoke(QUERY)] == ["pub"]
+
+
+def test_an_ensemble_members_filter_function_its_store_may_not_read_is_refused(
+    corpus, transform_store
+):
+    """The member searched its store with the function, which the store dropped: the
+    ensemble returned the internal document."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    store = reads_no_filter(corpus, transform_store)
+    public = {"filter": lambda doc: doc.metadata["doc_type"] == "public"}
+    ensemble = classic.EnsembleRetriever(
+        retrievers=[store.as_retriever(search_kwargs=public)], weights=[1.0]
+    )
+    with pytest.raises(ValueError, match=r"a member's search_kwargs\['filter'\] is a function"):
+        ThresholdedRetriever.from_retriever(ensemble, policy=POLICY, embeddings=store.embeddings)

@@ -211,3 +211,48 @@ def test_a_wrapped_namespace_cannot_be_replaced(corpus):
         wrapped, policy=POLICY, search_kwargs={"namespace": None}
     )
     assert kept.search_kwargs == {"namespace": "tenant_a"}
+
+
+def public_child_of_an_internal_parent(corpus):
+    """A ``MultiVectorRetriever``: its store holds a public child, its docstore the child's
+    internal parent, which it returns in the child's place."""
+    multi_vector = pytest.importorskip("langchain_classic.retrievers.multi_vector")
+    c = corpus([("child", 0.75, {"doc_type": "public", "doc_id": "parent"})])
+    parent = Document(id="parent", page_content="INTERNAL PARENT", metadata={"doc_type": "x"})
+    c.embeddings.vectors[parent.page_content] = c.embeddings.vectors["child"]
+    parents = InMemoryStore()
+    parents.mset([("parent", parent)])
+    retriever = multi_vector.MultiVectorRetriever(
+        vectorstore=c.store, docstore=parents, search_kwargs={"filter": public_only}
+    )
+    return c, retriever
+
+
+RESCORING = RetrievalPolicy(
+    min_similarity=0.5, top_k=10, max_per_source=None, max_chars=None, hybrid_policy="rescore"
+)
+
+
+@pytest.mark.parametrize("in_ensemble", [False, True])
+def test_a_retriever_returning_docstore_documents_past_its_filter_is_refused(corpus, in_ensemble):
+    """Its filter held for the children it searched, not for the parents it returned from its
+    docstore: the internal parent came back."""
+    c, retriever = public_child_of_an_internal_parent(corpus)
+    if in_ensemble:
+        classic = pytest.importorskip("langchain_classic.retrievers")
+        retriever = classic.EnsembleRetriever(retrievers=[retriever], weights=[1.0])
+    with pytest.raises(ValueError, match=r"MultiVectorRetriever returns documents from its"):
+        ThresholdedRetriever.from_retriever(retriever, policy=RESCORING, embeddings=c.embeddings)
+
+
+def test_a_retriever_returning_docstore_documents_is_held_to_the_filters_given(corpus):
+    c, retriever = public_child_of_an_internal_parent(corpus)
+    retriever.search_kwargs = {}
+    wrapped = ThresholdedRetriever.from_retriever(
+        retriever, policy=RESCORING, embeddings=c.embeddings, filters={"doc_type": "public"}
+    )
+    assert wrapped.invoke(QUERY) == []
+    unfiltered = ThresholdedRetriever.from_retriever(
+        retriever, policy=RESCORING, embeddings=c.embeddings
+    )
+    assert [d.page_content for d in unfiltered.invoke(QUERY)] == ["INTERNAL PARENT"]

@@ -257,3 +257,155 @@ class StoredCopies(BaseNodePostprocessor):
 
     def _postprocess_nodes(self, nodes: list[Any], query_bundle: Any = None) -> list[Any]:
         return [NodeWithScore(node=self.stored[n.node.node_id], score=n.score) for n in nodes]
+
+
+def plain_retriever(index, filters):
+    """LlamaIndex's own vector retriever, with its own filters."""
+    return index.as_retriever(filters=filters, similarity_top_k=5)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_neighbour_added_behind_a_plain_filtered_retriever_is_refused(kit, call):
+    """The engine's retriever is LlamaIndex's own ``VectorIndexRetriever`` with filters: the
+    check looked for ours only, and the PrevNextNodePostprocessor's internal neighbour went
+    to the LLM and came back in source_nodes."""
+    index = public_then_internal(kit)
+    retriever = plain_retriever(index, PUBLIC)
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore") as raised:
+        await answered(call, retriever, [next_section(index)], kit)
+    assert "internal" not in str(raised.value)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_neighbour_added_behind_a_fusion_of_a_plain_filtered_retriever_is_refused(
+    kit, call
+):
+    index = public_then_internal(kit)
+    retriever = fused(plain_retriever(index, PUBLIC))
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
+        await answered(call, retriever, [next_section(index)], kit)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_behind_a_plain_retriever_without_filters_a_neighbour_may_be_added(kit, call):
+    index = public_then_internal(kit)
+    ids = await answered(call, plain_retriever(index, None), [next_section(index)], kit)
+    assert ids == ["public", "internal"]
+
+
+def around_public_and_internal(kit):
+    """Public sections around an internal one, linked in reading order."""
+    first = kit.section("first", 0.9, kind="public")
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    last = kit.section("last", 0.85, axis=3, kind="public")
+    kit.link_chain([first, internal, last])
+    return kit.build_index([first, internal, last], kit.embedding())
+
+
+def merging(kind, index, kit):
+    from llama_index.core.retrievers import AutoMergingRetriever
+
+    inner = (
+        plain_retriever(index, PUBLIC)
+        if kind == "plain"
+        else ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=PUBLIC)
+    )
+    return AutoMergingRetriever(inner, index.storage_context)
+
+
+@pytest.mark.parametrize("engine_kind", ["query", "chat", "condense"])
+@pytest.mark.parametrize("kind", ["plain", "ours"])
+def test_a_retriever_merging_in_docstore_sections_past_the_filters_is_refused(
+    kit, kind, engine_kind
+):
+    """An ``AutoMergingRetriever`` fills in the sections between two it retrieved from the
+    docstore, held to none of its vector retriever's filters: the engine answered from the
+    internal section between two public ones."""
+    index = around_public_and_internal(kit)
+    with pytest.raises(UnsafeFilterError, match="AutoMergingRetriever merges in sections"):
+        engine(engine_kind, merging(kind, index, kit), [])
+    with pytest.raises(UnsafeFilterError, match="AutoMergingRetriever merges in sections"):
+        engine("query", fused(merging(kind, index, kit)), [])
+
+
+def test_a_retriever_merging_in_docstore_sections_without_filters_is_fine(kit):
+    from llama_index.core.retrievers import AutoMergingRetriever
+
+    index = around_public_and_internal(kit)
+    retriever = AutoMergingRetriever(plain_retriever(index, None), index.storage_context)
+    nodes = engine("query", retriever, []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["first", "internal", "last"]
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_behind_a_plain_filtered_retriever_nodes_name_related_nodes_by_id_only(kit, call):
+    """LlamaIndex copies a node's metadata into the relationships that point at it: the
+    public section LlamaIndex's own filtered retriever returned named the internal one after
+    it, its title included, in the engine's source_nodes."""
+    public = kit.section("public", 0.9, kind="public")
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", title="Layoffs in Q3")
+    public.relationships[NodeRelationship.NEXT] = internal.as_related_node_info()
+    index = kit.build_index([public, internal], kit.embedding())
+    nodes = call(plain_retriever(index, PUBLIC), [], kit)
+    if not isinstance(nodes, list):
+        nodes = await nodes
+    assert [n.node.node_id for n in nodes] == ["public"]
+    assert nodes[0].node.next_node.node_id == "internal"
+    assert nodes[0].node.next_node.metadata == {}
+    assert index.docstore.get_node("public").next_node.metadata["title"] == "Layoffs in Q3"
+
+
+def recursive(kit, filters):
+    """A recursive retriever over ours: a public ``IndexNode`` points at an internal section
+    held in its ``node_dict``."""
+    from llama_index.core.retrievers import RecursiveRetriever
+    from llama_index.core.schema import IndexNode
+
+    pointer = IndexNode(
+        id_="pointer",
+        text="Section pointer.",
+        index_id="internal",
+        metadata={"kind": "public"},
+        embedding=kit.vec(0.9),
+    )
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    index = kit.build_index([pointer], kit.embedding())
+    ours = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=filters)
+    return RecursiveRetriever("vector", {"vector": ours}, node_dict={"internal": internal})
+
+
+@pytest.mark.parametrize("engine_kind", ["query", "chat", "condense"])
+def test_a_recursive_retriever_following_index_nodes_past_the_filters_is_refused(kit, engine_kind):
+    """It follows the public ``IndexNode`` to the section its ``node_dict`` holds, held to
+    none of the filters: the engine answered from the internal section."""
+    with pytest.raises(UnsafeFilterError, match="RecursiveRetriever merges in sections"):
+        engine(engine_kind, recursive(kit, PUBLIC), [])
+
+
+def test_a_recursive_retriever_over_a_retriever_without_filters_is_fine(kit):
+    nodes = engine("query", recursive(kit, None), []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["internal"]
+
+
+@pytest.mark.parametrize("extra_filters", [None, PUBLIC], ids=["llm-filters", "extra-filters"])
+def test_a_docstore_reading_postprocessor_behind_an_auto_retriever_is_refused(kit, extra_filters):
+    """LlamaIndex's ``VectorIndexAutoRetriever`` searches under the filters its LLM writes
+    from the question, and its ``extra_filters`` (a tenant's, say): the check did not know
+    it, so a ``PrevNextNodePostprocessor`` behind it could add a section past both."""
+    from llama_index.core.retrievers import VectorIndexAutoRetriever
+    from llama_index.core.vector_stores.types import MetadataInfo, VectorStoreInfo
+
+    from llama_index_thresholded.query_engine import check_postprocessors
+
+    index = public_then_internal(kit)
+    info = VectorStoreInfo(
+        content_info="sections",
+        metadata_info=[MetadataInfo(name="kind", type="str", description="public or internal")],
+    )
+    auto = VectorIndexAutoRetriever(
+        index, vector_store_info=info, llm=MockLLM(), extra_filters=extra_filters
+    )
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
+        check_postprocessors(auto, [], [next_section(index)])
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
+        check_postprocessors(fused(auto), [], [next_section(index)])

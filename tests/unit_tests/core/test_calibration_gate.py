@@ -513,3 +513,14 @@ def test_gold_ids_resolve_to_every_section_with_that_key() -> None:
     resolved = resolve_gold([asked, missing, unrelated], stored)
     assert [q.qid for q in resolved] == ["q1", "q3"]
     assert resolved[0].gold_pids == ("row-1", "row-2")
+
+
+def test_a_simple_form_none_of_whose_gold_is_read_is_refused() -> None:
+    from thresholded.calibration.simple import reachable_form
+
+    sections = [Passage("a", "en", "a", source="faq")]
+    form = SimpleForm(("q1", "q2"), ("junk",), ("refunds", "refunds"))
+    with pytest.raises(ValueError, match="no should-match question's gold is a section"):
+        reachable_form(form, sections)
+    kept = reachable_form(SimpleForm(("q1", "q2"), ("junk",), ("faq", "refunds")), sections)
+    assert (kept.should_match, kept.gold) == (("q1",), ("faq",))

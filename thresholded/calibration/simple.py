@@ -182,6 +182,16 @@ def _gold_rows(allowed: Sequence[Passage], gold: str) -> list[int]:
     return [i for i, p in enumerate(allowed) if gold in (p.pid, p.source)]
 
 
+def _no_gold(gold: str, question: str, allowed: Sequence[Passage], shown: int = 20) -> str:
+    """Why a gold label names nothing: what it may name, and the sources there are."""
+    sources = sorted({p.source for p in allowed if p.source})
+    listed = ", ".join(repr(s) for s in sources[:shown]) + (", ..." if len(sources) > shown else "")
+    return (
+        f"gold {gold!r} of {question!r} names no allowed passage: no passage id or source is "
+        f"{gold!r}" + (f" (sources: {listed})" if sources else "")
+    )
+
+
 def reachable_form(form: SimpleForm, sections: Sequence[Passage]) -> SimpleForm:
     """The form without the should-match questions whose gold names none of ``sections``
     (a collection's, under its filter): nothing there could answer them, so they are left
@@ -221,7 +231,7 @@ def _rows(
         if gold:
             named = _gold_rows(allowed, gold)
             if not named:
-                raise ValueError(f"gold {gold!r} of {text!r} names no allowed passage")
+                raise ValueError(_no_gold(gold, text, allowed))
             gold_score = float(scores[i, named].max())
         top = allowed[best[i]]
         rows.append(

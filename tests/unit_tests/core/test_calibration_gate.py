@@ -310,10 +310,20 @@ def test_simple_form_without_gold_gives_floor_and_gate_from_tops(tmp_path: Path)
 
 
 def test_simple_form_gold_must_name_a_passage(tmp_path: Path) -> None:
-    passages = [Passage("a", "en", "a"), Passage("b", "en", "b"), Passage("c", "en", "c")]
+    """A misspelt gold said only "names no allowed passage": it says what gold may name and
+    which sources there are."""
+    passages = [
+        Passage("a", "en", "a", source="billing"),
+        Passage("b", "en", "b", source="refunds"),
+        Passage("c", "en", "c"),
+    ]
     unit = Unit(passages, {"q1": {"a": 0.5}})
-    with pytest.raises(ValueError, match="gold 'nowhere' of 'q1' names no allowed passage"):
-        calibrate_simple(unit, passages, SimpleForm(("q1",), (), ("nowhere",)))
+    with pytest.raises(
+        ValueError,
+        match=r"gold 'billing-faq' of 'q1' names no allowed passage: no passage id or "
+        r"source is 'billing-faq' \(sources: 'billing', 'refunds'\)",
+    ):
+        calibrate_simple(unit, passages, SimpleForm(("q1",), (), ("billing-faq",)))
 
 
 def test_simple_form_entries_are_checked(tmp_path: Path) -> None:

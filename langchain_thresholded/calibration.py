@@ -29,16 +29,23 @@ __all__ = ["calibrate_vectorstore", "embedder_of"]
 
 def embedder_of(
     embeddings: Embeddings,
-    model_id: ModelId | str,
+    model_id: ModelId | str | None = None,
     *,
     batch_size: int = 32,
     progress: bool = True,
 ) -> BatchedEmbedder:
     """LangChain embeddings as a calibration ``Embedder`` (queries on the query path);
-    ``model_id`` names the model. ``batch_size`` texts are embedded at a time, under a
-    progress bar when ``progress``."""
+    ``model_id`` names the model (default: the embeddings' own ``model_id``, as the
+    packaged ones have). ``batch_size`` texts are embedded at a time, under a progress bar
+    when ``progress``."""
+    name = model_id or getattr(embeddings, "model_id", None)
+    if not name:
+        raise ValueError(
+            f"name the embedding model: model_id=... ({type(embeddings).__name__} has no "
+            "model_id of its own)"
+        )
     return BatchedEmbedder(
-        model_id,
+        name,
         embeddings.embed_documents,
         lambda texts: [embeddings.embed_query(text) for text in texts],
         batch_size=batch_size,
@@ -71,17 +78,14 @@ def calibrate_vectorstore(
             vectorstore,
             embedder="embedder_of(embeddings, model_id)",
         )
-    embeddings = vectorstore.embeddings
-    name = model_id or getattr(embeddings, "model_id", None)
-    if not name:
-        raise ValueError("name the embedding model: calibrate_vectorstore(..., model_id=...)")
+    embedder = embedder_of(vectorstore.embeddings, model_id, progress=progress)
     connection = dict(getattr(vectorstore, "_connection_args", {}) or {})
     uri = connection.pop("uri", None)
     if not uri:
         raise ValueError("the vector store's connection_args name no uri")
     options_of_client = {k: v for k, v in connection.items() if k in ("token", "db_name") and v}
     return calibrate_collection(
-        embedder_of(embeddings, str(name), progress=progress),
+        embedder,
         uri,
         vectorstore.collection_name,
         questions,

@@ -651,7 +651,7 @@ class ThresholdedRetriever(EngineRetriever):
             score_kind=self.score_kind,
             model=model,
             allow_model_mismatch=self.allow_model_mismatch,
-            retry=RetryPolicy(max_retries=self.max_retries, backoff=self.retry_backoff),
+            retry=RetryPolicy.of(max_retries=self.max_retries, retry_backoff=self.retry_backoff),
             attachments=attachments if attach else AttachmentSpec(),
             timeout=self.timeout,
             embeds=self.score_kind is ScoreKind.COSINE,

@@ -197,7 +197,7 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
                 where=self._filters.where,
                 allowed_filter_keys=allowed_filter_keys,
                 pushdown=pushdown,
-                retry=RetryPolicy(max_retries=max_retries, backoff=retry_backoff),
+                retry=RetryPolicy.of(max_retries=max_retries, retry_backoff=retry_backoff),
                 attachments=AttachmentSpec.of(
                     neighbours=neighbours,
                     parent_summaries=parent_summaries,

@@ -22,7 +22,14 @@ from pydantic import Field
 
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.events import ThresholdSelectionEvent, is_heard
-from llama_index_thresholded.nodes import asked, marked_copy, marks_of, source_of, text_length
+from llama_index_thresholded.nodes import (
+    asked,
+    describe,
+    marked_copy,
+    marks_of,
+    source_of,
+    text_length,
+)
 from llama_index_thresholded.retriever import question_of
 from thresholded import metadata_keys
 from thresholded.engine import check_question
@@ -79,7 +86,9 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
 
     Every kept node leaves with its ``score_kind`` and cosine in metadata. Each call sends
     one :class:`~llama_index_thresholded.events.ThresholdSelectionEvent`, stage
-    ``postprocessor``, with every drop and its reason.
+    ``postprocessor``, with every drop and its reason. ``postprocess_with_report`` returns
+    the call's ``Report`` (its ``items`` are what ``postprocess_nodes`` returns), as the
+    compressor's ``compress_with_report`` does.
     """
 
     policy: RetrievalPolicy = Field(
@@ -171,19 +180,35 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
             computed = _by_node(to_judge, cosines(question, vectors))
         return self._select(nodes, computed, query)
 
+    def postprocess_with_report(
+        self, nodes: list[NodeWithScore], query: str | QueryBundle | None = None
+    ) -> Report[NodeWithScore]:
+        """What ``postprocess_nodes`` returns (``report.items``), with every drop and its
+        reason, as LangChain's ``compress_with_report`` and the retriever's
+        ``retrieve_with_report`` report theirs; ``query`` is needed when ``embed_model``
+        computes cosines."""
+        return _report(self.select(nodes, query), query)
+
+    async def apostprocess_with_report(
+        self, nodes: list[NodeWithScore], query: str | QueryBundle | None = None
+    ) -> Report[NodeWithScore]:
+        """Async ``postprocess_with_report``: the question and the texts are embedded with
+        the model's async calls."""
+        return _report(await self.aselect(nodes, query), query)
+
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        selection = self.select(nodes, query_bundle)
-        _announce(selection, query_bundle)
-        return _output(selection, asked(query_bundle))
+        report = self.postprocess_with_report(nodes, query_bundle)
+        _announce(report.selection, query_bundle)
+        return list(report.items)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        selection = await self.aselect(nodes, query_bundle)
-        _announce(selection, query_bundle)
-        return _output(selection, asked(query_bundle))
+        report = await self.apostprocess_with_report(nodes, query_bundle)
+        _announce(report.selection, query_bundle)
+        return list(report.items)
 
     def _select(
         self,
@@ -297,10 +322,19 @@ def _announce(selection: Selection[NodeWithScore], query: QueryBundle | None) ->
         dispatcher.event(ThresholdSelectionEvent(**report.to_event_data("postprocessor")))
 
 
-def _output(selection: Selection[NodeWithScore], question: Asked | None) -> list[NodeWithScore]:
-    """The kept nodes, marked, then their attachments."""
-    kept = [_with_kind(c, question) for c in selection.kept]
-    return [*kept, *(c.item for c in selection.attached)]
+def _report(
+    selection: Selection[NodeWithScore], query: str | QueryBundle | None
+) -> Report[NodeWithScore]:
+    """The report of a selection: the kept nodes, marked, then their attachments, and every
+    drop with its node as it came in."""
+    question = asked(query)
+    return Report.build(
+        "" if question is None else question.text,
+        selection,
+        output=lambda c: c.item if c.is_attachment else _with_kind(c, question),
+        as_dropped=lambda c: c.item,
+        describe=describe,
+    )
 
 
 def _with_kind(candidate: Candidate[NodeWithScore], question: Asked | None) -> NodeWithScore:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from thresholded.errors import SearchUnavailableError
 
@@ -75,10 +75,14 @@ class RetryPolicy:
             raise TypeError(f"max_retries must be an int, got {self.max_retries!r}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {self.max_retries}")
-        for name in ("backoff", "max_backoff"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+        check_seconds("backoff", self.backoff)
+        check_seconds("max_backoff", self.max_backoff)
+
+    @classmethod
+    def of(cls, *, max_retries: int, retry_backoff: float) -> RetryPolicy:
+        """A retriever's ``max_retries`` and ``retry_backoff``; a bad one is an error naming it."""
+        check_seconds("retry_backoff", retry_backoff)
+        return cls(max_retries=max_retries, backoff=retry_backoff)
 
     def waits(self) -> Iterator[float]:
         """The wait before each retry, in order."""
@@ -86,6 +90,15 @@ class RetryPolicy:
         for _ in range(self.max_retries):
             yield min(wait, self.max_backoff)
             wait *= 2
+
+
+def check_seconds(name: str, value: Any) -> None:
+    """A wait is a finite number of seconds, 0 or more: a bool or a string is none (``True``
+    was read as one second)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
 
 
 def is_transient(error: BaseException) -> bool:

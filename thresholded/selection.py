@@ -62,6 +62,9 @@ class DropReason(StrEnum):
 
 
 class AttachedRole(StrEnum):
+    """Why an attachment is in the result: a kept section's prev/next ``neighbour``, or its
+    ``parent_summary`` (in ``metadata["attached_role"]``, and ``Report.attached_as``)."""
+
     NEIGHBOUR = "neighbour"
     PARENT_SUMMARY = "parent_summary"
 

@@ -164,6 +164,37 @@ def test_a_filter_calibrates_under_it(indexed: dict[str, Any]) -> None:
     assert table["n_answerable"] == 8  # the other articles' questions have no section here
 
 
+def test_a_simple_form_calibrates_under_a_filter_as_questions_do(
+    indexed: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under a filter, a should-match question whose gold the filter leaves out stopped the run
+    ("gold 'Pharmacy' ... names no allowed passage"), and a profile of the simple form did not
+    record the filter: it is left out with a warning, as a JSON Lines question is, and the
+    profile names the collection's layout and the filter."""
+    form = indexed["root"] / "form.yaml"
+    form.write_text(
+        "should_match:\n"
+        "  - question: What is the population of Warsaw?\n    gold: Warsaw\n"
+        "  - question: Which river flows through Warsaw?\n    gold: Warsaw\n"
+        "  - question: What does a pharmacist do?\n    gold: Pharmacy\n"
+        "should_not_match:\n  - Set an alarm for 7 am tomorrow\n",
+        encoding="utf-8",
+    )
+    out = indexed["root"] / "simple-filtered.json"
+    argv = ["calibrate", "--uri", indexed["li"], "--milvus-collection", "li"]
+    argv += ["--filter", 'source == "Warsaw"', "--queries", str(form), "--model", "minilm"]
+    argv += ["--out", str(out), "--force", "--no-progress"]
+    with caplog.at_level("WARNING"):
+        assert main(argv) == 0
+    stored = CalibrationProfile.load(out)
+    asked = [q["question"] for q in stored.measurements["questions"]]
+    assert "What does a pharmacist do?" not in asked
+    assert "What is the population of Warsaw?" in asked
+    assert stored.measurements["filter"] == 'source == "Warsaw"'
+    assert stored.measurements["layout"] == "llama-index"
+    assert "What does a pharmacist do?" in caplog.text
+
+
 def test_the_model_must_match_the_vector_field(
     indexed: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -27,7 +27,11 @@ from thresholded.calibration.indexing import IndexAs
 from thresholded.calibration.modes import DEFAULT_MAX_LOSS, MODES, Mode, check_params
 from thresholded.calibration.result import CalibrationResult
 from thresholded.calibration.scores import PairScores, allowed_passages, score_pairs
-from thresholded.calibration.simple import SimpleCalibrationResult, calibrate_simple
+from thresholded.calibration.simple import (
+    SimpleCalibrationResult,
+    calibrate_simple,
+    reachable_form,
+)
 from thresholded.calibration.table import pair_table
 from thresholded.errors import DimensionMismatchError
 from thresholded.models import ModelId
@@ -256,7 +260,8 @@ def calibrate_collection(
 
     Only the questions are embedded. ``questions`` are JSON Lines questions (gold
     ids matched with the primary key, or the metadata key ``id_field``) or a simple
-    form. ``filter`` (a Milvus expression) calibrates under a metadata filter. ``layout``
+    form; an answerable question none of whose gold is a section read is left out, with a
+    warning. ``filter`` (a Milvus expression) calibrates under a metadata filter. ``layout``
     names the id, vector and text fields (by default the adapters' layouts are tried).
     Other ``options`` are those of :func:`calibrate` or :func:`calibrate_simple`.
     """
@@ -276,11 +281,11 @@ def calibrate_collection(
     )
     corpus = list(stored.passages)
     metric = (stored.metric or Metric.IP).value
+    read = {"collection": collection, "layout": stored.layout.name, "filter": filter or None}
     if isinstance(questions, SimpleForm):
-        simple = calibrate_simple(
-            embedder, corpus, questions, passage_vectors=stored.vectors, **options
-        )
-        return replace(simple, metric=metric)
+        form = reachable_form(questions, corpus)
+        simple = calibrate_simple(embedder, corpus, form, passage_vectors=stored.vectors, **options)
+        return replace(simple, metric=metric, extra=read)
     result = calibrate(
         embedder,
         corpus,
@@ -288,7 +293,7 @@ def calibrate_collection(
         passage_vectors=stored.vectors,
         **options,
     )
-    result.extra.update(collection=collection, layout=stored.layout.name, filter=filter or None)
+    result.extra.update(read)
     return replace(result, metric=metric)
 
 

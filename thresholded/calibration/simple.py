@@ -13,8 +13,9 @@ back empty, not every passage that answers it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,9 @@ from thresholded.calibration.rounding import rounded as _r
 from thresholded.calibration.scores import allowed_passages
 from thresholded.models import ModelId
 
-__all__ = ["SimpleCalibrationResult", "SimpleRow", "calibrate_simple"]
+__all__ = ["SimpleCalibrationResult", "SimpleRow", "calibrate_simple", "reachable_form"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class SimpleCalibrationResult(ProfileWriter):
     gate_curve: tuple[CurvePoint, ...]
     metric: str = "IP"
     """The index metric the scores are cosines under (see ``CalibrationResult.metric``)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What was read, for the profile: a collection's name, layout and filter."""
 
     @property
     def good(self) -> np.ndarray:
@@ -113,6 +118,7 @@ class SimpleCalibrationResult(ProfileWriter):
         return {
             "form": "simple",
             "passages": self.passages,
+            **self.extra,
             "lowest_good": _r(self.lowest_good),
             "highest_junk": _r(self.highest_junk),
             "floor_from": "gold" if self.has_gold else "top scores",
@@ -176,6 +182,42 @@ def _gold_rows(allowed: Sequence[Passage], gold: str) -> list[int]:
     return [i for i, p in enumerate(allowed) if gold in (p.pid, p.source)]
 
 
+def _no_gold(gold: str, question: str, allowed: Sequence[Passage], shown: int = 20) -> str:
+    """Why a gold label names nothing: what it may name, and the sources there are."""
+    sources = sorted({p.source for p in allowed if p.source})
+    listed = ", ".join(repr(s) for s in sources[:shown]) + (", ..." if len(sources) > shown else "")
+    return (
+        f"gold {gold!r} of {question!r} names no allowed passage: no passage id or source is "
+        f"{gold!r}" + (f" (sources: {listed})" if sources else "")
+    )
+
+
+def reachable_form(form: SimpleForm, sections: Sequence[Passage]) -> SimpleForm:
+    """The form without the should-match questions whose gold names none of ``sections``
+    (a collection's, under its filter): nothing there could answer them, so they are left
+    out, with a warning naming them, as JSON Lines questions are (``resolve_gold``)."""
+    kept = [i for i, gold in enumerate(form.gold) if gold is None or _gold_rows(sections, gold)]
+    left_out = [q for i, q in enumerate(form.should_match) if i not in kept]
+    if not left_out:
+        return form
+    if not kept:
+        raise ValueError(
+            "no should-match question's gold is a section of the collection (or one under the "
+            "filter): calibrate where their answers are, or name other gold"
+        )
+    logger.warning(
+        "%d should-match questions name gold that is no section of the collection (or none "
+        "under the filter) and are left out: %s",
+        len(left_out),
+        ", ".join(repr(q) for q in left_out),
+    )
+    return SimpleForm(
+        tuple(form.should_match[i] for i in kept),
+        form.should_not_match,
+        tuple(form.gold[i] for i in kept),
+    )
+
+
 def _rows(
     form: SimpleForm, scores: np.ndarray, allowed: Sequence[Passage]
 ) -> tuple[SimpleRow, ...]:
@@ -189,7 +231,7 @@ def _rows(
         if gold:
             named = _gold_rows(allowed, gold)
             if not named:
-                raise ValueError(f"gold {gold!r} of {text!r} names no allowed passage")
+                raise ValueError(_no_gold(gold, text, allowed))
             gold_score = float(scores[i, named].max())
         top = allowed[best[i]]
         rows.append(

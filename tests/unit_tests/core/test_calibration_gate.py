@@ -310,10 +310,20 @@ def test_simple_form_without_gold_gives_floor_and_gate_from_tops(tmp_path: Path)
 
 
 def test_simple_form_gold_must_name_a_passage(tmp_path: Path) -> None:
-    passages = [Passage("a", "en", "a"), Passage("b", "en", "b"), Passage("c", "en", "c")]
+    """A misspelt gold said only "names no allowed passage": it says what gold may name and
+    which sources there are."""
+    passages = [
+        Passage("a", "en", "a", source="billing"),
+        Passage("b", "en", "b", source="refunds"),
+        Passage("c", "en", "c"),
+    ]
     unit = Unit(passages, {"q1": {"a": 0.5}})
-    with pytest.raises(ValueError, match="gold 'nowhere' of 'q1' names no allowed passage"):
-        calibrate_simple(unit, passages, SimpleForm(("q1",), (), ("nowhere",)))
+    with pytest.raises(
+        ValueError,
+        match=r"gold 'billing-faq' of 'q1' names no allowed passage: no passage id or "
+        r"source is 'billing-faq' \(sources: 'billing', 'refunds'\)",
+    ):
+        calibrate_simple(unit, passages, SimpleForm(("q1",), (), ("billing-faq",)))
 
 
 def test_simple_form_entries_are_checked(tmp_path: Path) -> None:
@@ -513,3 +523,14 @@ def test_gold_ids_resolve_to_every_section_with_that_key() -> None:
     resolved = resolve_gold([asked, missing, unrelated], stored)
     assert [q.qid for q in resolved] == ["q1", "q3"]
     assert resolved[0].gold_pids == ("row-1", "row-2")
+
+
+def test_a_simple_form_none_of_whose_gold_is_read_is_refused() -> None:
+    from thresholded.calibration.simple import reachable_form
+
+    sections = [Passage("a", "en", "a", source="faq")]
+    form = SimpleForm(("q1", "q2"), ("junk",), ("refunds", "refunds"))
+    with pytest.raises(ValueError, match="no should-match question's gold is a section"):
+        reachable_form(form, sections)
+    kept = reachable_form(SimpleForm(("q1", "q2"), ("junk",), ("faq", "refunds")), sections)
+    assert (kept.should_match, kept.gold) == (("q1",), ("faq",))

@@ -274,3 +274,26 @@ async def test_a_question_with_nothing_to_embed_is_refused_as_the_retriever_refu
     with pytest.raises(ValueError, match="empty"):
         index = kit.build_index([], kit.embedding(blank))
         ThresholdedRetriever(index, kit.policy(min_similarity=0.5)).retrieve(query)
+
+
+def test_postprocess_with_report_is_the_compressor_s_compress_with_report():
+    """LangChain's compressor returned a ``Report`` of its call (``compress_with_report``);
+    the postprocessor had only ``select``, the engine's bare selection of unmarked nodes,
+    with no ``nothing_matched`` nor ``explain``: the same concept under two names and types."""
+    import asyncio
+
+    from thresholded.report import Report
+
+    nodes = [scored("a", 0.9), scored("b", 0.2)]
+    processor = post(min_similarity=0.5)
+    for report in (
+        processor.postprocess_with_report(nodes, "a question"),
+        asyncio.run(processor.apostprocess_with_report(nodes, "a question")),
+    ):
+        assert isinstance(report, Report)
+        assert ids(report.items) == ids(processor.postprocess_nodes(nodes)) == ["a"]
+        assert report.items[0].node.metadata["score_kind"] == "cosine"
+        assert [(d.id, d.reason) for d in report.dropped] == [("b", DropReason.BELOW_THRESHOLD)]
+        assert not report.nothing_matched
+        assert "Section a." in report.explain()
+    assert post(min_similarity=0.95).postprocess_with_report(nodes).nothing_matched

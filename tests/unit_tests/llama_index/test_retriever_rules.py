@@ -275,3 +275,27 @@ def test_what_is_not_an_index_is_refused_with_what_to_do(kit, five, given):
         ThresholdedRetriever(value, kit.policy(min_similarity=0.5))
     assert "ThresholdedRetriever.from_retriever(" in str(err.value)
     assert "VectorStoreIndex.from_vector_store(" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("neighbours", True),
+        ("neighbours", "1"),
+        ("parent_levels", 1.0),
+        ("max_retries", True),
+        ("retry_backoff", "0.5"),
+        ("retry_backoff", True),
+        ("timeout", "2"),
+    ],
+)
+def test_a_setting_of_another_type_is_refused_not_converted(kit, five, name, value):
+    """As in the LangChain retriever (``test_runnable.py``), whose pydantic fields raise a
+    ``ValidationError``, a ``ValueError``: ``neighbours=True`` and ``timeout="2"`` are not
+    read as 1 and 2.0. ``retry_backoff=True`` was read as one second, and
+    ``retry_backoff="0.5"`` was refused as "backoff must be ...", a name the retriever
+    does not take."""
+    with pytest.raises((TypeError, ValueError), match=name):
+        ThresholdedRetriever(five, kit.policy(min_similarity=0.5), **{name: value})
+    with pytest.raises((TypeError, ValueError), match=name):
+        MultiCollectionRetriever([five], policy=kit.policy(min_similarity=0.5), **{name: value})

@@ -956,8 +956,9 @@ def _check_function_read(store: VectorStore, search_kwargs: Mapping[str, Any], w
     """Refuse a ``filter`` function for a store whose search is not known to read one: the
     engine cannot hold the documents to it (it cannot tell a function of a ``Document`` from
     one of metadata, FAISS's), and a store that drops it (a search that reads no ``filter``,
-    or reads a dict there) would restrict nothing."""
-    if not callable(search_kwargs.get("filter")):
+    or reads a dict there) would restrict nothing. An ``InMemoryVectorStore`` subclass that
+    overrides none of its searches reads one as it does."""
+    if not callable(search_kwargs.get("filter")) or _searches_in_memory(store):
         return
     raise ValueError(
         f"{whose}search_kwargs['filter'] is a function, and {type(store).__name__}'s search is "
@@ -965,6 +966,17 @@ def _check_function_read(store: VectorStore, search_kwargs: Mapping[str, Any], w
         "document would come back. Give the restriction as filters=... (a structured filter "
         "or a dict such as {'doc_type': 'public'}), which every store applies"
     )
+
+
+def _searches_in_memory(store: VectorStore) -> bool:
+    """Whether ``store`` searches as ``InMemoryVectorStore`` does: one, or a subclass that
+    defines no search of its own (its searches call the ``filter`` function on each
+    document)."""
+    if not isinstance(store, InMemoryVectorStore):
+        return False
+    mro = type(store).__mro__
+    below = mro[: mro.index(InMemoryVectorStore)]
+    return not any("search" in name for cls in below for name in vars(cls))
 
 
 def _check_filter_callable(

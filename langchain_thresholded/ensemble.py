@@ -85,6 +85,22 @@ def members_of(retriever: Any) -> list[Any]:
     return list(retriever.retrievers) if is_ensemble(retriever) else [retriever]
 
 
+def searching_members(retriever: Any, depth: int = 0) -> list[Any]:
+    """The retrievers whose documents ``retriever`` returns, however it nests them: each
+    member of an ensemble (of an ensemble inside it too), each of a ``with_fallbacks(...)``'s
+    runnables, else itself; each as it is bound (``bind(...)``, ``with_retry()``)."""
+    inner = unbound(retriever)[0]
+    if isinstance(inner, RunnableWithFallbacks):
+        nested = [inner.runnable, *inner.fallbacks]
+    elif is_ensemble(inner):
+        nested = members_of(inner)
+    else:
+        return [retriever]
+    if depth > 8:
+        raise ValueError("the retriever nests ensembles and fallbacks more than 8 deep")
+    return [m for r in nested for m in searching_members(r, depth + 1)]
+
+
 class RetrieverSource(VectorStore):
     """A retriever seen as a store of scored candidates, for ``ThresholdedRetriever``.
 

@@ -38,7 +38,12 @@ from langchain_thresholded.backend import (
     store_name,
 )
 from langchain_thresholded.embeddings import model_of
-from langchain_thresholded.ensemble import RetrieverSource, members_of, not_configurable, unbound
+from langchain_thresholded.ensemble import (
+    RetrieverSource,
+    not_configurable,
+    searching_members,
+    unbound,
+)
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.scoring import (
@@ -936,8 +941,8 @@ def _no_documents_past_own_filters(retriever: Any) -> None:
     store filter but returns other documents, read from its own docstore (a
     ``MultiVectorRetriever``, a ``ParentDocumentRetriever``: the parents of the children it
     found): they are held to none of its filter, which the wrapping retriever would seem to
-    keep in force."""
-    for member in members_of(unbound(retriever)[0]):
+    keep in force. Nested ensembles and fallbacks are looked into (:func:`searching_members`)."""
+    for member in searching_members(retriever):
         inner, bound = unbound(member)
         kwargs = {**(getattr(inner, "search_kwargs", None) or {}), **bound}
         if isinstance(inner, ThresholdedRetriever):  # its attachments are held to them

@@ -81,6 +81,14 @@ def _answered(response: RESPONSE_TYPE) -> RESPONSE_TYPE:
     return response
 
 
+ATTACH_INSTEAD = (
+    "Attach neighbours and summaries with ThresholdedRetriever's neighbours= and "
+    "parent_summaries= (ThresholdedRetriever(index, policy, filters=..., neighbours=1) in "
+    "place of LlamaIndex's own retriever), which are held to them"
+)
+"""What to do in place of a postprocessor that adds sections, however the filters are held."""
+
+
 def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Refuse an engine's retriever (its first argument, or ``retriever=``) that is not one
     (an index, a store, a query engine), before anything is built: its first question
@@ -103,9 +111,7 @@ def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
             f"{owner}: {merger} merges in sections from elsewhere (the docstore's parents and "
             "sections between retrieved ones, the sections and retrievers an IndexNode points "
             "to), held to none of the filters, doc_ids, node_ids or store restrictions of the "
-            "retriever it wraps. Give the engine that retriever alone, "
-            "and attach neighbours and summaries with ThresholdedRetriever's neighbours= and "
-            "parent_summaries=, which are held to them"
+            f"retriever it wraps. Give the engine that retriever alone. {ATTACH_INSTEAD}"
         )
 
 
@@ -144,9 +150,8 @@ def none_added(
             f"the node postprocessors added {len(added)} section(s) that "
             f"{type(retriever).__name__} did not return (a PrevNextNodePostprocessor's "
             "neighbours, say): they are not held to its filters, doc_ids, node_ids or store "
-            "restrictions. Attach neighbours and summaries with the retriever's own "
-            "neighbours= and parent_summaries=, which are held to them, and give the engine "
-            "postprocessors that only reorder, rescore or drop nodes"
+            f"restrictions. {ATTACH_INSTEAD}, and give the engine postprocessors that only "
+            "reorder, rescore or drop nodes"
         )
     return [_unlinked(n) for n in nodes]
 
@@ -168,8 +173,7 @@ def check_postprocessors(
             f"the node postprocessors {readers} read sections from the docstore, held to none "
             f"of the filters, doc_ids, node_ids or store restrictions of "
             f"{type(retriever).__name__}, and their spans would pass what they read to every "
-            "span handler: attach neighbours and summaries with the retriever's own "
-            "neighbours= and parent_summaries=, which are held to them"
+            f"span handler. {ATTACH_INSTEAD}"
         )
 
 

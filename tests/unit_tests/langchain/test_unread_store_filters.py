@@ -283,3 +283,29 @@ def test_an_ensemble_members_filter_function_its_store_may_not_read_is_refused(
     )
     with pytest.raises(ValueError, match=r"a member's search_kwargs\['filter'\] is a function"):
         ThresholdedRetriever.from_retriever(ensemble, policy=POLICY, embeddings=store.embeddings)
+
+
+def test_a_filter_function_for_an_in_memory_store_subclass_keeping_its_search_passes(corpus):
+    """A subclass of ``InMemoryVectorStore`` that overrides none of its searches reads the
+    function as it does: it was refused as a store not known to read one (and worked before
+    that refusal). One that overrides a search may drop it, and is refused."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    class Named(InMemoryVectorStore):
+        label = "mine"
+
+    class Searching(InMemoryVectorStore):
+        def similarity_search_with_score_by_vector(self, embedding, k=4, **kwargs):
+            kwargs.pop("filter", None)
+            return super().similarity_search_with_score_by_vector(embedding, k=k, **kwargs)
+
+    c = two(corpus)
+    public = {"filter": lambda doc: doc.metadata["doc_type"] == "public"}
+    store = Named(c.embeddings)
+    store.store = c.store.store
+    retriever = ThresholdedRetriever(vectorstore=store, policy=POLICY, search_kwargs=public)
+    assert [d.id for d in retriever.invoke(QUERY)] == ["pub"]
+    searching = Searching(c.embeddings)
+    searching.store = c.store.store
+    with pytest.raises(ValueError, match=r"Searching's search is not known to read one"):
+        ThresholdedRetriever(vectorstore=searching, policy=POLICY, search_kwargs=public)

@@ -233,16 +233,26 @@ RESCORING = RetrievalPolicy(
 )
 
 
-@pytest.mark.parametrize("in_ensemble", [False, True])
-def test_a_retriever_returning_docstore_documents_past_its_filter_is_refused(corpus, in_ensemble):
+@pytest.mark.parametrize("nesting", [0, 1, 2])
+def test_a_retriever_returning_docstore_documents_past_its_filter_is_refused(corpus, nesting):
     """Its filter held for the children it searched, not for the parents it returned from its
-    docstore: the internal parent came back."""
+    docstore: the internal parent came back (from an ensemble inside an ensemble too, which
+    the check did not look into)."""
     c, retriever = public_child_of_an_internal_parent(corpus)
-    if in_ensemble:
+    for _ in range(nesting):
         classic = pytest.importorskip("langchain_classic.retrievers")
         retriever = classic.EnsembleRetriever(retrievers=[retriever], weights=[1.0])
     with pytest.raises(ValueError, match=r"MultiVectorRetriever returns documents from its"):
         ThresholdedRetriever.from_retriever(retriever, policy=RESCORING, embeddings=c.embeddings)
+
+
+def test_a_fallback_returning_docstore_documents_past_its_filter_is_named(corpus):
+    c, retriever = public_child_of_an_internal_parent(corpus)
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    with_fallback = c.store.as_retriever().with_fallbacks([retriever])
+    ensemble = classic.EnsembleRetriever(retrievers=[with_fallback], weights=[1.0])
+    with pytest.raises(ValueError, match=r"^MultiVectorRetriever returns documents from its"):
+        ThresholdedRetriever.from_retriever(ensemble, policy=RESCORING, embeddings=c.embeddings)
 
 
 def test_a_retriever_returning_docstore_documents_is_held_to_the_filters_given(corpus):

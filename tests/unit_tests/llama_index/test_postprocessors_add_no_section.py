@@ -409,3 +409,18 @@ def test_a_docstore_reading_postprocessor_behind_an_auto_retriever_is_refused(ki
         check_postprocessors(auto, [], [next_section(index)])
     with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
         check_postprocessors(fused(auto), [], [next_section(index)])
+
+
+def test_behind_a_plain_filtered_retriever_the_errors_name_a_retriever_that_attaches(kit):
+    """Both errors said to attach neighbours with "the retriever's own neighbours=", which
+    LlamaIndex's ``VectorIndexRetriever`` has not: they name ThresholdedRetriever's."""
+    from llama_index_thresholded.query_engine import check_postprocessors, none_added
+
+    index = public_then_internal(kit)
+    plain = plain_retriever(index, PUBLIC)
+    retrieved = plain.retrieve(kit.QUESTION)
+    with pytest.raises(UnsafeFilterError, match=r"ThresholdedRetriever's neighbours="):
+        check_postprocessors(plain, retrieved, [next_section(index)])
+    added = next_section(index).postprocess_nodes(retrieved)
+    with pytest.raises(UnsafeFilterError, match=r"ThresholdedRetriever's neighbours="):
+        none_added(plain, retrieved, added)

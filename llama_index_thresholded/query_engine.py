@@ -33,6 +33,7 @@ from llama_index.core.retrievers import VectorIndexAutoRetriever, VectorIndexRet
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
 
+from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
 from llama_index_thresholded.retriever import (
@@ -47,6 +48,7 @@ from thresholded.abstention import (
     no_match_flags,
 )
 from thresholded.errors import UnsafeFilterError
+from thresholded.filters import Filter, matches
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
 from thresholded.report import abstained_by_after
@@ -156,6 +158,43 @@ def none_added(
     return [_unlinked(n) for n in nodes]
 
 
+def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
+    """Refuse what LlamaIndex's own filtered retrievers returned outside their filters
+    (:func:`_filters_of`): such a retriever follows an ``IndexNode`` to the object it carries
+    (or its ``object_map`` holds), a section, retriever or query engine held to none of
+    them. What a retrieval of ours returned is held to them already. The error names no
+    section: they are outside the filters."""
+    theirs = [n for n in retrieved if asked_of(n.node) is None]
+    wheres = _filters_of(retriever) if theirs else None
+    if not wheres:
+        return
+    outside = [n for n in theirs if not any(matches(w, n.node.metadata) for w in wheres)]
+    if outside:
+        raise UnsafeFilterError(
+            f"{type(retriever).__name__} returned {len(outside)} section(s) outside its "
+            "filters: LlamaIndex's retriever follows an IndexNode to the object it carries "
+            "(a section, retriever or query engine), held to none of them. Use "
+            "ThresholdedRetriever(index, policy, filters=...) in place of LlamaIndex's own "
+            "retriever: it returns the IndexNode itself, within the filters"
+        )
+
+
+def _filters_of(retriever: Any) -> list[Filter] | None:
+    """The filters of the LlamaIndex vector retrievers ``retriever`` searches through (itself,
+    or those it wraps, :func:`_inner`), one of which each node they return meets; None where
+    one of them has none, or is none this can read (any node may come back). Ours add none:
+    what they return is held to their filters already."""
+    if isinstance(retriever, EngineRetriever):
+        return []
+    if isinstance(retriever, VectorIndexRetriever):
+        where = to_filter(retriever._filters)
+        return None if where is None else [where]
+    inner = [_filters_of(r) for r in _inner(retriever)]
+    if not inner or any(found is None for found in inner):
+        return None
+    return [where for found in inner for where in found or ()]
+
+
 def check_postprocessors(
     retriever: Any, retrieved: list[NodeWithScore], postprocessors: Sequence[Any]
 ) -> None:
@@ -211,6 +250,7 @@ def postprocessed(
 ) -> list[NodeWithScore]:
     """What the node ``postprocessors`` make of what ``retriever`` returned, checked before
     they run (:func:`check_postprocessors`) and after (:func:`none_added`)."""
+    none_outside(retriever, retrieved)
     check_postprocessors(retriever, retrieved, postprocessors)
     nodes = retrieved
     for postprocessor in postprocessors:
@@ -225,6 +265,7 @@ async def apostprocessed(
     bundle: QueryBundle,
 ) -> list[NodeWithScore]:
     """:func:`postprocessed`, with the postprocessors' asynchronous method."""
+    none_outside(retriever, retrieved)
     check_postprocessors(retriever, retrieved, postprocessors)
     nodes = retrieved
     for postprocessor in postprocessors:

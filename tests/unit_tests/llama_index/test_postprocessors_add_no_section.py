@@ -424,3 +424,53 @@ def test_behind_a_plain_filtered_retriever_the_errors_name_a_retriever_that_atta
     added = next_section(index).postprocess_nodes(retrieved)
     with pytest.raises(UnsafeFilterError, match=r"ThresholdedRetriever's neighbours="):
         none_added(plain, retrieved, added)
+
+
+def followed_index_node(kit, obj_kind, filters):
+    """LlamaIndex's own retriever over one public ``IndexNode`` that carries an internal
+    section, or names a retriever of it in the retriever's ``object_map``: it follows either,
+    past its filters."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+    from llama_index.core.schema import IndexNode
+
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    carried = internal if obj_kind == "section" else None
+    pointer = IndexNode(
+        id_="pointer",
+        text="Section pointer.",
+        index_id="internal",
+        obj=carried,
+        metadata={"kind": "public"},
+        embedding=kit.vec(0.9),
+    )
+    index = kit.build_index([pointer], kit.embedding())
+    mapped = {} if carried else {"internal": kit.build_index([internal], kit.embedding())}
+    objects = {key: other.as_retriever() for key, other in mapped.items()}
+    return VectorIndexRetriever(index, filters=filters, similarity_top_k=5, object_map=objects)
+
+
+@pytest.mark.parametrize("obj_kind", ["section", "object-map-retriever"])
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_plain_filtered_retriever_following_an_index_node_past_its_filters_is_refused(
+    kit, obj_kind, call
+):
+    """``index.as_retriever(filters=...)`` follows a public ``IndexNode`` to the object it
+    carries, held to none of its filters: the engine answered from the internal section.
+    The error names no section outside the filters."""
+    plain = followed_index_node(kit, obj_kind, PUBLIC)
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "'internal'" not in str(raised.value)
+
+
+def test_a_plain_retriever_following_an_index_node_without_filters_is_fine(kit):
+    plain = followed_index_node(kit, "section", None)
+    nodes = engine("query", plain, []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["internal"]
+
+
+def test_a_plain_filtered_retriever_within_its_filters_is_fine(kit):
+    index = public_then_internal(kit)
+    nodes = engine("query", plain_retriever(index, PUBLIC), []).query(kit.QUESTION).source_nodes
+    assert nodes and all(n.node.metadata["kind"] == "public" for n in nodes)

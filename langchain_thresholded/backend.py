@@ -39,6 +39,7 @@ from langchain_thresholded.milvus import (
     ensure_collection,
     ids_admit_no_row,
     in_one_expr,
+    json_metadata_field,
     raw_exprs,
     varchar_key,
 )
@@ -235,7 +236,7 @@ class LangChainBackend:
         """Milvus reads one ``expr``: the retriever's own restrictions
         (:func:`~langchain_thresholded.milvus.in_one_expr`) AND the filters written by the
         core."""
-        written = to_milvus(where, self._dialect).expr
+        written = to_milvus(where, self._dialect, json_field=json_metadata_field(self._rows)).expr
         return in_one_expr(self._rows, kwargs, written)  # the engine holds the ids after
 
     @functools.cached_property

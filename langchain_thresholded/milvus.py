@@ -412,6 +412,37 @@ def _existing_settings(
     return settings
 
 
+def json_metadata_field(store: Any) -> str | None:
+    """The JSON field a langchain-milvus store keeps each document's metadata in (its
+    ``metadata_field``; langchain-milvus ignores it where dynamic fields are on): a filter
+    key is a key inside it. None: each key is a field of its own (declared or dynamic)."""
+    field = getattr(store, "_metadata_field", None)
+    if not field or getattr(store, "enable_dynamic_field", False):
+        return None
+    return str(field)
+
+
+def _ids_in_documents(store: Any) -> None:
+    """Make a langchain-milvus store that keeps its metadata in one JSON field give each
+    document it returns its primary key as ``Document.id``: langchain-milvus 0.3.3 reads
+    only that field into the metadata and drops the key, so the sections it found could
+    not be named (their stored vectors, their attachments). Safe to call again."""
+    parse = getattr(store, "_parse_document", None)
+    if json_metadata_field(store) is None or parse is None or hasattr(parse, "_keeps_ids"):
+        return
+    pk = str(getattr(store, "_primary_field", "pk"))
+
+    def parse_with_id(data: dict) -> Document:
+        key = data.get(pk)
+        document = parse(data)
+        if document.id is None and key is not None:
+            document.id = str(key)
+        return document
+
+    parse_with_id._keeps_ids = True  # type: ignore[attr-defined]
+    store._parse_document = parse_with_id
+
+
 def varchar_key(store: Any) -> bool:
     """Whether a langchain-milvus collection's primary key is a string."""
     from pymilvus import DataType
@@ -499,12 +530,14 @@ def _ensure_orm_connection(store: Any) -> None:
     The store's ``alias`` becomes one of its own (langchain-milvus uses it for
     ORM calls and their cache only), registered with pymilvus's ORM when new.
     ``ThresholdedRetriever`` calls it before each search, for stores built
-    directly with ``langchain_milvus.Milvus``. A store that is not a Milvus store
-    is left alone.
+    directly with ``langchain_milvus.Milvus``; a store whose metadata is one JSON
+    field is also made to return its documents' ids (:func:`_ids_in_documents`). A
+    store that is not a Milvus store is left alone.
     """
     connection_args = getattr(store, "_connection_args", None)
     if not isinstance(getattr(store, "alias", None), str) or not isinstance(connection_args, dict):
         return
+    _ids_in_documents(store)
     alias = _orm_alias(connection_args)
     if store.alias == alias and alias in _orm_aliases:
         return

@@ -86,10 +86,15 @@ _EXACT_ON_2_3 = frozenset({*_COMPARISONS, Op.IN, *_ARRAYS})
 
 
 def to_milvus(
-    f: Filter | None, dialect: Dialect, *, allowed_keys: Iterable[str] | None = None
+    f: Filter | None,
+    dialect: Dialect,
+    *,
+    allowed_keys: Iterable[str] | None = None,
+    json_field: str | None = None,
 ) -> MilvusFilter:
     """``f`` as an expression ``dialect`` runs; every key checked (and allowed, if a list is
-    given), every value a literal."""
+    given), every value a literal. Where the metadata is kept in one JSON field
+    (``json_field``), each key is written as a key of that field (``json_field["key"]``)."""
     if f is None:
         return MilvusFilter(None)
     check_keys(f, allowed_keys)
@@ -98,7 +103,7 @@ def to_milvus(
         return MilvusFilter(None)
     if folded is False:
         return MilvusFilter(None, never=True)
-    writer = _Writer(dialect)
+    writer = _Writer(dialect, json_field)
     return MilvusFilter(writer.write(folded, negated=False), exact=writer.exact)
 
 
@@ -128,8 +133,9 @@ def _lite_major() -> int:
 
 
 class _Writer:
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, json_field: str | None = None) -> None:
         self.dialect = dialect
+        self.json_field = json_field
         self.exact = True
 
     def write(self, f: Filter, *, negated: bool) -> str | None:
@@ -154,10 +160,10 @@ class _Writer:
         return _joined(parts, "or")  # type: ignore[arg-type]
 
     def condition(self, c: Condition, *, negated: bool) -> str | None:
-        key = field_name(c.key)
+        key = field_name(c.key, json_field=self.json_field)
         if c.op is Op.TEXT_MATCH_INSENSITIVE:
             raise UnsafeFilterError(
-                f"{c.op.value} on {key!r} has no Milvus form: use TEXT_MATCH, or store a "
+                f"{c.op.value} on {c.key!r} has no Milvus form: use TEXT_MATCH, or store a "
                 "lower-cased copy of the field and match that"
             )
         positive = self.positive(key, c)

@@ -36,9 +36,11 @@ from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import (
     RAW_EXPR_KEYS,
     _ensure_orm_connection,
+    check_metadata_field,
     ensure_collection,
     ids_admit_no_row,
     in_one_expr,
+    json_fields,
     json_metadata_field,
     raw_exprs,
     varchar_key,
@@ -660,7 +662,9 @@ def _read_by_id(store: VectorStore, ids: list[str]) -> dict[str, Document]:
 def _check_read_back(store: Any, where: Filter | None) -> None:
     """Refuse a filter on a key a langchain-milvus store does not read back (its own fields:
     its text and vectors, or metadata outside its declared fields): Milvus would test it, but
-    its documents would carry none of it, so NOT over it (or NE) would let every one through."""
+    its documents would carry none of it, so NOT over it (or NE) would let every one through.
+    A store whose ``metadata_field`` its collection does not hold is refused outright."""
+    check_metadata_field(store)
     own = sorted(keys(where) & _own_fields(store))
     if own:
         raise UnsafeFilterError(
@@ -678,8 +682,16 @@ def _check_read_back(store: Any, where: Filter | None) -> None:
             "documents carry only the collection's declared fields, and could not be "
             "checked against the filter. Open the store with enable_dynamic_field=True "
             "(existing_milvus_store reads it from the collection), or filter on declared "
-            "fields"
+            f"fields{_json_hint(store)}"
         )
+
+
+def _json_hint(store: Any) -> str:
+    """Where a collection has JSON fields, its metadata may be kept in one of them."""
+    named = " or ".join(f"metadata_field={f!r}" for f in json_fields(store))
+    return (
+        f"; if its metadata is kept in one JSON field, open the store with {named}" if named else ""
+    )
 
 
 def _check_not_primary_key(store: Any, where: Filter | None) -> None:

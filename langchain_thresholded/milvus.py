@@ -313,6 +313,7 @@ def _open(
                 replica_number=store.replica_number,
                 timeout=store.timeout,
             )
+        check_metadata_field(store)
     return store
 
 
@@ -420,6 +421,34 @@ def json_metadata_field(store: Any) -> str | None:
     if not field or getattr(store, "enable_dynamic_field", False):
         return None
     return str(field)
+
+
+def json_fields(store: Any) -> list[str]:
+    """The JSON fields of a langchain-milvus store's collection (none before it exists)."""
+    from pymilvus import DataType
+
+    col = getattr(store, "col", None)
+    return [] if col is None else [f.name for f in col.schema.fields if f.dtype == DataType.JSON]
+
+
+def check_metadata_field(store: Any) -> None:
+    """Refuse a langchain-milvus store whose ``metadata_field`` is no JSON field of its
+    collection: langchain-milvus fails on every document it reads with a bare ``KeyError``,
+    and a filter written inside the field matches nothing, as if nothing matched."""
+    field = json_metadata_field(store)
+    if field is None or getattr(store, "col", None) is None or field in json_fields(store):
+        return
+    dynamic = getattr(store.col.schema, "enable_dynamic_field", False)
+    fix = (
+        "it keeps its metadata in its dynamic field: leave metadata_field out"
+        if dynamic
+        else "name the JSON field its metadata is kept in"
+    )
+    raise ValueError(
+        f"metadata_field={field!r}, but collection {store.collection_name!r} has no JSON field "
+        f"{field!r} (its JSON fields: {json_fields(store)}"
+        f"{', and a dynamic field' if dynamic else ''}): {fix}"
+    )
 
 
 def _ids_in_documents(store: Any) -> None:

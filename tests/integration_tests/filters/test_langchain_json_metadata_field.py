@@ -128,3 +128,33 @@ def test_the_multi_collection_retriever(store: Any) -> None:
 def test_the_json_field_itself_is_refused(store: Any) -> None:
     with pytest.raises(UnsafeFilterError, match="'metadata'"):
         retriever(store, filters={"metadata": "x"})
+
+
+def reopened(folder: Path, db: str, **kwargs: Any) -> Any:
+    return lc.existing_milvus_store(
+        str(folder / db), "leaks", embeddings=SameEmbeddings(), **kwargs
+    )
+
+
+def test_a_metadata_field_the_collection_does_not_hold_is_refused(store: Any, folder: Path) -> None:
+    """Every search failed with langchain-milvus's bare ``KeyError: 'meta'``."""
+    with pytest.raises(ValueError, match=r"no JSON field 'meta'.*\['metadata'\]"):
+        reopened(folder, "json.db", metadata_field="meta")
+
+
+def test_a_dynamic_collection_opened_as_one_json_field_is_refused(folder: Path) -> None:
+    """Its filters were written inside a field it does not have: every filtered call
+    returned nothing, as if nothing matched."""
+    lc.milvus_from_documents(
+        documents(), SameEmbeddings(), uri=str(folder / "dynamic.db"), collection_name="leaks"
+    )
+    with pytest.raises(ValueError, match=r"no JSON field 'metadata'.*dynamic field"):
+        reopened(folder, "dynamic.db", metadata_field="metadata", enable_dynamic_field=False)
+
+
+def test_the_json_collection_opened_without_its_field_names_the_fix(
+    store: Any, folder: Path
+) -> None:
+    plain = reopened(folder, "json.db")
+    with pytest.raises(UnsafeFilterError, match=r"metadata_field='metadata'"):
+        retriever(plain, filters={"doc_type": "public"})

@@ -37,6 +37,7 @@ from langchain_thresholded.milvus import (
     RAW_EXPR_KEYS,
     _ensure_orm_connection,
     check_metadata_field,
+    declared_fields,
     ensure_collection,
     ids_admit_no_row,
     in_one_expr,
@@ -233,13 +234,21 @@ class LangChainBackend:
             _check_read_back(searched, where)
             if self._docstore is not None:
                 _check_not_primary_key(searched, where)
+        if self._milvus:  # a condition Milvus cannot run on its field: refused before a search
+            self._milvus_expr(where)
 
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's own restrictions
         (:func:`~langchain_thresholded.milvus.in_one_expr`) AND the filters written by the
         core."""
-        written = to_milvus(where, self._dialect, json_field=json_metadata_field(self._rows)).expr
-        return in_one_expr(self._rows, kwargs, written)  # the engine holds the ids after
+        return in_one_expr(self._rows, kwargs, self._milvus_expr(where))  # ids held after
+
+    def _milvus_expr(self, where: Filter | None) -> str | None:
+        """``where`` written by the core for the store's engine and layout: inside its JSON
+        metadata field, or for the type of each declared field it names."""
+        rows = self._rows
+        layout = {"json_field": json_metadata_field(rows), "declared": declared_fields(rows)}
+        return to_milvus(where, self._dialect, **layout).expr
 
     @functools.cached_property
     def _dialect(self) -> Dialect:

@@ -46,6 +46,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from thresholded.errors import UnsupportedMetricError
+from thresholded.filters.milvus import DeclaredFields
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     collection_not_found,
@@ -429,6 +430,20 @@ def json_fields(store: Any) -> list[str]:
 
     col = getattr(store, "col", None)
     return [] if col is None else [f.name for f in col.schema.fields if f.dtype == DataType.JSON]
+
+
+def declared_fields(store: Any) -> DeclaredFields:
+    """The metadata keys of a langchain-milvus store that are declared fields of its
+    collection, by kind (none where its metadata is one JSON field: the keys are in it)."""
+    from pymilvus import DataType
+
+    col = getattr(store, "col", None)
+    if col is None or json_metadata_field(store) is not None:
+        return DeclaredFields()
+    skipped = {DataType.JSON, *(t for t in DataType if "VECTOR" in t.name)}
+    scalars = {f.name for f in col.schema.fields if f.dtype not in (*skipped, DataType.ARRAY)}
+    lists = {f.name for f in col.schema.fields if f.dtype == DataType.ARRAY}
+    return DeclaredFields(lists=frozenset(lists), scalars=frozenset(scalars))
 
 
 def check_metadata_field(store: Any) -> None:

@@ -158,3 +158,48 @@ def test_the_json_collection_opened_without_its_field_names_the_fix(
     plain = reopened(folder, "json.db")
     with pytest.raises(UnsafeFilterError, match=r"metadata_field='metadata'"):
         retriever(plain, filters={"doc_type": "public"})
+
+
+# Metadata keys declared as fields of the collection --------------------------------------------
+@pytest.fixture(scope="module")
+def declared(folder: Path) -> Any:
+    from pymilvus import DataType
+
+    tags = {"element_type": DataType.VARCHAR, "max_capacity": 8, "max_length": 64}
+    return lc.milvus_from_documents(
+        documents(),
+        SameEmbeddings(),
+        uri=str(folder / "declared.db"),
+        collection_name="leaks",
+        enable_dynamic_field=False,
+        metadata_schema={"tags": {"dtype": DataType.ARRAY, "kwargs": tags}},
+    )
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [{"tags": {"$contains": "public"}}, {"tags": {"$any": ["public", "x"]}}],
+    ids=["contains", "any"],
+)
+def test_list_tests_on_a_declared_array_field(declared: Any, filters: Any) -> None:
+    """Milvus Lite failed on ``tags like "%public%"`` with an internal assertion
+    (``index out of range``): a declared ARRAY field is never a string."""
+    assert ids(retriever(declared, filters=filters).invoke(QUESTION)) == PUBLIC_SECTIONS
+
+
+@pytest.mark.parametrize(
+    ("filters", "refused"),
+    [
+        ({"tags": {"$ne": "x"}}, "!= on 'tags', a declared ARRAY field"),
+        ({"doc_type": {"$contains": "ubli"}}, "contains on 'doc_type', a declared scalar field"),
+    ],
+    ids=["eq-on-array", "contains-on-scalar"],
+)
+def test_a_condition_milvus_cannot_run_on_a_declared_field_is_refused(
+    declared: Any, filters: Any, refused: str
+) -> None:
+    """Each failed with pymilvus's raw ``Invalid expr``."""
+    with pytest.raises(UnsafeFilterError, match=refused):
+        retriever(declared, filters=filters)
+    with pytest.raises(UnsafeFilterError, match=refused):
+        retriever(declared).invoke(QUESTION, filters=filters)

@@ -8,6 +8,7 @@ from thresholded.filters import (
     RESERVED_WORDS,
     Combine,
     Condition,
+    DeclaredFields,
     Dialect,
     Group,
     Op,
@@ -172,6 +173,18 @@ def test_allowed_keys() -> None:
 
 
 # The translation -------------------------------------------------------------------------------
+def test_declared_fields_are_written_for_their_type() -> None:
+    declared = DeclaredFields(lists=frozenset({"tags"}), scalars=frozenset({"doc_type"}))
+    listed = to_milvus(c(Op.CONTAINS, "a", "tags"), Dialect.LITE_2, declared=declared)
+    assert (listed.expr, listed.exact) == ('json_contains(tags, "a")', True)
+    empty = to_milvus(c(Op.IS_EMPTY, None, "tags"), Dialect.LITE_2, declared=declared)
+    assert (empty.expr, empty.exact) == ("array_length(tags) == 0", True)
+    with pytest.raises(UnsafeFilterError, match="!= on 'tags', a declared ARRAY field"):
+        to_milvus(c(Op.NE, "a", "tags"), Dialect.MODERN, declared=declared)
+    with pytest.raises(UnsafeFilterError, match="any on 'doc_type', a declared scalar field"):
+        to_milvus(c(Op.ANY, ["a"], "doc_type"), Dialect.MODERN, declared=declared)
+
+
 def test_keys_inside_one_json_field() -> None:
     """A store whose metadata is one JSON field reads a key as ``field["key"]``: the key
     checked as any other, then quoted."""

@@ -203,3 +203,23 @@ def test_a_condition_milvus_cannot_run_on_a_declared_field_is_refused(
         retriever(declared, filters=filters)
     with pytest.raises(UnsafeFilterError, match=refused):
         retriever(declared).invoke(QUESTION, filters=filters)
+
+
+def test_a_new_collection_asked_for_a_metadata_field_keeps_it(folder: Path) -> None:
+    """langchain-milvus ignores ``metadata_field`` where dynamic fields are on, which
+    ``milvus_from_documents`` turned on for every new collection: the collection asked for
+    one JSON field kept its metadata in its dynamic field, which the stores of the apps that
+    read it with ``metadata_field`` could not read."""
+    made = lc.milvus_from_documents(
+        documents(),
+        SameEmbeddings(),
+        uri=str(folder / "asked.db"),
+        collection_name="leaks",
+        metadata_field="metadata",
+    )
+    assert made.client.describe_collection("leaks")["enable_dynamic_field"] is False
+    assert ids(retriever(made, filters={"doc_type": "public"}).invoke(QUESTION)) == PUBLIC_SECTIONS
+    reread = reopened(folder, "asked.db", metadata_field="metadata")
+    assert ids(retriever(reread, filters={"doc_type": "public"}).invoke(QUESTION)) == (
+        PUBLIC_SECTIONS
+    )

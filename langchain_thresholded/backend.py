@@ -36,9 +36,13 @@ from langchain_thresholded.filters import to_filter
 from langchain_thresholded.milvus import (
     RAW_EXPR_KEYS,
     _ensure_orm_connection,
+    check_metadata_field,
+    declared_fields,
     ensure_collection,
     ids_admit_no_row,
     in_one_expr,
+    json_fields,
+    json_metadata_field,
     raw_exprs,
     varchar_key,
 )
@@ -230,13 +234,21 @@ class LangChainBackend:
             _check_read_back(searched, where)
             if self._docstore is not None:
                 _check_not_primary_key(searched, where)
+        if self._milvus:  # a condition Milvus cannot run on its field: refused before a search
+            self._milvus_expr(where)
 
     def _with_milvus_expr(self, kwargs: dict[str, Any], where: Filter | None) -> dict[str, Any]:
         """Milvus reads one ``expr``: the retriever's own restrictions
         (:func:`~langchain_thresholded.milvus.in_one_expr`) AND the filters written by the
         core."""
-        written = to_milvus(where, self._dialect).expr
-        return in_one_expr(self._rows, kwargs, written)  # the engine holds the ids after
+        return in_one_expr(self._rows, kwargs, self._milvus_expr(where))  # ids held after
+
+    def _milvus_expr(self, where: Filter | None) -> str | None:
+        """``where`` written by the core for the store's engine and layout: inside its JSON
+        metadata field, or for the type of each declared field it names."""
+        rows = self._rows
+        layout = {"json_field": json_metadata_field(rows), "declared": declared_fields(rows)}
+        return to_milvus(where, self._dialect, **layout).expr
 
     @functools.cached_property
     def _dialect(self) -> Dialect:
@@ -659,7 +671,9 @@ def _read_by_id(store: VectorStore, ids: list[str]) -> dict[str, Document]:
 def _check_read_back(store: Any, where: Filter | None) -> None:
     """Refuse a filter on a key a langchain-milvus store does not read back (its own fields:
     its text and vectors, or metadata outside its declared fields): Milvus would test it, but
-    its documents would carry none of it, so NOT over it (or NE) would let every one through."""
+    its documents would carry none of it, so NOT over it (or NE) would let every one through.
+    A store whose ``metadata_field`` its collection does not hold is refused outright."""
+    check_metadata_field(store)
     own = sorted(keys(where) & _own_fields(store))
     if own:
         raise UnsafeFilterError(
@@ -677,8 +691,16 @@ def _check_read_back(store: Any, where: Filter | None) -> None:
             "documents carry only the collection's declared fields, and could not be "
             "checked against the filter. Open the store with enable_dynamic_field=True "
             "(existing_milvus_store reads it from the collection), or filter on declared "
-            "fields"
+            f"fields{_json_hint(store)}"
         )
+
+
+def _json_hint(store: Any) -> str:
+    """Where a collection has JSON fields, its metadata may be kept in one of them."""
+    named = " or ".join(f"metadata_field={f!r}" for f in json_fields(store))
+    return (
+        f"; if its metadata is kept in one JSON field, open the store with {named}" if named else ""
+    )
 
 
 def _check_not_primary_key(store: Any, where: Filter | None) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from langchain_thresholded.filters import to_filter
+from langchain_thresholded.milvus import declared_fields, json_metadata_field
 from langchain_thresholded.scoring import is_milvus
 from thresholded.calibration import (
     BatchedEmbedder,
@@ -90,7 +91,13 @@ def calibrate_vectorstore(
         vectorstore.collection_name,
         questions,
         id_field=id_field,
-        filter=filter_expression(filters, vectorstore.client, translate=to_filter),
+        filter=filter_expression(
+            filters,
+            vectorstore.client,
+            translate=to_filter,
+            json_field=json_metadata_field(vectorstore),
+            declared=declared_fields(vectorstore),
+        ),
         progress=progress,
         client_options=options_of_client or None,
         layout=_layout_of(vectorstore),

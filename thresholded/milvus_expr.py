@@ -34,9 +34,14 @@ INT_LITERAL_LIMIT = 2**63 - 1
 integer, the sign apart from the digits (so -2**63 is out of reach too)."""
 
 
-def field_name(key: object, allowed: Iterable[str] | None = None) -> str:
-    """A filter key as a Milvus field name: a plain identifier, and allowed if a list is given."""
-    return check_key(key, None if allowed is None else frozenset(allowed))
+def field_name(
+    key: object, allowed: Iterable[str] | None = None, *, json_field: str | None = None
+) -> str:
+    """A filter key as a Milvus field name: a plain identifier, and allowed if a list is given.
+    Where the metadata is kept in one JSON field (``json_field``, langchain-milvus's
+    ``metadata_field``), the key inside it: ``json_field["key"]``."""
+    name = check_key(key, None if allowed is None else frozenset(allowed))
+    return name if json_field is None else f"{check_key(json_field)}[{literal(name)}]"
 
 
 def literal(value: object) -> str:

@@ -63,15 +63,16 @@ def not_a_milvus_store(
 
 
 def filter_expression(
-    filters: Any, client: Any, *, translate: Callable[[Any], Filter | None]
+    filters: Any, client: Any, *, translate: Callable[[Any], Filter | None], **layout: Any
 ) -> str:
     """The Milvus expression the collection is read under: ``filters`` as they are when they
     are one (a str), else in the core model by the adapter's ``translate`` and written for
-    ``client``'s engine; a filter this engine cannot run exactly is refused: the calibration
+    ``client``'s engine and the collection's ``layout`` (``to_milvus``'s ``json_field`` and
+    ``declared``); a filter this engine cannot run exactly is refused: the calibration
     would read other rows."""
     if isinstance(filters, str):
         return filters
-    written = to_milvus(translate(filters), client_dialect(client))
+    written = to_milvus(translate(filters), client_dialect(client), **layout)
     if written.never:
         raise ValueError(f"the filters {filters} match no section: there is nothing to calibrate")
     if not written.exact:

@@ -13,6 +13,7 @@ from thresholded.errors import UnsafeFilterError
 from thresholded.filters.evaluate import matches
 from thresholded.filters.keys import RESERVED_WORDS, check_key
 from thresholded.filters.milvus import (
+    DeclaredFields,
     Dialect,
     MilvusFilter,
     client_dialect,
@@ -33,6 +34,7 @@ __all__ = [
     "RESERVED_WORDS",
     "Combine",
     "Condition",
+    "DeclaredFields",
     "Dialect",
     "Filter",
     "Group",

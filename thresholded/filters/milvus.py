@@ -86,10 +86,17 @@ _EXACT_ON_2_3 = frozenset({*_COMPARISONS, Op.IN, *_ARRAYS})
 
 
 def to_milvus(
-    f: Filter | None, dialect: Dialect, *, allowed_keys: Iterable[str] | None = None
+    f: Filter | None,
+    dialect: Dialect,
+    *,
+    allowed_keys: Iterable[str] | None = None,
+    json_field: str | None = None,
+    declared: DeclaredFields | None = None,
 ) -> MilvusFilter:
     """``f`` as an expression ``dialect`` runs; every key checked (and allowed, if a list is
-    given), every value a literal."""
+    given), every value a literal. Where the metadata is kept in one JSON field
+    (``json_field``), each key is written as a key of that field (``json_field["key"]``).
+    Keys that are ``declared`` fields of the collection are written for their type."""
     if f is None:
         return MilvusFilter(None)
     check_keys(f, allowed_keys)
@@ -98,7 +105,7 @@ def to_milvus(
         return MilvusFilter(None)
     if folded is False:
         return MilvusFilter(None, never=True)
-    writer = _Writer(dialect)
+    writer = _Writer(dialect, json_field, declared or DeclaredFields())
     return MilvusFilter(writer.write(folded, negated=False), exact=writer.exact)
 
 
@@ -127,14 +134,45 @@ def _lite_major() -> int:
         return 2
 
 
+_LIST_OPS = frozenset({*_ARRAYS, Op.IS_EMPTY})
+
+
+@dataclass(frozen=True)
+class DeclaredFields:
+    """The filter keys that are declared fields of a collection, by kind: Milvus runs on a
+    declared ARRAY field only the list tests, and on a declared scalar field none of them
+    (metadata in a dynamic or JSON field can hold any value, and is written for any)."""
+
+    lists: frozenset[str] = frozenset()
+    """Declared ARRAY fields."""
+    scalars: frozenset[str] = frozenset()
+    """Declared fields of one scalar value (text, number, boolean)."""
+
+    def check(self, c: Condition) -> None:
+        """Refuse a condition Milvus cannot run on the declared field it names."""
+        if c.key in self.lists and c.op not in _LIST_OPS:
+            raise UnsafeFilterError(
+                f"{c.op.value} on {c.key!r}, a declared ARRAY field of the collection, which "
+                "Milvus compares with no single value: test it with contains, any or all"
+            )
+        if c.key in self.scalars and c.op in _LIST_OPS:
+            raise UnsafeFilterError(
+                f"{c.op.value} on {c.key!r}, a declared scalar field of the collection, which "
+                "Milvus cannot run as a list test: use eq or in (text_match for a substring)"
+            )
+
+
 class _Writer:
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, json_field: str | None, declared: DeclaredFields) -> None:
         self.dialect = dialect
+        self.json_field = json_field
+        self.declared = declared
         self.exact = True
 
     def write(self, f: Filter, *, negated: bool) -> str | None:
         """``f`` (or its complement), in negation normal form; None: no constraint written."""
         if isinstance(f, Condition):
+            self.declared.check(f)
             if f.op in _COMPLEMENTS:
                 positive = Condition(f.key, _COMPLEMENTS[f.op], f.value)
                 return self.condition(positive, negated=not negated)
@@ -154,10 +192,10 @@ class _Writer:
         return _joined(parts, "or")  # type: ignore[arg-type]
 
     def condition(self, c: Condition, *, negated: bool) -> str | None:
-        key = field_name(c.key)
+        key = field_name(c.key, json_field=self.json_field)
         if c.op is Op.TEXT_MATCH_INSENSITIVE:
             raise UnsafeFilterError(
-                f"{c.op.value} on {key!r} has no Milvus form: use TEXT_MATCH, or store a "
+                f"{c.op.value} on {c.key!r} has no Milvus form: use TEXT_MATCH, or store a "
                 "lower-cased copy of the field and match that"
             )
         positive = self.positive(key, c)
@@ -176,6 +214,8 @@ class _Writer:
         if c.op is Op.TEXT_MATCH:
             return self.text_match(key, str(c.value))
         assert c.op is Op.IS_EMPTY
+        if c.key in self.declared.lists:  # a declared list holds nothing else
+            return f"array_length({key}) == 0"
         if self.dialect is Dialect.MODERN:
             empty_list = f"(array_length({key}) == 0 and json_contains_all({key}, []))"
             return f'(not exists {key} or {key} == "" or {empty_list})'
@@ -204,7 +244,7 @@ class _Writer:
         CONTAINS and ANY, all of them for ALL."""
         listed = f"{_ARRAYS[c.op]}({key}, {_argument(c.value)})"
         texts = _texts(c)
-        if not texts:
+        if not texts or c.key in self.declared.lists:  # a declared list is never a string
             return listed
         found = [self.text_match(key, text) for text in texts]
         written = [part for part in found if part is not None]

@@ -8,6 +8,7 @@ from thresholded.filters import (
     RESERVED_WORDS,
     Combine,
     Condition,
+    DeclaredFields,
     Dialect,
     Group,
     Op,
@@ -172,6 +173,34 @@ def test_allowed_keys() -> None:
 
 
 # The translation -------------------------------------------------------------------------------
+def test_declared_fields_are_written_for_their_type() -> None:
+    declared = DeclaredFields(lists=frozenset({"tags"}), scalars=frozenset({"doc_type"}))
+    listed = to_milvus(c(Op.CONTAINS, "a", "tags"), Dialect.LITE_2, declared=declared)
+    assert (listed.expr, listed.exact) == ('json_contains(tags, "a")', True)
+    empty = to_milvus(c(Op.IS_EMPTY, None, "tags"), Dialect.LITE_2, declared=declared)
+    assert (empty.expr, empty.exact) == ("array_length(tags) == 0", True)
+    with pytest.raises(UnsafeFilterError, match="!= on 'tags', a declared ARRAY field"):
+        to_milvus(c(Op.NE, "a", "tags"), Dialect.MODERN, declared=declared)
+    with pytest.raises(UnsafeFilterError, match="any on 'doc_type', a declared scalar field"):
+        to_milvus(c(Op.ANY, ["a"], "doc_type"), Dialect.MODERN, declared=declared)
+
+
+def test_keys_inside_one_json_field() -> None:
+    """A store whose metadata is one JSON field reads a key as ``field["key"]``: the key
+    checked as any other, then quoted."""
+    internal = Group(Combine.NOT, (c(Op.EQ, "a", "doc_type"), c(Op.CONTAINS, 1, "tags")))
+    written = to_milvus(internal, Dialect.MODERN, json_field="metadata")
+    assert written.expr == '(not (metadata["doc_type"] == "a") or not exists metadata["doc_type"])'
+    listed = to_milvus(c(Op.CONTAINS, 1, "tags"), Dialect.SERVER_2_3, json_field="metadata")
+    assert listed.expr == 'json_contains(metadata["tags"], 1)'
+    lite = to_milvus(c(Op.NE, "a", "doc_type"), Dialect.LITE_2, json_field="metadata")
+    assert lite.expr == 'metadata["doc_type"] != "a"'
+    with pytest.raises(UnsafeFilterError):
+        to_milvus(c(Op.EQ, "a", 'x"] or ["y'), Dialect.LITE_2, json_field="metadata")
+    with pytest.raises(UnsafeFilterError):
+        to_milvus(c(Op.EQ, "a"), Dialect.LITE_2, json_field="meta data")
+
+
 def test_lite_2_writes_negation_without_not() -> None:
     internal = Group(Combine.NOT, (c(Op.EQ, "a", "doc_type"), c(Op.EQ, "ops", "source")))
     written = to_milvus(internal, Dialect.LITE_2)

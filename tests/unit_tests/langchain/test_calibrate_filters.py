@@ -97,3 +97,22 @@ def test_a_store_that_is_not_milvus_is_refused_saying_how_to_calibrate_it() -> N
         calibrate_vectorstore(InMemoryVectorStore(HandEmbeddings()), form)
     assert "thresholded calibrate --corpus" in str(info.value)
     assert "calibrate_simple" in str(info.value)
+
+
+def test_calibration_under_filters_of_a_json_metadata_field(tmp_path: Path) -> None:
+    """A store that keeps its metadata in one JSON field: the filters were written as
+    top-level fields, and Milvus refused them (``Invalid expr``)."""
+    docs = [
+        Document(id=kind, page_content=kind, metadata={"doc_type": kind})
+        for kind in ("public", "internal")
+    ]
+    store = milvus_from_documents(
+        docs,
+        HandEmbeddings(),
+        uri=str(tmp_path / "json.db"),
+        collection_name="kb",
+        metadata_field="metadata",
+        enable_dynamic_field=False,
+    )
+    result = calibrate_vectorstore(store, FORM, filters={"doc_type": "public"}, progress=False)
+    assert top(result) == "public"

@@ -689,17 +689,22 @@ def _check_read_back(store: Any, where: Filter | None) -> None:
             f"the filter names {', '.join(map(repr, unread))}, which {store_name(store)} does "
             "not read back: the store was opened with enable_dynamic_field=False, so its "
             "documents carry only the collection's declared fields, and could not be "
-            "checked against the filter. Open the store with enable_dynamic_field=True "
-            "(existing_milvus_store reads it from the collection), or filter on declared "
-            f"fields{_json_hint(store)}"
+            f"checked against the filter. {_read_back_fix(store)}"
         )
 
 
-def _json_hint(store: Any) -> str:
-    """Where a collection has JSON fields, its metadata may be kept in one of them."""
+def _read_back_fix(store: Any) -> str:
+    """How to open a store so that it reads its metadata back: with the collection's dynamic
+    field where it has one, else with the JSON field its metadata may be kept in."""
     named = " or ".join(f"metadata_field={f!r}" for f in json_fields(store))
+    if named and not getattr(store.col.schema, "enable_dynamic_field", False):
+        return (
+            f"Its collection has no dynamic field: if its metadata is kept in one JSON field, "
+            f"open the store with {named}; else filter on declared fields"
+        )
     return (
-        f"; if its metadata is kept in one JSON field, open the store with {named}" if named else ""
+        "Open the store with enable_dynamic_field=True (existing_milvus_store reads it from "
+        "the collection), or filter on declared fields"
     )
 
 

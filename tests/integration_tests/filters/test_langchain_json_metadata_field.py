@@ -223,3 +223,14 @@ def test_a_new_collection_asked_for_a_metadata_field_keeps_it(folder: Path) -> N
     assert ids(retriever(reread, filters={"doc_type": "public"}).invoke(QUESTION)) == (
         PUBLIC_SECTIONS
     )
+
+
+def test_the_json_collection_opened_without_its_field_names_only_the_fix_that_fits(
+    store: Any, folder: Path
+) -> None:
+    """The error first said to open the store with enable_dynamic_field=True, which a
+    collection with no dynamic field cannot use."""
+    plain = reopened(folder, "json.db")
+    with pytest.raises(UnsafeFilterError, match=r"has no dynamic field") as raised:
+        retriever(plain, filters={"doc_type": "public"})
+    assert "enable_dynamic_field=True" not in str(raised.value)

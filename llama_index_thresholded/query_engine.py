@@ -172,8 +172,10 @@ def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
     if outside:
         raise UnsafeFilterError(
             f"{type(retriever).__name__} returned {len(outside)} section(s) outside its "
-            "filters: LlamaIndex's retriever follows an IndexNode to the object it carries "
-            "(a section, retriever or query engine), held to none of them. Use "
+            "filters (their metadata does not meet them): LlamaIndex's retriever follows an "
+            "IndexNode to the object it carries (a section, retriever or query engine), held "
+            "to none of them, and a store that returns only some metadata leaves nothing to "
+            "check a node against. Use "
             "ThresholdedRetriever(index, policy, filters=...) in place of LlamaIndex's own "
             "retriever: it returns the IndexNode itself, within the filters"
         )

@@ -91,6 +91,9 @@ class Layout:
     id_field: str
     vector_field: str
     text_field: str = "text"
+    metadata_field: str | None = None
+    """The JSON field holding each section's metadata (langchain-milvus's ``metadata_field``);
+    None: each metadata key is a field of its own (declared or dynamic)."""
 
 
 LAYOUTS = (Layout("llama-index", "id", "embedding"), Layout("langchain", "pk", "vector"))
@@ -190,6 +193,13 @@ def _rows(client: Any, collection: str, filter: str, batch_size: int) -> Iterato
         iterator.close()
 
 
+def _flat(row: dict[str, Any], layout: Layout) -> dict[str, Any]:
+    """A row with the keys of its JSON metadata field (``layout.metadata_field``) beside its
+    own fields, which win over a metadata key of the same name."""
+    held = row.get(layout.metadata_field) if layout.metadata_field else None
+    return {**held, **row} if isinstance(held, dict) else row
+
+
 def _passage(row: dict[str, Any], layout: Layout) -> Passage:
     def text_of(key: str) -> str | None:
         value = row.get(key)
@@ -282,6 +292,7 @@ def _read(
         disable=not progress,
     )
     for row in rows:
+        row = _flat(row, layout)
         passage = _passage(row, layout)
         if id_field is not None and row.get(id_field) in (None, ""):
             raise ValueError(f"section {passage.pid!r} has no metadata key {id_field!r}")

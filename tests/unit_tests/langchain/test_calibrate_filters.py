@@ -99,14 +99,18 @@ def test_a_store_that_is_not_milvus_is_refused_saying_how_to_calibrate_it() -> N
     assert "calibrate_simple" in str(info.value)
 
 
-def test_calibration_under_filters_of_a_json_metadata_field(tmp_path: Path) -> None:
-    """A store that keeps its metadata in one JSON field: the filters were written as
-    top-level fields, and Milvus refused them (``Invalid expr``)."""
+def json_store(tmp_path: Path, **metadata: str) -> Any:
+    """A store that keeps its metadata in one JSON field: each kind's, with ``metadata``
+    (each value a pattern of ``kind``)."""
     docs = [
-        Document(id=kind, page_content=kind, metadata={"doc_type": kind})
+        Document(
+            id=kind,
+            page_content=kind,
+            metadata={"doc_type": kind, **{k: v.format(kind=kind) for k, v in metadata.items()}},
+        )
         for kind in ("public", "internal")
     ]
-    store = milvus_from_documents(
+    return milvus_from_documents(
         docs,
         HandEmbeddings(),
         uri=str(tmp_path / "json.db"),
@@ -114,5 +118,22 @@ def test_calibration_under_filters_of_a_json_metadata_field(tmp_path: Path) -> N
         metadata_field="metadata",
         enable_dynamic_field=False,
     )
+
+
+def test_calibration_under_filters_of_a_json_metadata_field(tmp_path: Path) -> None:
+    """A store that keeps its metadata in one JSON field: the filters were written as
+    top-level fields, and Milvus refused them (``Invalid expr``)."""
+    store = json_store(tmp_path)
     result = calibrate_vectorstore(store, FORM, filters={"doc_type": "public"}, progress=False)
+    assert top(result) == "public"
+
+
+def test_a_json_metadata_field_is_read_for_id_field_and_sources(tmp_path: Path) -> None:
+    """``id_field`` (and a section's source, language, title) were read as top-level fields of
+    a store that keeps its metadata in one JSON field: "section ... has no metadata key"."""
+    store = json_store(tmp_path, pid="p-{kind}", source="{kind}-kb")
+    form = SimpleForm(should_match=(ASKED,), should_not_match=(UNRELATED,), gold=("public-kb",))
+    result = calibrate_vectorstore(
+        store, form, id_field="pid", filters={"doc_type": "public"}, progress=False
+    )
     assert top(result) == "public"

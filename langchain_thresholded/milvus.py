@@ -46,7 +46,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from thresholded.errors import UnsupportedMetricError
-from thresholded.filters.milvus import DeclaredFields
+from thresholded.filters.milvus import DeclaredFields, value_kind
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     collection_not_found,
@@ -451,7 +451,16 @@ def declared_fields(store: Any) -> DeclaredFields:
     skipped = {DataType.JSON, *(t for t in DataType if "VECTOR" in t.name)}
     scalars = {f.name for f in col.schema.fields if f.dtype not in (*skipped, DataType.ARRAY)}
     lists = {f.name for f in col.schema.fields if f.dtype == DataType.ARRAY}
-    return DeclaredFields(lists=frozenset(lists), scalars=frozenset(scalars))
+    kinds = {f.name: value_kind(_held_type(f).name) for f in col.schema.fields}
+    known = tuple((name, kind) for name, kind in kinds.items() if kind is not None)
+    return DeclaredFields(lists=frozenset(lists), scalars=frozenset(scalars), kinds=known)
+
+
+def _held_type(field: Any) -> Any:
+    """A field's data type; an ARRAY field's elements'."""
+    from pymilvus import DataType
+
+    return field.element_type if field.dtype == DataType.ARRAY else field.dtype
 
 
 def check_metadata_field(store: Any) -> None:

@@ -137,6 +137,36 @@ def _lite_major() -> int:
 _LIST_OPS = frozenset({*_ARRAYS, Op.IS_EMPTY})
 
 
+class ValueKind(StrEnum):
+    """The kind of value a declared field holds, as Milvus compares it."""
+
+    TEXT = "text"
+    NUMBER = "number"
+    BOOLEAN = "boolean"
+
+    def holds(self, value: object) -> bool:
+        if self is ValueKind.BOOLEAN or isinstance(value, bool):
+            return self is ValueKind.BOOLEAN and isinstance(value, bool)
+        return isinstance(value, str if self is ValueKind.TEXT else int | float)
+
+
+def value_kind(dtype: str) -> ValueKind | None:
+    """The kind of value a Milvus field of data type ``dtype`` (its name: ``VARCHAR``,
+    ``INT64``, ...) holds; None for one no filter compares (JSON, vectors)."""
+    if dtype in ("VARCHAR", "STRING"):
+        return ValueKind.TEXT
+    if dtype == "BOOL":
+        return ValueKind.BOOLEAN
+    return ValueKind.NUMBER if dtype.startswith(("INT", "FLOAT", "DOUBLE")) else None
+
+
+def _values(c: Condition) -> tuple[object, ...]:
+    """The values a condition compares with (none for ``is_empty``)."""
+    if c.value is None:
+        return ()
+    return c.value if isinstance(c.value, tuple) else (c.value,)
+
+
 @dataclass(frozen=True)
 class DeclaredFields:
     """The filter keys that are declared fields of a collection, by kind: Milvus runs on a
@@ -147,9 +177,19 @@ class DeclaredFields:
     """Declared ARRAY fields."""
     scalars: frozenset[str] = frozenset()
     """Declared fields of one scalar value (text, number, boolean)."""
+    kinds: tuple[tuple[str, ValueKind], ...] = ()
+    """Each declared field's kind of value (an ARRAY's elements'), by key."""
 
     def check(self, c: Condition) -> None:
         """Refuse a condition Milvus cannot run on the declared field it names."""
+        kind = dict(self.kinds).get(c.key)
+        other = next((v for v in _values(c) if kind and not kind.holds(v)), None)
+        if other is not None:
+            raise UnsafeFilterError(
+                f"{c.op.value} {other!r} on {c.key!r}, a declared field of the collection "
+                f"holding {kind}s, which Milvus refuses to compare with a "
+                f"{type(other).__name__}: compare it with a {kind}"
+            )
         if c.key in self.lists and c.op not in _LIST_OPS:
             raise UnsafeFilterError(
                 f"{c.op.value} on {c.key!r}, a declared ARRAY field of the collection, which "

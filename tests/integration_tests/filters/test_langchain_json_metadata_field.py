@@ -192,13 +192,18 @@ def test_list_tests_on_a_declared_array_field(declared: Any, filters: Any) -> No
     [
         ({"tags": {"$ne": "x"}}, "!= on 'tags', a declared ARRAY field"),
         ({"doc_type": {"$contains": "ubli"}}, "contains on 'doc_type', a declared scalar field"),
+        ({"doc_type": 1}, "== 1 on 'doc_type', a declared field of the collection holding text"),
+        ({"doc_type": {"$gt": 1}}, "> 1 on 'doc_type', .* holding texts"),
+        ({"doc_type": {"$in": [1, 2]}}, "in 1 on 'doc_type'"),
+        ({"tags": {"$contains": 1}}, "contains 1 on 'tags', .* holding texts"),
     ],
-    ids=["eq-on-array", "contains-on-scalar"],
+    ids=["eq-on-array", "contains-on-scalar", "number-on-text", "gt", "in", "number-in-array"],
 )
 def test_a_condition_milvus_cannot_run_on_a_declared_field_is_refused(
     declared: Any, filters: Any, refused: str
 ) -> None:
-    """Each failed with pymilvus's raw ``Invalid expr``."""
+    """Each failed with pymilvus's raw ``Invalid expr`` (a value of another type than the
+    declared field's too)."""
     with pytest.raises(UnsafeFilterError, match=refused):
         retriever(declared, filters=filters)
     with pytest.raises(UnsafeFilterError, match=refused):

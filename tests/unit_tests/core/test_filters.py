@@ -19,6 +19,7 @@ from thresholded.filters import (
     none_match,
     to_milvus,
 )
+from thresholded.filters.milvus import ValueKind, value_kind
 
 ROWS = {
     "string": {"k": "a"},
@@ -183,6 +184,32 @@ def test_declared_fields_are_written_for_their_type() -> None:
         to_milvus(c(Op.NE, "a", "tags"), Dialect.MODERN, declared=declared)
     with pytest.raises(UnsafeFilterError, match="any on 'doc_type', a declared scalar field"):
         to_milvus(c(Op.ANY, ["a"], "doc_type"), Dialect.MODERN, declared=declared)
+
+
+@pytest.mark.parametrize(
+    ("kind", "held", "refused"),
+    [
+        (ValueKind.TEXT, ["a", ""], [1, 1.5, True]),
+        (ValueKind.NUMBER, [1, -2.5, 0], ["1", True, False]),
+        (ValueKind.BOOLEAN, [True, False], [1, 0, "true"]),
+    ],
+)
+def test_a_declared_field_compares_with_values_of_its_kind(kind, held, refused) -> None:
+    """Milvus refuses (``Invalid expr``) a value of another type than a declared field's: a
+    number on a VARCHAR, say, or a boolean on an INT64 (``True`` is an int in Python)."""
+    declared = DeclaredFields(scalars=frozenset({"k"}), kinds=(("k", kind),))
+    for value in held:
+        assert to_milvus(c(Op.EQ, value, "k"), Dialect.MODERN, declared=declared).exact
+    for value in refused:
+        with pytest.raises(UnsafeFilterError, match=f"holding {kind}s"):
+            to_milvus(c(Op.EQ, value, "k"), Dialect.MODERN, declared=declared)
+    assert [value_kind(t) for t in ("VARCHAR", "INT8", "DOUBLE", "BOOL", "JSON")] == [
+        ValueKind.TEXT,
+        ValueKind.NUMBER,
+        ValueKind.NUMBER,
+        ValueKind.BOOLEAN,
+        None,
+    ]
 
 
 def test_keys_inside_one_json_field() -> None:

@@ -106,10 +106,12 @@ def calibrate_vectorstore(
 
 
 def _layout_of(store: Any) -> Layout | None:
-    """The store's own id, vector and text fields; None where it has several vector fields."""
+    """The store's own id, vector and text fields, and the JSON field its metadata is kept in
+    (if one is); None where it has several vector fields."""
     vector = store._vector_field
     if isinstance(vector, list | tuple):
         vector = vector[0] if len(vector) == 1 else None
     if not isinstance(vector, str):
         return None
-    return Layout("langchain", str(store._primary_field), vector, str(store._text_field))
+    fields = (str(store._primary_field), vector, str(store._text_field))
+    return Layout("langchain", *fields, metadata_field=json_metadata_field(store))

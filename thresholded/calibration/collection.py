@@ -91,6 +91,12 @@ class Layout:
     id_field: str
     vector_field: str
     text_field: str = "text"
+    metadata_field: str | None = None
+    """The JSON field a section's metadata is kept in (None: among the fields)."""
+
+    def metadata(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A row's metadata, where ``id_field`` keys are read."""
+        return row if self.metadata_field is None else row.get(self.metadata_field) or {}
 
 
 LAYOUTS = (Layout("llama-index", "id", "embedding"), Layout("langchain", "pk", "vector"))
@@ -191,8 +197,10 @@ def _rows(client: Any, collection: str, filter: str, batch_size: int) -> Iterato
 
 
 def _passage(row: dict[str, Any], layout: Layout) -> Passage:
+    meta = layout.metadata(row)
+
     def text_of(key: str) -> str | None:
-        value = row.get(key)
+        value = meta.get(key)
         return None if value in (None, "", "None") else str(value)
 
     return Passage(
@@ -282,12 +290,12 @@ def _read(
         disable=not progress,
     )
     for row in rows:
-        passage = _passage(row, layout)
-        if id_field is not None and row.get(id_field) in (None, ""):
+        passage, meta = _passage(row, layout), layout.metadata(row)
+        if id_field is not None and meta.get(id_field) in (None, ""):
             raise ValueError(f"section {passage.pid!r} has no metadata key {id_field!r}")
         passages.append(passage)
         vectors.append(row[layout.vector_field])
-        keys[passage.pid] = str(row[id_field]) if id_field else passage.pid
+        keys[passage.pid] = str(meta[id_field]) if id_field else passage.pid
     if not passages:
         where = f" under the filter {filter!r}" if filter else ""
         raise ValueError(f"collection {collection!r} holds no sections{where}")

@@ -99,14 +99,13 @@ def test_a_store_that_is_not_milvus_is_refused_saying_how_to_calibrate_it() -> N
     assert "calibrate_simple" in str(info.value)
 
 
-def test_calibration_under_filters_of_a_json_metadata_field(tmp_path: Path) -> None:
-    """A store that keeps its metadata in one JSON field: the filters were written as
-    top-level fields, and Milvus refused them (``Invalid expr``)."""
+def json_store(tmp_path: Path, metadata: Any) -> Any:
+    """A store that keeps each section's ``metadata(kind)`` in one JSON field."""
     docs = [
-        Document(id=kind, page_content=kind, metadata={"doc_type": kind})
+        Document(id=kind, page_content=kind, metadata=metadata(kind))
         for kind in ("public", "internal")
     ]
-    store = milvus_from_documents(
+    return milvus_from_documents(
         docs,
         HandEmbeddings(),
         uri=str(tmp_path / "json.db"),
@@ -114,5 +113,22 @@ def test_calibration_under_filters_of_a_json_metadata_field(tmp_path: Path) -> N
         metadata_field="metadata",
         enable_dynamic_field=False,
     )
+
+
+def test_calibration_under_filters_of_a_json_metadata_field(tmp_path: Path) -> None:
+    """A store that keeps its metadata in one JSON field: the filters were written as
+    top-level fields, and Milvus refused them (``Invalid expr``)."""
+    store = json_store(tmp_path, lambda kind: {"doc_type": kind})
     result = calibrate_vectorstore(store, FORM, filters={"doc_type": "public"}, progress=False)
     assert top(result) == "public"
+
+
+def test_an_id_field_and_sources_inside_a_json_metadata_field(tmp_path: Path) -> None:
+    """A store that keeps its metadata in one JSON field: ``id_field`` and the sections'
+    sources were looked for among the collection's top-level fields: every section was
+    refused as having no such metadata key, and a gold naming a source named none."""
+    store = json_store(tmp_path, lambda kind: {"source": f"{kind}.md", "pid": f"p-{kind}"})
+    result = calibrate_vectorstore(store, FORM, id_field="pid", progress=False)
+    assert top(result) == "internal"
+    gold = SimpleForm(should_match=(ASKED,), should_not_match=(UNRELATED,), gold=("public.md",))
+    assert calibrate_vectorstore(store, gold, progress=False).rows

@@ -168,7 +168,7 @@ def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
     wheres = _filters_of(retriever) if theirs else None
     if not wheres:
         return
-    outside = [n for n in theirs if not any(matches(w, n.node.metadata) for w in wheres)]
+    outside = [n for n in theirs if not any(matches(w, _as_stored(n.node)) for w in wheres)]
     if outside:
         raise UnsafeFilterError(
             f"{type(retriever).__name__} returned {len(outside)} section(s) outside its "
@@ -179,6 +179,17 @@ def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
             "ThresholdedRetriever(index, policy, filters=...) in place of LlamaIndex's own "
             "retriever: it returns the IndexNode itself, within the filters"
         )
+
+
+_DOCUMENT_KEYS = ("document_id", "doc_id", "ref_doc_id")
+"""Where LlamaIndex's stores keep a node's document id beside its metadata, and filter it."""
+
+
+def _as_stored(node: Any) -> dict[str, Any]:
+    """A node's metadata as LlamaIndex's stores keep and filter it: its document's id under
+    each of :data:`_DOCUMENT_KEYS` (``"None"`` for none), as ``node_to_metadata_dict`` writes
+    it."""
+    return {**node.metadata, **dict.fromkeys(_DOCUMENT_KEYS, node.ref_doc_id or "None")}
 
 
 def _filters_of(retriever: Any) -> list[Filter] | None:

@@ -135,6 +135,9 @@ def _lite_major() -> int:
 
 
 _LIST_OPS = frozenset({*_ARRAYS, Op.IS_EMPTY})
+_NO_LENGTH_OF_A_KEY = frozenset({Dialect.MODERN, Dialect.PLAIN})
+"""Engines that may take ``array_length`` of a field only, not of a key inside a JSON field
+(``array_length(metadata["tags"])``): Milvus Lite 3 refuses it, and an engine not known."""
 
 
 class ValueKind(StrEnum):
@@ -256,6 +259,9 @@ class _Writer:
         assert c.op is Op.IS_EMPTY
         if c.key in self.declared.lists:  # a declared list holds nothing else
             return f"array_length({key}) == 0"
+        if self.json_field is not None and self.dialect in _NO_LENGTH_OF_A_KEY:
+            self.exact = False  # no length of a key inside a JSON field: the reference checks
+            return None
         if self.dialect is Dialect.MODERN:
             empty_list = f"(array_length({key}) == 0 and json_contains_all({key}, []))"
             return f'(not exists {key} or {key} == "" or {empty_list})'

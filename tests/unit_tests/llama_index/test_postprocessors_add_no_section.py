@@ -474,3 +474,23 @@ def test_a_plain_filtered_retriever_within_its_filters_is_fine(kit):
     index = public_then_internal(kit)
     nodes = engine("query", plain_retriever(index, PUBLIC), []).query(kit.QUESTION).source_nodes
     assert nodes and all(n.node.metadata["kind"] == "public" for n in nodes)
+
+
+def of_documents(kit):
+    from llama_index.core.schema import RelatedNodeInfo
+
+    public = kit.section("public", 0.9, kind="public")
+    internal = kit.section("internal", 0.8, kind="internal", text="INTERNAL ONLY")
+    for node, document in ((public, "doc-a"), (internal, "doc-b")):
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=document)
+    return kit.build_index([public, internal], kit.embedding())
+
+
+@pytest.mark.parametrize("key", ["ref_doc_id", "doc_id", "document_id"])
+def test_a_plain_retriever_filtered_on_its_documents_is_fine(kit, key):
+    """LlamaIndex's stores keep each node's document id beside its metadata under these keys,
+    and filter on them: every node the retriever returned was refused as outside its filters,
+    its metadata lacking them."""
+    filters = MetadataFilters(filters=[MetadataFilter(key=key, value="doc-a")])
+    nodes = engine("query", plain_retriever(of_documents(kit), filters), [])
+    assert [n.node.node_id for n in nodes.query(kit.QUESTION).source_nodes] == ["public"]

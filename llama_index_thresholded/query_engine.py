@@ -200,12 +200,22 @@ def _filters_of(retriever: Any) -> list[Filter] | None:
     if isinstance(retriever, EngineRetriever):
         return []
     if isinstance(retriever, VectorIndexRetriever):
-        where = to_filter(retriever._filters)
+        where = _readable(retriever._filters)
         return None if where is None else [where]
     inner = [_filters_of(r) for r in _inner(retriever)]
     if not inner or any(found is None for found in inner):
         return None
     return [where for found in inner for where in found or ()]
+
+
+def _readable(filters: Any) -> Filter | None:
+    """LlamaIndex's own filters in the core's model; None where they have none, or where the
+    model refuses them (a key such as ``content-type``, which LlamaIndex filters on): then
+    nothing is known to check a node against."""
+    try:
+        return to_filter(filters)
+    except UnsafeFilterError:
+        return None
 
 
 def check_postprocessors(

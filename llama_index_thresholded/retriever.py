@@ -618,5 +618,12 @@ def vector_retriever_holds_back(retriever: VectorIndexRetriever) -> bool:
     node_ids = _inherited_node_ids(retriever)
     every_node = set(retriever._index.index_struct.nodes_dict.values())  # as_retriever()'s
     some_nodes = node_ids is not None and set(node_ids) != every_node
-    filtered = to_filter(retriever._filters) is not None or bool(restrictions)
+    filtered = _filtered(retriever._filters) or bool(restrictions)
     return filtered or some_nodes or retriever._doc_ids is not None
+
+
+def _filtered(filters: MetadataFilters | None) -> bool:
+    """Whether LlamaIndex's own filters hold anything back, as LlamaIndex reads them (an empty
+    ``MetadataFilters`` is none): not in the core's model, which refuses keys LlamaIndex
+    filters on (``content-type``)."""
+    return filters is not None and bool(filters.filters)

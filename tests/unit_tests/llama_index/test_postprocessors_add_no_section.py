@@ -494,3 +494,21 @@ def test_a_plain_retriever_filtered_on_its_documents_is_fine(kit, key):
     filters = MetadataFilters(filters=[MetadataFilter(key=key, value="doc-a")])
     nodes = engine("query", plain_retriever(of_documents(kit), filters), [])
     assert [n.node.node_id for n in nodes.query(kit.QUESTION).source_nodes] == ["public"]
+
+
+def test_a_plain_retriever_with_a_filter_the_core_model_cannot_read_is_taken(kit):
+    """LlamaIndex's own retriever filtered on a key such as ``content-type``, which
+    LlamaIndex filters on but the core's model (written for Milvus expressions) refuses: the
+    engine failed with the model's "not a plain field name", though the retriever had
+    returned exactly what its filter admits. Its filter still counts as holding sections
+    back (a docstore-reading postprocessor is refused behind it)."""
+    from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+    index = kit.build_index(
+        [kit.section("public", 0.9, kind="public", **{"content-type": "faq"})], kit.embedding()
+    )
+    odd = MetadataFilters(filters=[MetadataFilter(key="content-type", value="faq")])
+    nodes = engine("query", plain_retriever(index, odd), []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["public"]
+    with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
+        engine("query", plain_retriever(index, odd), [next_section(index)]).query(kit.QUESTION)

@@ -66,8 +66,7 @@ def to_chroma(f: Filter | None, *, allowed_keys: Iterable[str] | None = None) ->
 def condition_where(c: Condition, *, negated: bool = False) -> dict[str, Any]:
     """One condition (or its complement) as a ``where`` clause; :class:`Inexpressible` when
     Chroma has no exact form for it."""
-    values = c.value if isinstance(c.value, tuple) else (c.value,)
-    if c.op in _POSITIVE and all(map(_exact, values)):
+    if c.op in _POSITIVE and all(map(_exact, c.values)):
         return {c.key: {(_COMPLEMENT if negated else _POSITIVE)[c.op]: _value(c.value)}}
     if c.op in _ORDERED and not negated and kind(c.value) == "number" and _exact(c.value):
         return {c.key: {_ORDERED[c.op]: c.value}}

@@ -47,6 +47,5 @@ def _safe(c: Condition, *, negated: bool = False) -> bool:
     """
     if c.op not in SAFE_OPERATORS:
         return False
-    values = c.value if isinstance(c.value, tuple) else (c.value,)
     negative = (c.op in _NEGATIVE) != negated
-    return not negative or all(kind(v) != "number" for v in values)
+    return not negative or all(kind(v) != "number" for v in c.values)

@@ -163,13 +163,6 @@ def value_kind(dtype: str) -> ValueKind | None:
     return ValueKind.NUMBER if dtype.startswith(("INT", "FLOAT", "DOUBLE")) else None
 
 
-def _values(c: Condition) -> tuple[object, ...]:
-    """The values a condition compares with (none for ``is_empty``)."""
-    if c.value is None:
-        return ()
-    return c.value if isinstance(c.value, tuple) else (c.value,)
-
-
 @dataclass(frozen=True)
 class DeclaredFields:
     """The filter keys that are declared fields of a collection, by kind: Milvus runs on a
@@ -186,7 +179,7 @@ class DeclaredFields:
     def check(self, c: Condition) -> None:
         """Refuse a condition Milvus cannot run on the declared field it names."""
         kind = dict(self.kinds).get(c.key)
-        other = next((v for v in _values(c) if kind and not kind.holds(v)), None)
+        other = next((v for v in c.values if kind and not kind.holds(v)), None)
         if other is not None:
             raise UnsafeFilterError(
                 f"{c.op.value} {other!r} on {c.key!r}, a declared field of the collection "
@@ -321,8 +314,7 @@ class _Writer:
 
 def _texts(c: Condition) -> list[str]:
     """The text values of a list test (its values are of one type)."""
-    values = c.value if isinstance(c.value, tuple) else (c.value,)
-    return [v for v in values if isinstance(v, str)]
+    return [v for v in c.values if isinstance(v, str)]
 
 
 def _exact_on_2_3(c: Condition) -> bool:

@@ -94,6 +94,13 @@ class Condition:
     def __str__(self) -> str:
         return f"{self.key} {self.op.value} {self.value!r}"
 
+    @property
+    def values(self) -> tuple[Scalar, ...]:
+        """The values the condition compares with: a list test's, one, or none (is_empty)."""
+        if self.value is None:
+            return ()
+        return self.value if isinstance(self.value, tuple) else (self.value,)
+
 
 @dataclass(frozen=True)
 class Group:

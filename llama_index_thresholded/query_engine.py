@@ -32,6 +32,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import VectorIndexAutoRetriever, VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.multi_collection import collection_of
@@ -188,14 +189,15 @@ _DOCUMENT_KEYS = ("document_id", "doc_id", "ref_doc_id")
 def _as_stored(node: Any) -> dict[str, Any]:
     """A node's metadata as LlamaIndex's stores keep and filter it: its document's id under
     each of :data:`_DOCUMENT_KEYS` (``"None"`` for none), as ``node_to_metadata_dict`` writes
-    it."""
-    return {**node.metadata, **dict.fromkeys(_DOCUMENT_KEYS, node.ref_doc_id or "None")}
+    it; every key under its plain name (:func:`_plain`), as :func:`_readable` reads them."""
+    stored = {**node.metadata, **dict.fromkeys(_DOCUMENT_KEYS, node.ref_doc_id or "None")}
+    return {_plain(key): value for key, value in stored.items()}
 
 
 def _filters_of(retriever: Any) -> list[Filter] | None:
     """The filters of the LlamaIndex vector retrievers ``retriever`` searches through (itself,
     or those it wraps, :func:`_inner`), one of which each node they return meets; None where
-    one of them has none, or is none this can read (any node may come back). Ours add none:
+    one of them has none (any node may come back). Ours add none:
     what they return is held to their filters already."""
     if isinstance(retriever, EngineRetriever):
         return []
@@ -209,13 +211,40 @@ def _filters_of(retriever: Any) -> list[Filter] | None:
 
 
 def _readable(filters: Any) -> Filter | None:
-    """LlamaIndex's own filters in the core's model; None where they have none, or where the
-    model refuses them (a key such as ``content-type``, which LlamaIndex filters on): then
-    nothing is known to check a node against."""
+    """LlamaIndex's own filters in the core's model, each key under its plain name
+    (:func:`_plain`): LlamaIndex filters on keys the model refuses as field names
+    (``content-type``), and they hold back as any do. None where they have none. Filters
+    the model refuses for another reason (a condition with no value) are refused, naming
+    their keys as given."""
     try:
-        return to_filter(filters)
-    except UnsafeFilterError:
-        return None
+        return to_filter(_plain_keys(filters))
+    except UnsafeFilterError as exc:
+        message = str(exc)
+        for key in _keys(filters):
+            message = message.replace(_plain(key), key)
+        raise UnsafeFilterError(message) from None
+
+
+def _keys(filters: Any) -> set[str]:
+    """Every key LlamaIndex's ``filters`` name."""
+    if isinstance(filters, MetadataFilter):
+        return {filters.key}
+    return {key for f in filters.filters for key in _keys(f)}
+
+
+def _plain_keys(filters: Any) -> Any:
+    """LlamaIndex's ``filters`` with each key under its plain name (:func:`_plain`)."""
+    if isinstance(filters, MetadataFilter):
+        return filters.model_copy(update={"key": _plain(filters.key)})
+    if isinstance(filters, MetadataFilters):
+        return filters.model_copy(update={"filters": [_plain_keys(f) for f in filters.filters]})
+    return filters
+
+
+def _plain(key: Any) -> Any:
+    """A metadata key as a name the core's model takes, one for each key (its UTF-8 bytes
+    in hexadecimal): the filters are only checked here, never written for a store."""
+    return f"k_{key.encode().hex()}" if isinstance(key, str) else key
 
 
 def check_postprocessors(

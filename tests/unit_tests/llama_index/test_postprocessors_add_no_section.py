@@ -512,3 +512,50 @@ def test_a_plain_retriever_with_a_filter_the_core_model_cannot_read_is_taken(kit
     assert [n.node.node_id for n in nodes] == ["public"]
     with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
         engine("query", plain_retriever(index, odd), [next_section(index)]).query(kit.QUESTION)
+
+
+CONTENT_TYPE_FAQ = MetadataFilters(filters=[MetadataFilter(key="content-type", value="faq")])
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [CONTENT_TYPE_FAQ, MetadataFilters(filters=[*PUBLIC.filters, *CONTENT_TYPE_FAQ.filters])],
+    ids=["content-type", "kind-and-content-type"],
+)
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_filter_the_core_model_cannot_name_still_holds_an_index_node_back(
+    kit, call, filters
+):
+    """LlamaIndex's own retriever filtered on ``content-type`` follows a public ``IndexNode``
+    to the internal section it carries: the filter, which the core's model cannot write as a
+    field name, was taken as none to check, and the engine answered from the section."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+    from llama_index.core.schema import IndexNode
+
+    internal = kit.section(
+        "internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY", **{"content-type": "x"}
+    )
+    pointer = IndexNode(
+        id_="pointer",
+        text="Section pointer.",
+        index_id="internal",
+        obj=internal,
+        metadata={"kind": "public", "content-type": "faq"},
+        embedding=kit.vec(0.9),
+    )
+    index = kit.build_index([pointer], kit.embedding())
+    plain = VectorIndexRetriever(index, filters=filters, similarity_top_k=5)
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "'internal'" not in str(raised.value)
+        assert "INTERNAL ONLY" not in str(raised.value)
+
+
+def test_a_filter_the_core_model_refuses_for_its_value_is_still_refused(kit):
+    """Only a key is read past the model's field names: a filter whose value means nothing
+    to it (no value) is refused, naming its key, rather than taken as no filter to check."""
+    index = public_then_internal(kit)
+    odd = MetadataFilters(filters=[MetadataFilter(key="content-type", operator="!=", value=None)])
+    with pytest.raises(UnsafeFilterError, match=r"filter on 'content-type' \(!=\) has no value"):
+        engine("query", plain_retriever(index, odd), []).query(kit.QUESTION)

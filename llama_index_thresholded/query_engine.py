@@ -201,13 +201,22 @@ def _filters_of(retriever: Any) -> list[Filter] | None:
     what they return is held to their filters already."""
     if isinstance(retriever, EngineRetriever):
         return []
-    if isinstance(retriever, VectorIndexRetriever):
-        where = _readable(retriever._filters)
+    if isinstance(retriever, VectorIndexRetriever | VectorIndexAutoRetriever):
+        where = _readable(_own_filters(retriever))
         return None if where is None else [where]
     inner = [_filters_of(r) for r in _inner(retriever)]
     if not inner or any(found is None for found in inner):
         return None
     return [where for found in inner for where in found or ()]
+
+
+def _own_filters(retriever: VectorIndexRetriever | VectorIndexAutoRetriever) -> Any:
+    """The filters LlamaIndex's vector retriever is known to search under: a plain one's
+    own, an auto retriever's ``extra_filters`` (those its LLM writes for each question are
+    not kept), which it follows an ``IndexNode`` past as the plain one does."""
+    if isinstance(retriever, VectorIndexRetriever):
+        return retriever._filters
+    return retriever._extra_filters
 
 
 def _readable(filters: Any) -> Filter | None:

@@ -559,3 +559,42 @@ def test_a_filter_the_core_model_refuses_for_its_value_is_still_refused(kit):
     odd = MetadataFilters(filters=[MetadataFilter(key="content-type", operator="!=", value=None)])
     with pytest.raises(UnsafeFilterError, match=r"filter on 'content-type' \(!=\) has no value"):
         engine("query", plain_retriever(index, odd), []).query(kit.QUESTION)
+
+
+def spec_llm(question: str) -> MockLLM:
+    """An auto retriever's LLM that asks ``question`` and writes no filter of its own."""
+
+    class SpecLLM(MockLLM):
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            import json
+
+            from llama_index.core.base.llms.types import CompletionResponse
+
+            spec = {"query": question, "filters": [], "top_k": 5}
+            return CompletionResponse(text=json.dumps(spec))
+
+    return SpecLLM()
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_an_auto_retriever_following_an_index_node_past_its_extra_filters_is_refused(
+    kit, call
+):
+    """A ``VectorIndexAutoRetriever`` with ``extra_filters`` (a tenant's) follows a public
+    ``IndexNode`` to the internal section it carries, as the plain retriever does: the check
+    took its filters as unknown, and the engine answered from the section."""
+    from llama_index.core.retrievers import VectorIndexAutoRetriever
+    from llama_index.core.vector_stores.types import MetadataInfo, VectorStoreInfo
+
+    plain = followed_index_node(kit, "section", PUBLIC)
+    info = VectorStoreInfo(
+        content_info="sections",
+        metadata_info=[MetadataInfo(name="kind", type="str", description="public or internal")],
+    )
+    auto = VectorIndexAutoRetriever(
+        plain._index, vector_store_info=info, llm=spec_llm(kit.QUESTION), extra_filters=PUBLIC
+    )
+    for retriever in (auto, fused(auto)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "'internal'" not in str(raised.value)

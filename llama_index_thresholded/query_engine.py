@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import Any
 
+from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.response.schema import (
     RESPONSE_TYPE,
@@ -203,11 +204,32 @@ def _filters_of(retriever: Any) -> list[Filter] | None:
         return []
     if isinstance(retriever, VectorIndexRetriever | VectorIndexAutoRetriever):
         where = _readable(_own_filters(retriever))
+        if where is not None:
+            _check_no_query_engine(retriever)
         return None if where is None else [where]
     inner = [_filters_of(r) for r in _inner(retriever)]
     if not inner or any(found is None for found in inner):
         return None
     return [where for found in inner for where in found or ()]
+
+
+def _check_no_query_engine(retriever: BaseRetriever) -> None:
+    """Refuse a filtered retriever whose ``object_map`` holds a query engine: it follows an
+    ``IndexNode`` to it and returns its answer as a new node, whose metadata is the answer's
+    (its sources' by their ids), not the sections' it was made from: a filter it meets by
+    lacking a key (``!=``, ``nin``, ``is_empty``, NOT) admits an answer made from sections
+    outside it."""
+    engines = sorted(
+        {type(o).__name__ for o in retriever.object_map.values() if isinstance(o, BaseQueryEngine)}
+    )
+    if engines:
+        raise UnsafeFilterError(
+            f"{type(retriever).__name__} has filters, and its object_map holds a query engine "
+            f"({', '.join(engines)}): it follows an IndexNode to it and returns its answer, made "
+            "from sections held to none of the filters, with metadata that is not theirs. Give "
+            "the query engine's retriever in its place, whose sections are checked, or use "
+            "ThresholdedRetriever(index, policy, filters=...), which returns the IndexNode itself"
+        )
 
 
 def _own_filters(retriever: VectorIndexRetriever | VectorIndexAutoRetriever) -> Any:

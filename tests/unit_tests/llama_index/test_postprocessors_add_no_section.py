@@ -355,19 +355,26 @@ async def test_behind_a_plain_filtered_retriever_nodes_name_related_nodes_by_id_
     assert index.docstore.get_node("public").next_node.metadata["title"] == "Layoffs in Q3"
 
 
+def public_pointer(kit, obj=None):
+    """A public ``IndexNode`` pointing at "internal" (carrying ``obj``, if given)."""
+    from llama_index.core.schema import IndexNode
+
+    return IndexNode(
+        id_="pointer",
+        text="Section pointer.",
+        index_id="internal",
+        obj=obj,
+        metadata={"kind": "public"},
+        embedding=kit.vec(0.9),
+    )
+
+
 def recursive(kit, filters):
     """A recursive retriever over ours: a public ``IndexNode`` points at an internal section
     held in its ``node_dict``."""
     from llama_index.core.retrievers import RecursiveRetriever
-    from llama_index.core.schema import IndexNode
 
-    pointer = IndexNode(
-        id_="pointer",
-        text="Section pointer.",
-        index_id="internal",
-        metadata={"kind": "public"},
-        embedding=kit.vec(0.9),
-    )
+    pointer = public_pointer(kit)
     internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
     index = kit.build_index([pointer], kit.embedding())
     ours = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=filters)
@@ -431,18 +438,10 @@ def followed_index_node(kit, obj_kind, filters):
     section, or names a retriever of it in the retriever's ``object_map``: it follows either,
     past its filters."""
     from llama_index.core.retrievers import VectorIndexRetriever
-    from llama_index.core.schema import IndexNode
 
     internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
     carried = internal if obj_kind == "section" else None
-    pointer = IndexNode(
-        id_="pointer",
-        text="Section pointer.",
-        index_id="internal",
-        obj=carried,
-        metadata={"kind": "public"},
-        embedding=kit.vec(0.9),
-    )
+    pointer = public_pointer(kit, carried)
     index = kit.build_index([pointer], kit.embedding())
     mapped = {} if carried else {"internal": kit.build_index([internal], kit.embedding())}
     objects = {key: other.as_retriever() for key, other in mapped.items()}
@@ -598,3 +597,36 @@ async def test_an_auto_retriever_following_an_index_node_past_its_extra_filters_
         with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
             await answered(call, retriever, [], kit)
         assert "'internal'" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        MetadataFilters(filters=[MetadataFilter(key="kind", operator="!=", value="internal")]),
+        MetadataFilters(filters=[MetadataFilter(key="kind", value="public")]),
+    ],
+    ids=["ne", "eq"],
+)
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_plain_filtered_retriever_following_an_index_node_to_a_query_engine_is_refused(
+    kit, call, filters
+):
+    """LlamaIndex's own filtered retriever follows a public ``IndexNode`` to a query engine
+    its ``object_map`` names, and returns the engine's answer as a new node whose metadata is
+    the response's (keyed by its sources' ids): ``kind != "internal"`` held for it, and the
+    engine answered from what the query engine made of the internal section."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    answers = kit.build_index([internal], kit.embedding()).as_query_engine(
+        llm=MockLLM(), response_mode="simple_summarize"
+    )
+    pointer = public_pointer(kit)
+    index = kit.build_index([pointer], kit.embedding())
+    plain = VectorIndexRetriever(
+        index, filters=filters, similarity_top_k=5, object_map={"internal": answers}
+    )
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="query engine") as raised:
+            await answered(call, retriever, [], kit)
+        assert "INTERNAL ONLY" not in str(raised.value)

@@ -630,3 +630,22 @@ async def test_a_plain_filtered_retriever_following_an_index_node_to_a_query_eng
         with pytest.raises(UnsafeFilterError, match="query engine") as raised:
             await answered(call, retriever, [], kit)
         assert "INTERNAL ONLY" not in str(raised.value)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_plain_retriever_on_some_nodes_following_an_index_node_past_them_is_refused(
+    kit, call
+):
+    """``VectorIndexRetriever(index, node_ids=[...])`` follows a public ``IndexNode`` among
+    them to the internal section it carries, which is none of them: the check read its
+    filters alone, and the engine answered from the section."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+
+    index = followed_index_node(kit, "section", None)._index
+    plain = VectorIndexRetriever(index, node_ids=["pointer"], similarity_top_k=5)
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "'internal'" not in str(raised.value)
+    within = VectorIndexRetriever(index, node_ids=["pointer", "internal"], similarity_top_k=5)
+    assert [n.node.node_id for n in engine("query", within, []).query(kit.QUESTION).source_nodes]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import Any
 
+from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.response.schema import (
     RESPONSE_TYPE,
@@ -32,6 +33,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import VectorIndexAutoRetriever, VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.multi_collection import collection_of
@@ -48,7 +50,7 @@ from thresholded.abstention import (
     no_match_flags,
 )
 from thresholded.errors import UnsafeFilterError
-from thresholded.filters import Filter, matches
+from thresholded.filters import Condition, Filter, Op, all_of, matches
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
 from thresholded.report import abstained_by_after
@@ -159,11 +161,11 @@ def none_added(
 
 
 def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
-    """Refuse what LlamaIndex's own filtered retrievers returned outside their filters
-    (:func:`_filters_of`): such a retriever follows an ``IndexNode`` to the object it carries
-    (or its ``object_map`` holds), a section, retriever or query engine held to none of
-    them. What a retrieval of ours returned is held to them already. The error names no
-    section: they are outside the filters."""
+    """Refuse what LlamaIndex's own filtered retrievers returned outside their filters (and
+    ``node_ids``, :func:`_filters_of`): such a retriever follows an ``IndexNode`` to the
+    object it carries (or its ``object_map`` holds), a section, retriever or query engine
+    held to none of them. What a retrieval of ours returned is held to them already. The
+    error names no section: they are outside the filters."""
     theirs = [n for n in retrieved if asked_of(n.node) is None]
     wheres = _filters_of(retriever) if theirs else None
     if not wheres:
@@ -172,7 +174,8 @@ def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
     if outside:
         raise UnsafeFilterError(
             f"{type(retriever).__name__} returned {len(outside)} section(s) outside its "
-            "filters (their metadata does not meet them): LlamaIndex's retriever follows an "
+            "filters or node_ids (their metadata does not meet them, or they are none of the "
+            "nodes named): LlamaIndex's retriever follows an "
             "IndexNode to the object it carries (a section, retriever or query engine), held "
             "to none of them, and a store that returns only some metadata leaves nothing to "
             "check a node against. Use "
@@ -185,22 +188,31 @@ _DOCUMENT_KEYS = ("document_id", "doc_id", "ref_doc_id")
 """Where LlamaIndex's stores keep a node's document id beside its metadata, and filter it."""
 
 
+_NODE_ID = "node_id"
+"""Where :func:`_as_stored` puts a node's id, for a retriever's ``node_ids``: no metadata key
+is there, each being under its plain name (:func:`_plain`)."""
+
+
 def _as_stored(node: Any) -> dict[str, Any]:
     """A node's metadata as LlamaIndex's stores keep and filter it: its document's id under
     each of :data:`_DOCUMENT_KEYS` (``"None"`` for none), as ``node_to_metadata_dict`` writes
-    it."""
-    return {**node.metadata, **dict.fromkeys(_DOCUMENT_KEYS, node.ref_doc_id or "None")}
+    it; every key under its plain name (:func:`_plain`), as :func:`_readable` reads them, and
+    the node's id under :data:`_NODE_ID`."""
+    stored = {**node.metadata, **dict.fromkeys(_DOCUMENT_KEYS, node.ref_doc_id or "None")}
+    return {**{_plain(key): value for key, value in stored.items()}, _NODE_ID: node.node_id}
 
 
 def _filters_of(retriever: Any) -> list[Filter] | None:
     """The filters of the LlamaIndex vector retrievers ``retriever`` searches through (itself,
-    or those it wraps, :func:`_inner`), one of which each node they return meets; None where
-    one of them has none, or is none this can read (any node may come back). Ours add none:
-    what they return is held to their filters already."""
+    or those it wraps, :func:`_inner`), with their ``node_ids`` (:func:`_of_nodes`), one of
+    which each node they return meets; None where one of them has none (any node may come
+    back). Ours add none: what they return is held to their filters already."""
     if isinstance(retriever, EngineRetriever):
         return []
-    if isinstance(retriever, VectorIndexRetriever):
-        where = _readable(retriever._filters)
+    if isinstance(retriever, VectorIndexRetriever | VectorIndexAutoRetriever):
+        where = all_of(_readable(_own_filters(retriever)), _of_nodes(retriever))
+        if where is not None:
+            _check_no_query_engine(retriever)
         return None if where is None else [where]
     inner = [_filters_of(r) for r in _inner(retriever)]
     if not inner or any(found is None for found in inner):
@@ -208,14 +220,77 @@ def _filters_of(retriever: Any) -> list[Filter] | None:
     return [where for found in inner for where in found or ()]
 
 
+def _of_nodes(retriever: BaseRetriever) -> Filter | None:
+    """A plain retriever's ``node_ids`` as a filter on :data:`_NODE_ID`: it follows an
+    ``IndexNode`` among them to an object that is none of them. None where it has none."""
+    node_ids = getattr(retriever, "_node_ids", None)
+    return None if node_ids is None else Condition(_NODE_ID, Op.IN, tuple(node_ids))
+
+
+def _check_no_query_engine(retriever: BaseRetriever) -> None:
+    """Refuse a retriever with filters or ``node_ids`` whose ``object_map`` holds a query
+    engine: it follows an ``IndexNode`` to it and returns its answer as a new node, whose
+    metadata is the answer's (its sources' by their ids), not the sections' it was made
+    from: a filter it meets by lacking a key (``!=``, ``nin``, ``is_empty``, NOT) admits an
+    answer made from sections outside it."""
+    engines = sorted(
+        {type(o).__name__ for o in retriever.object_map.values() if isinstance(o, BaseQueryEngine)}
+    )
+    if engines:
+        raise UnsafeFilterError(
+            f"{type(retriever).__name__} has filters or node_ids, and its object_map holds a "
+            f"query engine ({', '.join(engines)}): it follows an IndexNode to it and returns "
+            "its answer, made from sections held to none of them, with metadata that is not "
+            "theirs. Give "
+            "the query engine's retriever in its place, whose sections are checked, or use "
+            "ThresholdedRetriever(index, policy, filters=...), which returns the IndexNode itself"
+        )
+
+
+def _own_filters(retriever: VectorIndexRetriever | VectorIndexAutoRetriever) -> Any:
+    """The filters LlamaIndex's vector retriever is known to search under: a plain one's
+    own, an auto retriever's ``extra_filters`` (those its LLM writes for each question are
+    not kept), which it follows an ``IndexNode`` past as the plain one does."""
+    if isinstance(retriever, VectorIndexRetriever):
+        return retriever._filters
+    return retriever._extra_filters
+
+
 def _readable(filters: Any) -> Filter | None:
-    """LlamaIndex's own filters in the core's model; None where they have none, or where the
-    model refuses them (a key such as ``content-type``, which LlamaIndex filters on): then
-    nothing is known to check a node against."""
+    """LlamaIndex's own filters in the core's model, each key under its plain name
+    (:func:`_plain`): LlamaIndex filters on keys the model refuses as field names
+    (``content-type``), and they hold back as any do. None where they have none. Filters
+    the model refuses for another reason (a condition with no value) are refused, naming
+    their keys as given."""
     try:
-        return to_filter(filters)
-    except UnsafeFilterError:
-        return None
+        return to_filter(_plain_keys(filters))
+    except UnsafeFilterError as exc:
+        message = str(exc)
+        for key in _keys(filters):
+            message = message.replace(_plain(key), key)
+        raise UnsafeFilterError(message) from None
+
+
+def _keys(filters: Any) -> set[str]:
+    """Every key LlamaIndex's ``filters`` name."""
+    if isinstance(filters, MetadataFilter):
+        return {filters.key}
+    return {key for f in filters.filters for key in _keys(f)}
+
+
+def _plain_keys(filters: Any) -> Any:
+    """LlamaIndex's ``filters`` with each key under its plain name (:func:`_plain`)."""
+    if isinstance(filters, MetadataFilter):
+        return filters.model_copy(update={"key": _plain(filters.key)})
+    if isinstance(filters, MetadataFilters):
+        return filters.model_copy(update={"filters": [_plain_keys(f) for f in filters.filters]})
+    return filters
+
+
+def _plain(key: Any) -> Any:
+    """A metadata key as a name the core's model takes, one for each key (its UTF-8 bytes
+    in hexadecimal): the filters are only checked here, never written for a store."""
+    return f"k_{key.encode().hex()}" if isinstance(key, str) else key
 
 
 def check_postprocessors(

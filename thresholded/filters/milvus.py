@@ -145,11 +145,16 @@ class ValueKind(StrEnum):
 
     TEXT = "text"
     NUMBER = "number"
+    """A FLOAT or DOUBLE field: any number."""
+    WHOLE_NUMBER = "whole number"
+    """An INT field: Milvus refuses a float there (``year > 2020.5``, ``year == 2021.0``)."""
     BOOLEAN = "boolean"
 
     def holds(self, value: object) -> bool:
         if self is ValueKind.BOOLEAN or isinstance(value, bool):
             return self is ValueKind.BOOLEAN and isinstance(value, bool)
+        if self is ValueKind.WHOLE_NUMBER:
+            return isinstance(value, int)
         return isinstance(value, str if self is ValueKind.TEXT else int | float)
 
 
@@ -160,7 +165,11 @@ def value_kind(dtype: str) -> ValueKind | None:
         return ValueKind.TEXT
     if dtype == "BOOL":
         return ValueKind.BOOLEAN
-    return ValueKind.NUMBER if dtype.startswith(("INT", "FLOAT", "DOUBLE")) else None
+    if "VECTOR" in dtype:
+        return None
+    if dtype.startswith("INT"):
+        return ValueKind.WHOLE_NUMBER
+    return ValueKind.NUMBER if dtype in ("FLOAT", "DOUBLE") else None
 
 
 @dataclass(frozen=True)
@@ -179,6 +188,8 @@ class DeclaredFields:
     def check(self, c: Condition) -> None:
         """Refuse a condition Milvus cannot run on the declared field it names."""
         kind = dict(self.kinds).get(c.key)
+        if kind is ValueKind.WHOLE_NUMBER and c.key in self.lists:
+            kind = ValueKind.NUMBER  # json_contains takes any number on a list of integers
         other = next((v for v in c.values if kind and not kind.holds(v)), None)
         if other is not None:
             raise UnsafeFilterError(

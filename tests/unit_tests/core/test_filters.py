@@ -191,6 +191,7 @@ def test_declared_fields_are_written_for_their_type() -> None:
     [
         (ValueKind.TEXT, ["a", ""], [1, 1.5, True]),
         (ValueKind.NUMBER, [1, -2.5, 0], ["1", True, False]),
+        (ValueKind.WHOLE_NUMBER, [1, -2, 0], ["1", True, 1.5]),
         (ValueKind.BOOLEAN, [True, False], [1, 0, "true"]),
     ],
 )
@@ -205,11 +206,27 @@ def test_a_declared_field_compares_with_values_of_its_kind(kind, held, refused) 
             to_milvus(c(Op.EQ, value, "k"), Dialect.MODERN, declared=declared)
     assert [value_kind(t) for t in ("VARCHAR", "INT8", "DOUBLE", "BOOL", "JSON")] == [
         ValueKind.TEXT,
-        ValueKind.NUMBER,
+        ValueKind.WHOLE_NUMBER,
         ValueKind.NUMBER,
         ValueKind.BOOLEAN,
         None,
     ]
+
+
+def test_a_declared_integer_field_compares_with_whole_numbers_only() -> None:
+    """Milvus refuses a float on an INT64 field (``year > 2020.5``, ``year == 2021.0``: Invalid
+    expr), which passed the check as a number. A list test on an ARRAY of integers takes any
+    number (``json_contains(ids, 1.5)`` holds for none), and no vector field is compared."""
+    kinds = (("year", value_kind("INT64")), ("ids", value_kind("INT32")))
+    declared = DeclaredFields(scalars=frozenset({"year"}), lists=frozenset({"ids"}), kinds=kinds)
+    assert to_milvus(c(Op.GT, 2020, "year"), Dialect.MODERN, declared=declared).exact
+    for value in (2020.5, 2021.0):
+        with pytest.raises(UnsafeFilterError, match=r"'year', .* holding whole numbers"):
+            to_milvus(c(Op.GT, value, "year"), Dialect.MODERN, declared=declared)
+    written = to_milvus(c(Op.CONTAINS, 1.5, "ids"), Dialect.MODERN, declared=declared)
+    assert written.expr == "json_contains(ids, 1.5)"
+    assert value_kind("DOUBLE") is value_kind("FLOAT") is ValueKind.NUMBER
+    assert value_kind("FLOAT_VECTOR") is value_kind("INT8_VECTOR") is None
 
 
 def test_keys_inside_one_json_field() -> None:

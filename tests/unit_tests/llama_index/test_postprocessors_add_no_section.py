@@ -355,19 +355,26 @@ async def test_behind_a_plain_filtered_retriever_nodes_name_related_nodes_by_id_
     assert index.docstore.get_node("public").next_node.metadata["title"] == "Layoffs in Q3"
 
 
+def public_pointer(kit, obj=None):
+    """A public ``IndexNode`` pointing at "internal" (carrying ``obj``, if given)."""
+    from llama_index.core.schema import IndexNode
+
+    return IndexNode(
+        id_="pointer",
+        text="Section pointer.",
+        index_id="internal",
+        obj=obj,
+        metadata={"kind": "public"},
+        embedding=kit.vec(0.9),
+    )
+
+
 def recursive(kit, filters):
     """A recursive retriever over ours: a public ``IndexNode`` points at an internal section
     held in its ``node_dict``."""
     from llama_index.core.retrievers import RecursiveRetriever
-    from llama_index.core.schema import IndexNode
 
-    pointer = IndexNode(
-        id_="pointer",
-        text="Section pointer.",
-        index_id="internal",
-        metadata={"kind": "public"},
-        embedding=kit.vec(0.9),
-    )
+    pointer = public_pointer(kit)
     internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
     index = kit.build_index([pointer], kit.embedding())
     ours = ThresholdedRetriever(index, kit.policy(min_similarity=0.5), filters=filters)
@@ -431,18 +438,10 @@ def followed_index_node(kit, obj_kind, filters):
     section, or names a retriever of it in the retriever's ``object_map``: it follows either,
     past its filters."""
     from llama_index.core.retrievers import VectorIndexRetriever
-    from llama_index.core.schema import IndexNode
 
     internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
     carried = internal if obj_kind == "section" else None
-    pointer = IndexNode(
-        id_="pointer",
-        text="Section pointer.",
-        index_id="internal",
-        obj=carried,
-        metadata={"kind": "public"},
-        embedding=kit.vec(0.9),
-    )
+    pointer = public_pointer(kit, carried)
     index = kit.build_index([pointer], kit.embedding())
     mapped = {} if carried else {"internal": kit.build_index([internal], kit.embedding())}
     objects = {key: other.as_retriever() for key, other in mapped.items()}
@@ -512,3 +511,141 @@ def test_a_plain_retriever_with_a_filter_the_core_model_cannot_read_is_taken(kit
     assert [n.node.node_id for n in nodes] == ["public"]
     with pytest.raises(UnsafeFilterError, match="read sections from the docstore"):
         engine("query", plain_retriever(index, odd), [next_section(index)]).query(kit.QUESTION)
+
+
+CONTENT_TYPE_FAQ = MetadataFilters(filters=[MetadataFilter(key="content-type", value="faq")])
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [CONTENT_TYPE_FAQ, MetadataFilters(filters=[*PUBLIC.filters, *CONTENT_TYPE_FAQ.filters])],
+    ids=["content-type", "kind-and-content-type"],
+)
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_filter_the_core_model_cannot_name_still_holds_an_index_node_back(
+    kit, call, filters
+):
+    """LlamaIndex's own retriever filtered on ``content-type`` follows a public ``IndexNode``
+    to the internal section it carries: the filter, which the core's model cannot write as a
+    field name, was taken as none to check, and the engine answered from the section."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+    from llama_index.core.schema import IndexNode
+
+    internal = kit.section(
+        "internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY", **{"content-type": "x"}
+    )
+    pointer = IndexNode(
+        id_="pointer",
+        text="Section pointer.",
+        index_id="internal",
+        obj=internal,
+        metadata={"kind": "public", "content-type": "faq"},
+        embedding=kit.vec(0.9),
+    )
+    index = kit.build_index([pointer], kit.embedding())
+    plain = VectorIndexRetriever(index, filters=filters, similarity_top_k=5)
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "'internal'" not in str(raised.value)
+        assert "INTERNAL ONLY" not in str(raised.value)
+
+
+def test_a_filter_the_core_model_refuses_for_its_value_is_still_refused(kit):
+    """Only a key is read past the model's field names: a filter whose value means nothing
+    to it (no value) is refused, naming its key, rather than taken as no filter to check."""
+    index = public_then_internal(kit)
+    odd = MetadataFilters(filters=[MetadataFilter(key="content-type", operator="!=", value=None)])
+    with pytest.raises(UnsafeFilterError, match=r"filter on 'content-type' \(!=\) has no value"):
+        engine("query", plain_retriever(index, odd), []).query(kit.QUESTION)
+
+
+def spec_llm(question: str) -> MockLLM:
+    """An auto retriever's LLM that asks ``question`` and writes no filter of its own."""
+
+    class SpecLLM(MockLLM):
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            import json
+
+            from llama_index.core.base.llms.types import CompletionResponse
+
+            spec = {"query": question, "filters": [], "top_k": 5}
+            return CompletionResponse(text=json.dumps(spec))
+
+    return SpecLLM()
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_an_auto_retriever_following_an_index_node_past_its_extra_filters_is_refused(
+    kit, call
+):
+    """A ``VectorIndexAutoRetriever`` with ``extra_filters`` (a tenant's) follows a public
+    ``IndexNode`` to the internal section it carries, as the plain retriever does: the check
+    took its filters as unknown, and the engine answered from the section."""
+    from llama_index.core.retrievers import VectorIndexAutoRetriever
+    from llama_index.core.vector_stores.types import MetadataInfo, VectorStoreInfo
+
+    plain = followed_index_node(kit, "section", PUBLIC)
+    info = VectorStoreInfo(
+        content_info="sections",
+        metadata_info=[MetadataInfo(name="kind", type="str", description="public or internal")],
+    )
+    auto = VectorIndexAutoRetriever(
+        plain._index, vector_store_info=info, llm=spec_llm(kit.QUESTION), extra_filters=PUBLIC
+    )
+    for retriever in (auto, fused(auto)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "'internal'" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        MetadataFilters(filters=[MetadataFilter(key="kind", operator="!=", value="internal")]),
+        MetadataFilters(filters=[MetadataFilter(key="kind", value="public")]),
+    ],
+    ids=["ne", "eq"],
+)
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_plain_filtered_retriever_following_an_index_node_to_a_query_engine_is_refused(
+    kit, call, filters
+):
+    """LlamaIndex's own filtered retriever follows a public ``IndexNode`` to a query engine
+    its ``object_map`` names, and returns the engine's answer as a new node whose metadata is
+    the response's (keyed by its sources' ids): ``kind != "internal"`` held for it, and the
+    engine answered from what the query engine made of the internal section."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+
+    internal = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    answers = kit.build_index([internal], kit.embedding()).as_query_engine(
+        llm=MockLLM(), response_mode="simple_summarize"
+    )
+    pointer = public_pointer(kit)
+    index = kit.build_index([pointer], kit.embedding())
+    plain = VectorIndexRetriever(
+        index, filters=filters, similarity_top_k=5, object_map={"internal": answers}
+    )
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="query engine") as raised:
+            await answered(call, retriever, [], kit)
+        assert "INTERNAL ONLY" not in str(raised.value)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_plain_retriever_on_some_nodes_following_an_index_node_past_them_is_refused(
+    kit, call
+):
+    """``VectorIndexRetriever(index, node_ids=[...])`` follows a public ``IndexNode`` among
+    them to the internal section it carries, which is none of them: the check read its
+    filters alone, and the engine answered from the section."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+
+    index = followed_index_node(kit, "section", None)._index
+    plain = VectorIndexRetriever(index, node_ids=["pointer"], similarity_top_k=5)
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "'internal'" not in str(raised.value)
+    within = VectorIndexRetriever(index, node_ids=["pointer", "internal"], similarity_top_k=5)
+    assert [n.node.node_id for n in engine("query", within, []).query(kit.QUESTION).source_nodes]

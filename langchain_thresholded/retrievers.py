@@ -518,7 +518,7 @@ class ThresholdedRetriever(EngineRetriever):
             raise TypeError(
                 f"from_retriever wraps a LangChain retriever, got {type(retriever).__name__}{hint}"
             )
-        _no_documents_past_own_filters(retriever)
+        no_documents_past_own_filters(retriever)
         if isinstance(retriever, VectorStoreRetriever):
             if score_key is not None:
                 raise TypeError(
@@ -936,7 +936,7 @@ def check_options(
     return options
 
 
-def _no_documents_past_own_filters(retriever: Any) -> None:
+def no_documents_past_own_filters(retriever: Any) -> None:
     """Refuse a wrapped retriever (or an ensemble's member) that searches its store under a
     store filter but returns other documents, read from its own docstore (a
     ``MultiVectorRetriever``, a ``ParentDocumentRetriever``: the parents of the children it

@@ -27,7 +27,7 @@ from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.runnables.utils import AddableDict
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
-from langchain_thresholded.ensemble import searching_members, unbound
+from langchain_thresholded.ensemble import unbound
 from langchain_thresholded.retrievers import no_documents_past_own_filters
 from thresholded.abstention import (
     DEFAULT_NO_MATCH_MESSAGE,
@@ -180,7 +180,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
                 + ": give the retriever itself; the chain formats the documents with "
                 "format_docs="
             )
-        _no_parents_past_filters(value, None)
+        no_documents_past_own_filters(value)
         return value
 
     @field_validator("answer_chain", "query_chain", mode="before")
@@ -392,7 +392,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
 
     def _configured(self, config: RunnableConfig) -> tuple[Runnable[Any, Any], RunnableConfig]:
         """The retriever as this call's config sets it, when it is configurable."""
-        _no_parents_past_filters(self.retriever, config)
+        no_documents_past_own_filters(self.retriever, config)
         if isinstance(self.retriever, DynamicRunnable):
             return self.retriever.prepare(config)
         return self.retriever, config
@@ -432,27 +432,6 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
             return answer
         output = {**self._given(input), self.context_key: [], **flags, self.answer_key: answer}
         return AddableDict(output) if chunk else output
-
-
-def _no_parents_past_filters(retriever: Any, config: RunnableConfig | None) -> None:
-    """Refuse a retriever that searches its store under a filter but returns documents read
-    from its docstore (a ``MultiVectorRetriever``: the internal parent of a public child), as
-    ``from_retriever`` does; each of its members as ``config`` sets it (a configured filter
-    too), through bindings."""
-    for member in searching_members(_as_configured(retriever, config)):
-        no_documents_past_own_filters(_as_configured(member, config))
-
-
-def _as_configured(retriever: Any, config: RunnableConfig | None) -> Any:
-    """The runnable a call runs: inside its bindings, as their config and ``config`` set it."""
-    while True:
-        if isinstance(retriever, RunnableBindingBase):
-            config = retriever._merge_configs(config)
-            retriever = retriever.bound
-        elif isinstance(retriever, DynamicRunnable):
-            retriever, config = retriever.prepare(config)
-        else:
-            return retriever
 
 
 def _reported(report: Any) -> _Retrieved:

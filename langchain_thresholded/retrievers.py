@@ -17,8 +17,8 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
-from langchain_core.runnables import RunnableConfig, ensure_config
-from langchain_core.runnables.configurable import RunnableConfigurableFields
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableWithFallbacks, ensure_config
+from langchain_core.runnables.configurable import DynamicRunnable, RunnableConfigurableFields
 from langchain_core.stores import BaseStore
 from langchain_core.structured_query import Expr
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
@@ -40,6 +40,7 @@ from langchain_thresholded.backend import (
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.ensemble import (
     RetrieverSource,
+    as_configured,
     not_configurable,
     searching_members,
     unbound,
@@ -936,13 +937,15 @@ def check_options(
     return options
 
 
-def no_documents_past_own_filters(retriever: Any) -> None:
+def no_documents_past_own_filters(retriever: Any, config: RunnableConfig | None = None) -> None:
     """Refuse a wrapped retriever (or an ensemble's member) that searches its store under a
     store filter but returns other documents, read from its own docstore (a
     ``MultiVectorRetriever``, a ``ParentDocumentRetriever``: the parents of the children it
     found): they are held to none of its filter, which the wrapping retriever would seem to
-    keep in force. Nested ensembles and fallbacks are looked into (:func:`searching_members`)."""
-    for member in searching_members(retriever):
+    keep in force. Nested ensembles and fallbacks are looked into (:func:`searching_members`),
+    and so are the retrievers whose documents another returns (:func:`_returning`), each as
+    ``config`` sets it."""
+    for member in _returning(retriever, config):
         inner, bound = unbound(member)
         kwargs = {**(getattr(inner, "search_kwargs", None) or {}), **bound}
         if isinstance(inner, ThresholdedRetriever):  # its attachments are held to them
@@ -958,3 +961,38 @@ def no_documents_past_own_filters(retriever: Any) -> None:
                 "structured filter or a dict such as {'doc_type': 'public'}) to from_retriever, "
                 "which hold for every document it returns"
             )
+
+
+def _returning(retriever: Any, config: RunnableConfig | None, depth: int = 0) -> list[Any]:
+    """The retrievers whose documents ``retriever`` returns, each as ``config`` sets it:
+    its searching members (:func:`searching_members`) and, inside each that wraps others (a
+    ``ContextualCompressionRetriever``'s ``base_retriever``, a ``MultiQueryRetriever``'s
+    ``retriever``, a ``MergerRetriever``'s ``retrievers``: every field holding retrievers),
+    theirs. This package's retrievers hold what they return to their own filters."""
+    if depth > 8:
+        raise ValueError("the retriever nests retrievers more than 8 deep")
+    found = []
+    for member in searching_members(as_configured(retriever, config)):
+        member = as_configured(member, config)
+        found.append(member)
+        inner = unbound(member)[0]
+        if not isinstance(inner, EngineRetriever):
+            for held in _held_retrievers(inner):
+                found.extend(_returning(held, config, depth + 1))
+    return found
+
+
+def _held_retrievers(retriever: Any) -> list[Any]:
+    """The retrievers held in ``retriever``'s fields, alone or in a list."""
+    fields = getattr(type(retriever), "model_fields", None) or {}
+    values = [getattr(retriever, name, None) for name in fields]
+    held = [v for value in values for v in (value if isinstance(value, list) else [value])]
+    return [v for v in held if isinstance(v, Runnable) and _retrieves(v)]
+
+
+def _retrieves(runnable: Runnable[Any, Any]) -> bool:
+    """Whether a runnable is a retriever, bound, configurable or with fallbacks."""
+    inner = unbound(runnable)[0]
+    if isinstance(inner, DynamicRunnable):
+        inner = inner.default
+    return isinstance(inner, BaseRetriever | RunnableWithFallbacks)

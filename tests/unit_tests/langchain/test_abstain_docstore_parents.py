@@ -93,3 +93,19 @@ def test_such_a_retriever_without_a_filter_is_taken(corpus):
     built = chain(filtered_parents(corpus, k=4), seen)
     assert built.invoke(QUERY) == "answer"
     assert [d.page_content for d in seen[0]["context"]] == [SECRET]
+
+
+@pytest.mark.parametrize("kind", ["compression", "merger"])
+def test_such_a_retriever_inside_a_wrapper_is_refused(corpus, kind):
+    """A compression retriever or a merger returns its documents: the parent came back."""
+    pipeline = pytest.importorskip("langchain_classic.retrievers.document_compressors")
+    retriever = filtered_parents(corpus)
+    if kind == "compression":
+        compressor = pipeline.DocumentCompressorPipeline(transformers=[])
+        wrapper = classic.ContextualCompressionRetriever(
+            base_retriever=retriever, base_compressor=compressor
+        )
+    else:
+        wrapper = classic.MergerRetriever(retrievers=[retriever])
+    with pytest.raises(ValueError, match=REFUSED):
+        chain(wrapper, [])

@@ -266,3 +266,33 @@ def test_a_retriever_returning_docstore_documents_is_held_to_the_filters_given(c
         retriever, policy=RESCORING, embeddings=c.embeddings
     )
     assert [d.page_content for d in unfiltered.invoke(QUERY)] == ["INTERNAL PARENT"]
+
+
+def wrapping(kind: str, retriever):
+    """``retriever`` inside a retriever that returns its documents: a compression retriever
+    (its compressor passes them on), a multi-query retriever, a merger of retrievers."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    from langchain_core.runnables import RunnableLambda
+
+    if kind == "compression":
+        pipeline = pytest.importorskip("langchain_classic.retrievers.document_compressors")
+        compressor = pipeline.DocumentCompressorPipeline(transformers=[])
+        return classic.ContextualCompressionRetriever(
+            base_retriever=retriever, base_compressor=compressor
+        )
+    if kind == "multi_query":
+        return classic.MultiQueryRetriever(
+            retriever=retriever, llm_chain=RunnableLambda(lambda _: [QUERY])
+        )
+    return classic.MergerRetriever(retrievers=[retriever])
+
+
+@pytest.mark.parametrize("kind", ["compression", "multi_query", "merger"])
+def test_a_retriever_returning_docstore_documents_inside_a_wrapper_is_refused(corpus, kind):
+    """Inside a retriever that returns its documents, the internal parent came back."""
+    c, retriever = public_child_of_an_internal_parent(corpus)
+    c.embeddings.vectors["INTERNAL PARENT"] = c.embeddings.vectors["child"]
+    with pytest.raises(ValueError, match=r"MultiVectorRetriever returns documents from its"):
+        ThresholdedRetriever.from_retriever(
+            wrapping(kind, retriever), policy=RESCORING, embeddings=c.embeddings
+        )

@@ -941,26 +941,38 @@ def no_documents_past_own_filters(retriever: Any, config: RunnableConfig | None 
     """Refuse a wrapped retriever (or an ensemble's member) that searches its store under a
     store filter but returns other documents, read from its own docstore (a
     ``MultiVectorRetriever``, a ``ParentDocumentRetriever``: the parents of the children it
-    found): they are held to none of its filter, which the wrapping retriever would seem to
-    keep in force. Nested ensembles and fallbacks are looked into (:func:`searching_members`),
-    and so are the retrievers whose documents another returns (:func:`_returning`), each as
-    ``config`` sets it."""
+    found) or memory (a ``TimeWeightedVectorStoreRetriever``: its most recent documents,
+    found or not): they are held to none of its filter, which the wrapping retriever would
+    seem to keep in force. Nested ensembles and fallbacks are looked into
+    (:func:`searching_members`), and so are the retrievers whose documents another returns
+    (:func:`_returning`), each as ``config`` sets it."""
     for member in _returning(retriever, config):
         inner, bound = unbound(member)
         kwargs = {**(getattr(inner, "search_kwargs", None) or {}), **bound}
         if isinstance(inner, ThresholdedRetriever):  # its attachments are held to them
             continue
-        if not isinstance(getattr(inner, "docstore", None), BaseStore):
+        own = _own_documents(inner)
+        if own is None:
             continue
         restricting = sorted(k for k in NEVER_REPLACED if restricts(kwargs.get(k)))
         if restricting:
             raise UnsafeFilterError(
-                f"{type(inner).__name__} returns documents from its docstore (the parents of "
-                f"what it found), held to none of its search_kwargs {restricting}, which hold "
-                "for its store's search only. Build it without them and pass filters=... (a "
-                "structured filter or a dict such as {'doc_type': 'public'}) to from_retriever, "
-                "which hold for every document it returns"
+                f"{type(inner).__name__} returns documents from {own}, held to none of its "
+                f"search_kwargs {restricting}, which hold for its store's search only. Build "
+                "it without them and pass filters=... (a structured filter or a dict such as "
+                "{'doc_type': 'public'}) to from_retriever, which hold for every document it "
+                "returns"
             )
+
+
+def _own_documents(retriever: Any) -> str | None:
+    """Where a retriever returns documents from besides its store's search, if anywhere: its
+    docstore, or its memory stream (a ``TimeWeightedVectorStoreRetriever``'s)."""
+    if isinstance(getattr(retriever, "docstore", None), BaseStore):
+        return "its docstore (the parents of what it found)"
+    if isinstance(getattr(retriever, "memory_stream", None), list):
+        return "its memory stream (its most recent documents, found or not)"
+    return None
 
 
 def _returning(retriever: Any, config: RunnableConfig | None, depth: int = 0) -> list[Any]:

@@ -109,3 +109,14 @@ def test_such_a_retriever_inside_a_wrapper_is_refused(corpus, kind):
         wrapper = classic.MergerRetriever(retrievers=[retriever])
     with pytest.raises(ValueError, match=REFUSED):
         chain(wrapper, [])
+
+
+def test_a_retriever_returning_its_memory_stream_past_its_filter_is_refused(corpus):
+    """A ``TimeWeightedVectorStoreRetriever`` returns its most recent documents whatever its
+    filter says."""
+    c = corpus([("public", 0.75, {"doc_type": "public"})])
+    recent = classic.TimeWeightedVectorStoreRetriever(
+        vectorstore=c.store, search_kwargs={"filter": public_only}
+    )
+    with pytest.raises(ValueError, match=r"TimeWeightedVectorStoreRetriever returns documents"):
+        chain(recent, [])

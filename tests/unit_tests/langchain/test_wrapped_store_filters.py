@@ -296,3 +296,16 @@ def test_a_retriever_returning_docstore_documents_inside_a_wrapper_is_refused(co
         ThresholdedRetriever.from_retriever(
             wrapping(kind, retriever), policy=RESCORING, embeddings=c.embeddings
         )
+
+
+def test_a_retriever_returning_its_memory_stream_past_its_filter_is_refused(corpus):
+    """A ``TimeWeightedVectorStoreRetriever`` returns its most recent documents whatever its
+    filter says: an internal memo added last came back."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    c = corpus([("public", 0.75, {"doc_type": "public"})])
+    recent = classic.TimeWeightedVectorStoreRetriever(
+        vectorstore=c.store, search_kwargs={"filter": public_only}, k=2
+    )
+    recent.memory_stream = [Document(page_content="MEMO", metadata={"doc_type": "internal"})]
+    with pytest.raises(ValueError, match=r"TimeWeightedVectorStoreRetriever returns documents"):
+        ThresholdedRetriever.from_retriever(recent, policy=RESCORING, embeddings=c.embeddings)

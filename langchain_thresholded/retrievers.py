@@ -939,39 +939,49 @@ def check_options(
 
 def no_documents_past_own_filters(retriever: Any, config: RunnableConfig | None = None) -> None:
     """Refuse a wrapped retriever (or an ensemble's member) that searches its store under a
-    store filter but returns other documents, read from its own docstore (a
-    ``MultiVectorRetriever``, a ``ParentDocumentRetriever``: the parents of the children it
-    found) or memory (a ``TimeWeightedVectorStoreRetriever``: its most recent documents,
-    found or not): they are held to none of its filter, which the wrapping retriever would
-    seem to keep in force. Nested ensembles and fallbacks are looked into
-    (:func:`searching_members`), and so are the retrievers whose documents another returns
-    (:func:`_returning`), each as ``config`` sets it."""
+    store filter but returns documents the filter does not hold for (:func:`_past_filters`):
+    the wrapping retriever would seem to keep it in force. Nested ensembles and fallbacks are
+    looked into (:func:`searching_members`), and so are the retrievers whose documents
+    another returns (:func:`_returning`), each as ``config`` sets it."""
     for member in _returning(retriever, config):
         inner, bound = unbound(member)
         kwargs = {**(getattr(inner, "search_kwargs", None) or {}), **bound}
         if isinstance(inner, ThresholdedRetriever):  # its attachments are held to them
             continue
-        own = _own_documents(inner)
-        if own is None:
-            continue
+        how = _past_filters(inner)
         restricting = sorted(k for k in NEVER_REPLACED if restricts(kwargs.get(k)))
-        if restricting:
+        if how is not None and restricting:
             raise UnsafeFilterError(
-                f"{type(inner).__name__} returns documents from {own}, held to none of its "
-                f"search_kwargs {restricting}, which hold for its store's search only. Build "
-                "it without them and pass filters=... (a structured filter or a dict such as "
+                f"{type(inner).__name__} {how.format(keys=restricting)}. Build it without "
+                "them and pass filters=... (a structured filter or a dict such as "
                 "{'doc_type': 'public'}) to from_retriever, which hold for every document it "
                 "returns"
             )
 
 
-def _own_documents(retriever: Any) -> str | None:
-    """Where a retriever returns documents from besides its store's search, if anywhere: its
-    docstore, or its memory stream (a ``TimeWeightedVectorStoreRetriever``'s)."""
+_HELD_TO_NONE = (
+    "returns documents from {source}, held to none of its search_kwargs {{keys}}, which hold "
+    "for its store's search only"
+)
+
+
+def _past_filters(retriever: Any) -> str | None:
+    """How ``retriever`` returns documents its ``search_kwargs`` store filters (``{keys}``)
+    do not hold for, if it does: from its docstore (a ``MultiVectorRetriever``, a
+    ``ParentDocumentRetriever``: the parents of the children it found), from its memory (a
+    ``TimeWeightedVectorStoreRetriever``: its most recent documents, found or not), or
+    searching under the filter its LLM writes from the question in their place (a
+    ``SelfQueryRetriever``: a question asking for internal documents gets them)."""
     if isinstance(getattr(retriever, "docstore", None), BaseStore):
-        return "its docstore (the parents of what it found)"
+        return _HELD_TO_NONE.format(source="its docstore (the parents of what it found)")
     if isinstance(getattr(retriever, "memory_stream", None), list):
-        return "its memory stream (its most recent documents, found or not)"
+        recent = "its memory stream (its most recent documents, found or not)"
+        return _HELD_TO_NONE.format(source=recent)
+    if all(hasattr(retriever, n) for n in ("query_constructor", "structured_query_translator")):
+        return (
+            "replaces its search_kwargs {keys} with the filter its LLM writes from the "
+            "question, so a question asking for other documents gets them"
+        )
     return None
 
 

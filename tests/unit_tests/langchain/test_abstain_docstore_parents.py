@@ -120,3 +120,11 @@ def test_a_retriever_returning_its_memory_stream_past_its_filter_is_refused(corp
     )
     with pytest.raises(ValueError, match=r"TimeWeightedVectorStoreRetriever returns documents"):
         chain(recent, [])
+
+
+def test_a_self_query_retriever_whose_filter_its_llm_replaces_is_refused(corpus, self_querying):
+    """Its LLM's filter, written from the question, replaces its own."""
+    c = corpus([("internal", 0.75, {"doc_type": "internal"})])
+    asked = self_querying(c.store, {"doc_type": "internal"}, filter=public_only)
+    with pytest.raises(ValueError, match=r"SelfQueryRetriever replaces its search_kwargs"):
+        chain(asked, [])

@@ -309,3 +309,18 @@ def test_a_retriever_returning_its_memory_stream_past_its_filter_is_refused(corp
     recent.memory_stream = [Document(page_content="MEMO", metadata={"doc_type": "internal"})]
     with pytest.raises(ValueError, match=r"TimeWeightedVectorStoreRetriever returns documents"):
         ThresholdedRetriever.from_retriever(recent, policy=RESCORING, embeddings=c.embeddings)
+
+
+def test_a_self_query_retriever_whose_filter_its_llm_replaces_is_refused(corpus, self_querying):
+    """A ``SelfQueryRetriever`` searches with the filter its LLM writes from the question in
+    place of its ``search_kwargs`` one: a question asking for internal documents got them."""
+    c = corpus([("internal", 0.75, {"doc_type": "internal"})])
+    asked = self_querying(c.store, {"doc_type": "internal"}, filter=public_only)
+    assert [d.id for d in asked.invoke(QUERY)] == ["internal"]
+    with pytest.raises(ValueError, match=r"SelfQueryRetriever replaces its search_kwargs"):
+        ThresholdedRetriever.from_retriever(asked, policy=RESCORING, embeddings=c.embeddings)
+    unfiltered = self_querying(c.store, {"doc_type": "internal"})
+    wrapped = ThresholdedRetriever.from_retriever(
+        unfiltered, policy=RESCORING, embeddings=c.embeddings, filters={"doc_type": "public"}
+    )
+    assert wrapped.invoke(QUERY) == []

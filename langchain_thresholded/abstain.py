@@ -28,6 +28,7 @@ from langchain_core.runnables.utils import AddableDict
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from langchain_thresholded.ensemble import unbound
+from langchain_thresholded.retrievers import no_documents_past_own_filters
 from thresholded.abstention import (
     DEFAULT_NO_MATCH_MESSAGE,
     NOTHING_MATCHED,
@@ -179,6 +180,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
                 + ": give the retriever itself; the chain formats the documents with "
                 "format_docs="
             )
+        no_documents_past_own_filters(value)
         return value
 
     @field_validator("answer_chain", "query_chain", mode="before")
@@ -390,6 +392,7 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
 
     def _configured(self, config: RunnableConfig) -> tuple[Runnable[Any, Any], RunnableConfig]:
         """The retriever as this call's config sets it, when it is configurable."""
+        no_documents_past_own_filters(self.retriever, config)
         if isinstance(self.retriever, DynamicRunnable):
             return self.retriever.prepare(config)
         return self.retriever, config

@@ -391,6 +391,18 @@ def unbound(retriever: Any) -> tuple[Any, dict[str, Any]]:
     return retriever, kwargs
 
 
+def as_configured(retriever: Any, config: RunnableConfig | None) -> Any:
+    """The runnable a call runs where a call's config chooses it (``configurable_fields``,
+    ``configurable_alternatives``), inside the bindings around it, as their config and
+    ``config`` set it; any other as it is."""
+    inner = retriever
+    while isinstance(inner, RunnableBindingBase | DynamicRunnable):
+        if isinstance(inner, DynamicRunnable):
+            return as_configured(*inner.prepare(config))
+        config, inner = inner._merge_configs(config), inner.bound
+    return retriever
+
+
 def _configurable(runnable: Any) -> bool:
     """Whether a call's config sets some of the runnable's search, however deeply it is
     wrapped: LangChain lists it in ``config_specs`` through bindings, retries, fallbacks,

@@ -17,8 +17,8 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
-from langchain_core.runnables import RunnableConfig, ensure_config
-from langchain_core.runnables.configurable import RunnableConfigurableFields
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableWithFallbacks, ensure_config
+from langchain_core.runnables.configurable import DynamicRunnable, RunnableConfigurableFields
 from langchain_core.stores import BaseStore
 from langchain_core.structured_query import Expr
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
@@ -40,6 +40,7 @@ from langchain_thresholded.backend import (
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.ensemble import (
     RetrieverSource,
+    as_configured,
     not_configurable,
     searching_members,
     unbound,
@@ -518,7 +519,7 @@ class ThresholdedRetriever(EngineRetriever):
             raise TypeError(
                 f"from_retriever wraps a LangChain retriever, got {type(retriever).__name__}{hint}"
             )
-        _no_documents_past_own_filters(retriever)
+        no_documents_past_own_filters(retriever)
         if isinstance(retriever, VectorStoreRetriever):
             if score_key is not None:
                 raise TypeError(
@@ -936,25 +937,84 @@ def check_options(
     return options
 
 
-def _no_documents_past_own_filters(retriever: Any) -> None:
+def no_documents_past_own_filters(retriever: Any, config: RunnableConfig | None = None) -> None:
     """Refuse a wrapped retriever (or an ensemble's member) that searches its store under a
-    store filter but returns other documents, read from its own docstore (a
-    ``MultiVectorRetriever``, a ``ParentDocumentRetriever``: the parents of the children it
-    found): they are held to none of its filter, which the wrapping retriever would seem to
-    keep in force. Nested ensembles and fallbacks are looked into (:func:`searching_members`)."""
-    for member in searching_members(retriever):
+    store filter but returns documents the filter does not hold for (:func:`_past_filters`):
+    the wrapping retriever would seem to keep it in force. Nested ensembles and fallbacks are
+    looked into (:func:`searching_members`), and so are the retrievers whose documents
+    another returns (:func:`_returning`), each as ``config`` sets it."""
+    for member in _returning(retriever, config):
         inner, bound = unbound(member)
         kwargs = {**(getattr(inner, "search_kwargs", None) or {}), **bound}
         if isinstance(inner, ThresholdedRetriever):  # its attachments are held to them
             continue
-        if not isinstance(getattr(inner, "docstore", None), BaseStore):
-            continue
+        how = _past_filters(inner)
         restricting = sorted(k for k in NEVER_REPLACED if restricts(kwargs.get(k)))
-        if restricting:
+        if how is not None and restricting:
             raise UnsafeFilterError(
-                f"{type(inner).__name__} returns documents from its docstore (the parents of "
-                f"what it found), held to none of its search_kwargs {restricting}, which hold "
-                "for its store's search only. Build it without them and pass filters=... (a "
-                "structured filter or a dict such as {'doc_type': 'public'}) to from_retriever, "
-                "which hold for every document it returns"
+                f"{type(inner).__name__} {how.format(keys=restricting)}. Build it without "
+                "them and pass filters=... (a structured filter or a dict such as "
+                "{'doc_type': 'public'}) to from_retriever, which hold for every document it "
+                "returns"
             )
+
+
+_HELD_TO_NONE = (
+    "returns documents from {source}, held to none of its search_kwargs {{keys}}, which hold "
+    "for its store's search only"
+)
+
+
+def _past_filters(retriever: Any) -> str | None:
+    """How ``retriever`` returns documents its ``search_kwargs`` store filters (``{keys}``)
+    do not hold for, if it does: from its docstore (a ``MultiVectorRetriever``, a
+    ``ParentDocumentRetriever``: the parents of the children it found), from its memory (a
+    ``TimeWeightedVectorStoreRetriever``: its most recent documents, found or not), or
+    searching under the filter its LLM writes from the question in their place (a
+    ``SelfQueryRetriever``: a question asking for internal documents gets them)."""
+    if isinstance(getattr(retriever, "docstore", None), BaseStore):
+        return _HELD_TO_NONE.format(source="its docstore (the parents of what it found)")
+    if isinstance(getattr(retriever, "memory_stream", None), list):
+        recent = "its memory stream (its most recent documents, found or not)"
+        return _HELD_TO_NONE.format(source=recent)
+    if all(hasattr(retriever, n) for n in ("query_constructor", "structured_query_translator")):
+        return (
+            "replaces its search_kwargs {keys} with the filter its LLM writes from the "
+            "question, so a question asking for other documents gets them"
+        )
+    return None
+
+
+def _returning(retriever: Any, config: RunnableConfig | None, depth: int = 0) -> list[Any]:
+    """The retrievers whose documents ``retriever`` returns, each as ``config`` sets it:
+    its searching members (:func:`searching_members`) and, inside each that wraps others (a
+    ``ContextualCompressionRetriever``'s ``base_retriever``, a ``MultiQueryRetriever``'s
+    ``retriever``, a ``MergerRetriever``'s ``retrievers``: every field holding retrievers),
+    theirs. This package's retrievers hold what they return to their own filters."""
+    if depth > 8:
+        raise ValueError("the retriever nests retrievers more than 8 deep")
+    found = []
+    for member in searching_members(as_configured(retriever, config)):
+        member = as_configured(member, config)
+        found.append(member)
+        inner = unbound(member)[0]
+        if not isinstance(inner, EngineRetriever):
+            for held in _held_retrievers(inner):
+                found.extend(_returning(held, config, depth + 1))
+    return found
+
+
+def _held_retrievers(retriever: Any) -> list[Any]:
+    """The retrievers held in ``retriever``'s fields, alone or in a list."""
+    fields = getattr(type(retriever), "model_fields", None) or {}
+    values = [getattr(retriever, name, None) for name in fields]
+    held = [v for value in values for v in (value if isinstance(value, list) else [value])]
+    return [v for v in held if isinstance(v, Runnable) and _retrieves(v)]
+
+
+def _retrieves(runnable: Runnable[Any, Any]) -> bool:
+    """Whether a runnable is a retriever, bound, configurable or with fallbacks."""
+    inner = unbound(runnable)[0]
+    if isinstance(inner, DynamicRunnable):
+        inner = inner.default
+    return isinstance(inner, BaseRetriever | RunnableWithFallbacks)

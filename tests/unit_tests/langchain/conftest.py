@@ -195,3 +195,51 @@ def inexact_filter_message(retriever: Any, **call: Any) -> str:
     with pytest.raises(InexactFilterError) as raised:
         retriever.invoke(QUERY, **call)
     return str(raised.value)
+
+
+def self_query(store: VectorStore, written: dict[str, Any], **search_kwargs: Any) -> Any:
+    """A ``SelfQueryRetriever`` over ``store`` whose LLM writes the filter ``written`` (an
+    equality on each key) for every question, as it would from a user's."""
+    self_query_module = pytest.importorskip("langchain_classic.retrievers.self_query.base")
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.structured_query import (
+        Comparator,
+        Comparison,
+        Operation,
+        Operator,
+        StructuredQuery,
+        Visitor,
+    )
+
+    class Functions(Visitor):
+        """The written filter as a function of a document, as InMemoryVectorStore reads it."""
+
+        allowed_comparators = (Comparator.EQ,)
+        allowed_operators = (Operator.AND,)
+
+        def visit_comparison(self, comparison: Comparison) -> Any:
+            return lambda d: d.metadata.get(comparison.attribute) == comparison.value
+
+        def visit_operation(self, operation: Operation) -> Any:
+            tests = [argument.accept(self) for argument in operation.arguments]
+            return lambda d: all(test(d) for test in tests)
+
+        def visit_structured_query(self, query: StructuredQuery) -> tuple[str, dict]:
+            return query.query, {"filter": query.filter.accept(self)} if query.filter else {}
+
+    conditions = [
+        Comparison(comparator=Comparator.EQ, attribute=k, value=v) for k, v in written.items()
+    ]
+    where = Operation(operator=Operator.AND, arguments=conditions)
+    llm = RunnableLambda(lambda given: StructuredQuery(query=given["query"], filter=where))
+    return self_query_module.SelfQueryRetriever(
+        vectorstore=store,
+        query_constructor=llm,
+        structured_query_translator=Functions(),
+        search_kwargs=search_kwargs,
+    )
+
+
+@pytest.fixture
+def self_querying() -> Callable[..., Any]:
+    return self_query

@@ -266,3 +266,61 @@ def test_a_retriever_returning_docstore_documents_is_held_to_the_filters_given(c
         retriever, policy=RESCORING, embeddings=c.embeddings
     )
     assert [d.page_content for d in unfiltered.invoke(QUERY)] == ["INTERNAL PARENT"]
+
+
+def wrapping(kind: str, retriever):
+    """``retriever`` inside a retriever that returns its documents: a compression retriever
+    (its compressor passes them on), a multi-query retriever, a merger of retrievers."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    from langchain_core.runnables import RunnableLambda
+
+    if kind == "compression":
+        pipeline = pytest.importorskip("langchain_classic.retrievers.document_compressors")
+        compressor = pipeline.DocumentCompressorPipeline(transformers=[])
+        return classic.ContextualCompressionRetriever(
+            base_retriever=retriever, base_compressor=compressor
+        )
+    if kind == "multi_query":
+        return classic.MultiQueryRetriever(
+            retriever=retriever, llm_chain=RunnableLambda(lambda _: [QUERY])
+        )
+    return classic.MergerRetriever(retrievers=[retriever])
+
+
+@pytest.mark.parametrize("kind", ["compression", "multi_query", "merger"])
+def test_a_retriever_returning_docstore_documents_inside_a_wrapper_is_refused(corpus, kind):
+    """Inside a retriever that returns its documents, the internal parent came back."""
+    c, retriever = public_child_of_an_internal_parent(corpus)
+    c.embeddings.vectors["INTERNAL PARENT"] = c.embeddings.vectors["child"]
+    with pytest.raises(ValueError, match=r"MultiVectorRetriever returns documents from its"):
+        ThresholdedRetriever.from_retriever(
+            wrapping(kind, retriever), policy=RESCORING, embeddings=c.embeddings
+        )
+
+
+def test_a_retriever_returning_its_memory_stream_past_its_filter_is_refused(corpus):
+    """A ``TimeWeightedVectorStoreRetriever`` returns its most recent documents whatever its
+    filter says: an internal memo added last came back."""
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    c = corpus([("public", 0.75, {"doc_type": "public"})])
+    recent = classic.TimeWeightedVectorStoreRetriever(
+        vectorstore=c.store, search_kwargs={"filter": public_only}, k=2
+    )
+    recent.memory_stream = [Document(page_content="MEMO", metadata={"doc_type": "internal"})]
+    with pytest.raises(ValueError, match=r"TimeWeightedVectorStoreRetriever returns documents"):
+        ThresholdedRetriever.from_retriever(recent, policy=RESCORING, embeddings=c.embeddings)
+
+
+def test_a_self_query_retriever_whose_filter_its_llm_replaces_is_refused(corpus, self_querying):
+    """A ``SelfQueryRetriever`` searches with the filter its LLM writes from the question in
+    place of its ``search_kwargs`` one: a question asking for internal documents got them."""
+    c = corpus([("internal", 0.75, {"doc_type": "internal"})])
+    asked = self_querying(c.store, {"doc_type": "internal"}, filter=public_only)
+    assert [d.id for d in asked.invoke(QUERY)] == ["internal"]
+    with pytest.raises(ValueError, match=r"SelfQueryRetriever replaces its search_kwargs"):
+        ThresholdedRetriever.from_retriever(asked, policy=RESCORING, embeddings=c.embeddings)
+    unfiltered = self_querying(c.store, {"doc_type": "internal"})
+    wrapped = ThresholdedRetriever.from_retriever(
+        unfiltered, policy=RESCORING, embeddings=c.embeddings, filters={"doc_type": "public"}
+    )
+    assert wrapped.invoke(QUERY) == []

@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
@@ -944,6 +944,32 @@ async def adrive(pipeline: Pipeline[R]) -> R:
             answer, error = await request.arun(), None
         except Exception as exc:
             answer, error = None, exc
+
+
+class Step(Request):
+    """A call a blocking body and its awaited twin make differently: the body, written once
+    as a pipeline, yields it there; ``drive`` makes the blocking call, ``adrive`` awaits the
+    other."""
+
+    __slots__ = ("awaited", "blocking")
+
+    def __init__(self, blocking: Callable[[], Any], awaited: Callable[[], Awaitable[Any]]) -> None:
+        self.blocking, self.awaited = blocking, awaited
+
+    def run(self) -> Any:
+        return self.blocking()
+
+    async def arun(self) -> Any:
+        return await self.awaited()
+
+    @classmethod
+    def call(cls, owner: Any, name: str, *args: Any, **kwargs: Any) -> Step:
+        """``owner.name(...)``, or ``owner.aname(...)`` awaited: LangChain's and LlamaIndex's
+        name of a method's awaited twin."""
+        return cls(
+            lambda: getattr(owner, name)(*args, **kwargs),
+            lambda: getattr(owner, "a" + name)(*args, **kwargs),
+        )
 
 
 @dataclass(frozen=True)

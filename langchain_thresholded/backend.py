@@ -9,7 +9,6 @@ candidates and back. The pipeline itself is the engine's.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,15 +53,14 @@ from thresholded.engine import Pipeline, Question, SearchArgs, Step, adrive, dri
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import (
     Combine,
-    Dialect,
     Filter,
     Group,
     all_of,
-    client_dialect,
     matches,
     to_milvus,
 )
 from thresholded.filters.chroma import and_where, to_chroma
+from thresholded.filters.milvus import StoreDialect
 from thresholded.filters.model import keys
 from thresholded.milvus_async import needs_thread
 from thresholded.milvus_collection import (
@@ -117,7 +115,7 @@ class LinkKeys:
     parent: str = "parent_id"
 
 
-class LangChainBackend:
+class LangChainBackend(StoreDialect):
     """Searches one ``VectorStore`` for the engine."""
 
     def __init__(
@@ -249,11 +247,6 @@ class LangChainBackend:
         rows = self._rows
         layout = {"json_field": json_metadata_field(rows), "declared": declared_fields(rows)}
         return to_milvus(where, self._dialect, **layout).expr
-
-    @functools.cached_property
-    def _dialect(self) -> Dialect:
-        """Asked once: a server reports its version."""
-        return client_dialect(getattr(self._store, "client", None))
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: Mapping[str, Any]) -> Metric | None:

@@ -8,7 +8,6 @@ pipeline itself is the engine's.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -50,14 +49,13 @@ from thresholded.chroma_collection import ids_within
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Collection, Pipeline, Question, SearchArgs, Step, adrive, drive
 from thresholded.filters import (
-    Dialect,
     Filter,
     UnsafeFilterError,
-    client_dialect,
     matches,
     to_milvus,
 )
 from thresholded.filters.chroma import and_where, to_chroma
+from thresholded.filters.milvus import StoreDialect
 from thresholded.filters.model import keys
 from thresholded.milvus_async import async_client_per_loop, needs_thread
 from thresholded.milvus_collection import (
@@ -103,7 +101,7 @@ class CallFilters:
     """On Milvus, the keys the filters name: each result's metadata must hold them."""
 
 
-class LlamaIndexBackend:
+class LlamaIndexBackend(StoreDialect):
     """Searches one ``VectorStoreIndex`` for the engine."""
 
     def __init__(
@@ -189,11 +187,6 @@ class LlamaIndexBackend:
 
             clauses.append(_to_milvus_filter(None, kwargs["milvus_scalar_filters"]))
         return [c for c in clauses if c.strip()]
-
-    @functools.cached_property
-    def _dialect(self) -> Dialect:
-        """Asked once: a server reports its version."""
-        return client_dialect(getattr(self._store, "client", None))
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: CallFilters) -> Metric | None:

@@ -478,7 +478,8 @@ def _question_vector(call: Call[T]) -> Pipeline[Vector | None]:
     needing = [s for s in call.stages if s.needs_vector]
     if not needing:
         return None
-    return (yield Embed(call.embedder or needing[0].collection.backend, call.question))
+    embedder = call.embedder or needing[0].collection.backend
+    return (yield Step.call(embedder, "embed_query", call.question))
 
 
 def searched_vector(stage: Stage[Any], vector: Vector | None) -> Vector | None:
@@ -808,7 +809,7 @@ def _rescore(
         vectors.update(_usable((yield FetchVectors(collection, missing)), dim))
         missing = [i for i in wanted if i not in vectors]
     if missing:
-        embedded = yield EmbedTexts(backend, [wanted[i].item for i in missing])
+        embedded = yield Step.call(backend, "embed_texts", [wanted[i].item for i in missing])
         vectors.update(zip(missing, embedded, strict=True))
     logger.debug(
         "re-scored %d candidate(s): %d stored vector(s), %d embedded",
@@ -970,30 +971,6 @@ class Step(Request):
             lambda: getattr(owner, name)(*args, **kwargs),
             lambda: getattr(owner, "a" + name)(*args, **kwargs),
         )
-
-
-@dataclass(frozen=True)
-class Embed(Request):
-    backend: Backend[Any]
-    question: Question
-
-    def run(self) -> Vector:
-        return self.backend.embed_query(self.question)
-
-    async def arun(self) -> Vector:
-        return await self.backend.aembed_query(self.question)
-
-
-@dataclass(frozen=True)
-class EmbedTexts(Request):
-    backend: Backend[Any]
-    items: Sequence[Any]
-
-    def run(self) -> list[Vector]:
-        return self.backend.embed_texts(self.items)
-
-    async def arun(self) -> list[Vector]:
-        return await self.backend.aembed_texts(self.items)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ candidates and back. The pipeline itself is the engine's.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,19 +49,18 @@ from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_
 from thresholded import metadata_keys
 from thresholded.attachments import FirstCopies, Links
 from thresholded.classes import collection_name, is_named
-from thresholded.engine import Question, SearchArgs
+from thresholded.engine import Pipeline, Question, SearchArgs, Step, adrive, drive
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import (
     Combine,
-    Dialect,
     Filter,
     Group,
     all_of,
-    client_dialect,
     matches,
     to_milvus,
 )
 from thresholded.filters.chroma import and_where, to_chroma
+from thresholded.filters.milvus import StoreDialect
 from thresholded.filters.model import keys
 from thresholded.milvus_async import needs_thread
 from thresholded.milvus_collection import (
@@ -117,7 +115,7 @@ class LinkKeys:
     parent: str = "parent_id"
 
 
-class LangChainBackend:
+class LangChainBackend(StoreDialect):
     """Searches one ``VectorStore`` for the engine."""
 
     def __init__(
@@ -250,11 +248,6 @@ class LangChainBackend:
         layout = {"json_field": json_metadata_field(rows), "declared": declared_fields(rows)}
         return to_milvus(where, self._dialect, **layout).expr
 
-    @functools.cached_property
-    def _dialect(self) -> Dialect:
-        """Asked once: a server reports its version."""
-        return client_dialect(getattr(self._store, "client", None))
-
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: Mapping[str, Any]) -> Metric | None:
         return store_metric(self._store, self._metric, filters)
@@ -365,44 +358,25 @@ class LangChainBackend:
         summary kept there only, a store that cannot read by id). A docstore copy left as it
         was when the section was changed in the store is never the one judged by the
         filters."""
-        if self._docstore is None:
-            return {}
-        found, unread = self._stored(ids)
-        if unread:
-            found.update(_found(unread, self._docstore.mget(unread)))
-        return self._admitted(found)
+        return drive(self._fetch(ids))
 
     async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, Document]:
+        return await adrive(self._fetch(ids))
+
+    def _fetch(self, ids: list[str]) -> Pipeline[dict[str, Document]]:
+        """The stores' own copies of ``ids``, by id (:func:`_searched_stores`: a wrapped
+        retriever's, an ensemble's members', in order), then the docstore's of those no store
+        holds (:class:`~thresholded.attachments.FirstCopies`)."""
         if self._docstore is None:
             return {}
-        found, unread = await self._astored(ids)
+        copies = FirstCopies(ids, attrgetter("metadata"))
+        for searched in _searched_stores(self._store):
+            if missing := copies.missing:
+                copies.take(searched.where, (yield _read_step(searched.store, missing)))
+        found, unread = copies.found, copies.unread
         if unread:
-            found.update(_found(unread, await self._docstore.amget(unread)))
+            found.update(_found(unread, (yield Step.call(self._docstore, "mget", unread))))
         return self._admitted(found)
-
-    def _stored(self, ids: list[str]) -> tuple[dict[str, Document], list[str]]:
-        """The stores' own copies of ``ids``, by id (:func:`_searched_stores`: a wrapped
-        retriever's, an ensemble's members', in order), and the ids the docstore supplies:
-        those no store holds (:class:`~thresholded.attachments.FirstCopies`)."""
-        copies = FirstCopies(ids, attrgetter("metadata"))
-        for searched in _searched_stores(self._store):
-            if copies.missing:
-                copies.take(searched.where, _read_by_id(searched.store, copies.missing))
-        return copies.found, copies.unread
-
-    async def _astored(self, ids: list[str]) -> tuple[dict[str, Document], list[str]]:
-        copies = FirstCopies(ids, attrgetter("metadata"))
-        for searched in _searched_stores(self._store):
-            rows = searched.store
-            if not copies.missing:
-                break
-            if is_milvus(rows) or is_chroma(rows):  # the store's blocking client, in a thread
-                found = await run_in_executor(None, _read_by_id, rows, copies.missing)
-                copies.take(searched.where, found)
-            elif _reads_by_id(rows):
-                missing = copies.missing
-                copies.take(searched.where, _by_id(missing, await rows.aget_by_ids(missing)))
-        return copies.found, copies.unread
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What was fetched by id, held to the retriever's raw store restrictions: its
@@ -666,6 +640,18 @@ def _read_by_id(store: VectorStore, ids: list[str]) -> dict[str, Document]:
     if is_chroma(store):
         return _chroma_documents(store, ids)
     return _by_id(ids, store.get_by_ids(ids)) if _reads_by_id(store) else {}
+
+
+async def _aread_by_id(store: VectorStore, ids: list[str]) -> dict[str, Document]:
+    """:func:`_read_by_id` awaited: a Milvus or Chroma store's blocking client in a thread."""
+    if is_milvus(store) or is_chroma(store):
+        return await run_in_executor(None, _read_by_id, store, ids)
+    return _by_id(ids, await store.aget_by_ids(ids)) if _reads_by_id(store) else {}
+
+
+def _read_step(store: VectorStore, ids: list[str]) -> Step:
+    """A store's own copies of ``ids``, read or awaited."""
+    return Step(lambda: _read_by_id(store, ids), lambda: _aread_by_id(store, ids))
 
 
 def _check_read_back(store: Any, where: Filter | None) -> None:

@@ -27,7 +27,7 @@ from langchain_thresholded.backend import describe
 from langchain_thresholded.embeddings import model_of
 from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
-from thresholded.engine import Question, check_question
+from thresholded.engine import Pipeline, Question, Step, adrive, check_question, drive
 from thresholded.judging import to_judge
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
@@ -121,27 +121,23 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     ) -> Report[Document]:
         """Apply the policy and return what was kept, kept as attachments, and dropped;
         ``query`` is needed when ``embeddings`` computes cosines."""
-        computed: dict[int, float] = {}
-        wanted = self._to_embed(documents, query)
-        if wanted is not None:
-            embeddings, foreign, text = wanted
-            question = embeddings.embed_query(text)
-            vectors = embeddings.embed_documents([documents[i].page_content for i in foreign])
-            computed = dict(zip(foreign, cosines(question, vectors), strict=True))
-        return self._report(documents, computed, query)
+        return drive(self._reported(documents, query))
 
     async def acompress_with_report(
         self, documents: Sequence[Document], query: str | None = None
     ) -> Report[Document]:
         """Async ``compress_with_report``: the query and the texts are embedded with the
         embeddings' async calls."""
+        return await adrive(self._reported(documents, query))
+
+    def _reported(self, documents: Sequence[Document], query: str | None) -> Pipeline[Report]:
         computed: dict[int, float] = {}
         wanted = self._to_embed(documents, query)
         if wanted is not None:
             embeddings, foreign, text = wanted
-            question = await embeddings.aembed_query(text)
+            question = yield Step.call(embeddings, "embed_query", text)
             texts = [documents[i].page_content for i in foreign]
-            vectors = await embeddings.aembed_documents(texts)
+            vectors = yield Step.call(embeddings, "embed_documents", texts)
             computed = dict(zip(foreign, cosines(question, vectors), strict=True))
         return self._report(documents, computed, query)
 

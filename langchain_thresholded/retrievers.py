@@ -59,7 +59,9 @@ from thresholded.classes import collection_name
 from thresholded.engine import (
     Call,
     Collection,
+    Pipeline,
     Question,
+    Step,
     adrive,
     check_judgeable,
     drive,
@@ -229,24 +231,23 @@ class EngineRetriever(StrictArguments, BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        sink = kwargs.pop(REPORT_SINK, None)
-        report = self._report(drive(retrieve(self._plan(query, kwargs))))
-        run_manager.on_text(report.summary())
-        data = report.to_event_data()
-        dispatch_custom_event(EVENT_NAME, data, config={"callbacks": run_manager.get_child()})
-        if sink is not None:
-            sink.append(report)
-        return report.items
+        return drive(self._relevant(query, run_manager, kwargs))
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
+        return await adrive(self._relevant(query, run_manager, kwargs))
+
+    def _relevant(self, query: str, run_manager: Any, kwargs: dict[str, Any]) -> Pipeline[Any]:
+        """A call's documents; its report told to the run's callbacks, and to the sink."""
         sink = kwargs.pop(REPORT_SINK, None)
-        report = self._report(await adrive(retrieve(self._plan(query, kwargs))))
-        await run_manager.on_text(report.summary())
-        data = report.to_event_data()
-        await adispatch_custom_event(
-            EVENT_NAME, data, config={"callbacks": run_manager.get_child()}
+        report = self._report((yield from retrieve(self._plan(query, kwargs))))
+        summary = report.summary()
+        yield Step(lambda: run_manager.on_text(summary), lambda: run_manager.on_text(summary))
+        data, config = report.to_event_data(), {"callbacks": run_manager.get_child()}
+        yield Step(
+            lambda: dispatch_custom_event(EVENT_NAME, data, config=config),
+            lambda: adispatch_custom_event(EVENT_NAME, data, config=config),
         )
         if sink is not None:
             sink.append(report)

@@ -8,7 +8,6 @@ pipeline itself is the engine's.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,16 +47,15 @@ from llama_index_thresholded.scoring import (
 from thresholded.attachments import AttachmentSpec, Links
 from thresholded.chroma_collection import ids_within
 from thresholded.classes import collection_name, is_named
-from thresholded.engine import Collection, Question, SearchArgs
+from thresholded.engine import Collection, Pipeline, Question, SearchArgs, Step, adrive, drive
 from thresholded.filters import (
-    Dialect,
     Filter,
     UnsafeFilterError,
-    client_dialect,
     matches,
     to_milvus,
 )
 from thresholded.filters.chroma import and_where, to_chroma
+from thresholded.filters.milvus import StoreDialect
 from thresholded.filters.model import keys
 from thresholded.milvus_async import async_client_per_loop, needs_thread
 from thresholded.milvus_collection import (
@@ -103,7 +101,7 @@ class CallFilters:
     """On Milvus, the keys the filters name: each result's metadata must hold them."""
 
 
-class LlamaIndexBackend:
+class LlamaIndexBackend(StoreDialect):
     """Searches one ``VectorStoreIndex`` for the engine."""
 
     def __init__(
@@ -190,11 +188,6 @@ class LlamaIndexBackend:
             clauses.append(_to_milvus_filter(None, kwargs["milvus_scalar_filters"]))
         return [c for c in clauses if c.strip()]
 
-    @functools.cached_property
-    def _dialect(self) -> Dialect:
-        """Asked once: a server reports its version."""
-        return client_dialect(getattr(self._store, "client", None))
-
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: CallFilters) -> Metric | None:
         return self._metric
@@ -226,28 +219,30 @@ class LlamaIndexBackend:
 
     # Search --------------------------------------------------------------------------------
     def search(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
-        query, kwargs = self._query(args)
-        if self._keeps_vectors():
-            search = self._milvus_search(query, kwargs)
-            result = _milvus_result(self._store, self._store.client.search(**search))
-        else:
-            result = self._store.query(query, **kwargs)
-        _check_rows_readable(self._store, result, args.filters)
-        missing = _not_text(result, self._docstore_reader(args.where))
-        fetched = self._docstore.get_nodes(missing, raise_error=False) if missing else []
-        return _hits(self._raw(result), fetched, self._index)
+        return drive(self._search(args))
 
     async def asearch(self, args: SearchArgs) -> list[tuple[BaseNode, float | None]]:
+        return await adrive(self._search(args))
+
+    def _search(self, args: SearchArgs) -> Pipeline[list[tuple[BaseNode, float | None]]]:
         query, kwargs = self._query(args)
+        store = self._store
         if self._keeps_vectors():
             search = self._milvus_search(query, kwargs)
-            result = _milvus_result(self._store, await self._store.aclient.search(**search))
+            hits = yield Step(
+                lambda: store.client.search(**search), lambda: store.aclient.search(**search)
+            )
+            result = _milvus_result(store, hits)
         else:
-            result = await self._store.aquery(query, **kwargs)
-        _check_rows_readable(self._store, result, args.filters)
+            result = yield Step.call(store, "query", query, **kwargs)
+        _check_rows_readable(store, result, args.filters)
         missing = _not_text(result, self._docstore_reader(args.where))
-        fetched = await self._docstore.aget_nodes(missing, raise_error=False) if missing else []
+        fetched = (yield self._docstore_nodes(missing)) if missing else []
         return _hits(self._raw(result), fetched, self._index)
+
+    def _docstore_nodes(self, ids: list[str]) -> Step:
+        """The docstore's nodes of ``ids`` (those it does not hold left out)."""
+        return Step.call(self._docstore, "get_nodes", ids, raise_error=False)
 
     def _raw(self, result: VectorStoreQueryResult) -> VectorStoreQueryResult:
         """The result with the store's raw scores: LlamaIndex's Chroma store reports
@@ -326,20 +321,17 @@ class LlamaIndexBackend:
         copy lies within ``where`` and the retriever's restrictions, as a search tests it). A
         docstore copy left as it was when the section was changed in the store is never the
         one judged by the filters."""
-        found = {n.node_id: n for n in self._store_nodes(ids)} if self._store_can_fetch else {}
-        wanted = _docstore_copies(ids, found, self._docstore_reader(where))
-        if wanted:
-            nodes = self._docstore.get_nodes(wanted, raise_error=False)
-            found.update((n.node_id, n) for n in nodes)
-        return self._admitted(found)
+        return drive(self._fetch(ids, where))
 
     async def afetch(self, ids: list[str], where: Filter | None = None) -> dict[str, BaseNode]:
-        stored = await self._astore_nodes(ids) if self._store_can_fetch else []
+        return await adrive(self._fetch(ids, where))
+
+    def _fetch(self, ids: list[str], where: Filter | None) -> Pipeline[dict[str, BaseNode]]:
+        stored = (yield from self._store_nodes(ids)) if self._store_can_fetch else []
         found = {n.node_id: n for n in stored}
         wanted = _docstore_copies(ids, found, self._docstore_reader(where))
         if wanted:
-            nodes = await self._docstore.aget_nodes(wanted, raise_error=False)
-            found.update((n.node_id, n) for n in nodes)
+            found.update((n.node_id, n) for n in (yield self._docstore_nodes(wanted)))
         return self._admitted(found)
 
     def _docstore_reader(self, where: Filter | None) -> Callable[[BaseNode], bool]:
@@ -384,45 +376,30 @@ class LlamaIndexBackend:
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored vectors by id, in one batch: Milvus's vector field, a FAISS index's vectors,
         Chroma's embeddings, else the nodes of a store that can read them back."""
+        return drive(self._fetch_vectors(ids))
+
+    async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+        return await adrive(self._fetch_vectors(ids))
+
+    def _fetch_vectors(self, ids: list[str]) -> Pipeline[dict[str, Vector]]:
         store = self._store
         if is_milvus_store(store):
             field = store.embedding_field
-            return vectors_of(_by_id(store, ids, [field]), "id", field)
+            return vectors_of((yield _by_id(store, ids, [field])), "id", field)
         if is_named(store, "FaissVectorStore"):
             return faiss_vectors(store.client, self._index.index_struct.nodes_dict, ids)
         if is_named(store, "ChromaVectorStore"):
             return chroma_vectors(store._collection, ids)
         if not self._store_can_fetch:
             return {}
-        return _vectors(self._store_nodes(ids))
+        return _vectors((yield from self._store_nodes(ids)))
 
-    async def afetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
+    def _store_nodes(self, ids: list[str]) -> Pipeline[list[BaseNode]]:
         store = self._store
         if is_milvus_store(store):
-            field = store.embedding_field
-            return vectors_of(await _aby_id(store, ids, [field]), "id", field)
-        if is_named(store, "FaissVectorStore") or is_named(store, "ChromaVectorStore"):
-            return self.fetch_vectors(ids)  # in memory, or Chroma's local client
-        if not self._store_can_fetch:
-            return {}
-        return _vectors(await self._astore_nodes(ids))
-
-    def _store_nodes(self, ids: list[str]) -> list[BaseNode]:
-        store = self._store
-        if is_milvus_store(store):
-            return _milvus_nodes(store, _by_id(store, ids, ["*"]))
+            return _milvus_nodes(store, (yield _by_id(store, ids, ["*"])))
         try:
-            return self._store.get_nodes(node_ids=ids)
-        except NotImplementedError:
-            self._store_can_fetch = False
-            return []
-
-    async def _astore_nodes(self, ids: list[str]) -> list[BaseNode]:
-        store = self._store
-        if is_milvus_store(store):
-            return _milvus_nodes(store, await _aby_id(store, ids, ["*"]))
-        try:
-            return await self._store.aget_nodes(node_ids=ids)
+            return (yield Step.call(store, "get_nodes", node_ids=ids))
         except NotImplementedError:
             self._store_can_fetch = False
             return []
@@ -810,13 +787,13 @@ def _milvus_result(store: Any, hits: Any) -> VectorStoreQueryResult:
     return VectorStoreQueryResult(nodes=nodes, similarities=similarities, ids=ids)
 
 
-def _by_id(store: Any, ids: list[str], fields: list[str]) -> list[Mapping[str, Any]]:
+def _by_id(store: Any, ids: list[str], fields: list[str]) -> Step:
     """``fields`` of the rows of ``ids`` in a Milvus collection (:func:`rows_by_id`)."""
-    return rows_by_id(store.client.query, store.collection_name, "id", ids, fields)
-
-
-async def _aby_id(store: Any, ids: list[str], fields: list[str]) -> list[Mapping[str, Any]]:
-    return await arows_by_id(store.aclient.query, store.collection_name, "id", ids, fields)
+    name = store.collection_name
+    return Step(
+        lambda: rows_by_id(store.client.query, name, "id", ids, fields),
+        lambda: arows_by_id(store.aclient.query, name, "id", ids, fields),
+    )
 
 
 def _milvus_nodes(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[BaseNode]:

@@ -32,7 +32,7 @@ from llama_index_thresholded.nodes import (
 )
 from llama_index_thresholded.retriever import question_of
 from thresholded import metadata_keys
-from thresholded.engine import check_question
+from thresholded.engine import Pipeline, Step, adrive, check_question, drive
 from thresholded.judging import to_judge
 from thresholded.policy import RetrievalPolicy
 from thresholded.policy_arguments import PolicyInForce
@@ -149,24 +149,18 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
     ) -> Selection[NodeWithScore]:
         """The full selection, with every drop and its reason; ``query`` (the question) is
         needed when ``embed_model`` computes cosines."""
-        computed: dict[int, float] = {}
-        wanted = self._to_embed(nodes, query)
-        if wanted is not None:
-            model, to_judge, bundle = wanted
-            question = (
-                list(bundle.embedding)
-                if bundle.embedding is not None
-                else model.get_agg_embedding_from_queries(bundle.embedding_strs)
-            )
-            vectors = model.get_text_embedding_batch(_texts(to_judge))
-            computed = _by_node(to_judge, cosines(question, vectors))
-        return self._select(nodes, computed, query)
+        return drive(self._selected(nodes, query))
 
     async def aselect(
         self, nodes: list[NodeWithScore], query: str | QueryBundle | None = None
     ) -> Selection[NodeWithScore]:
         """Async ``select``: the question and the texts are embedded with the model's async
         calls."""
+        return await adrive(self._selected(nodes, query))
+
+    def _selected(
+        self, nodes: list[NodeWithScore], query: str | QueryBundle | None
+    ) -> Pipeline[Selection[NodeWithScore]]:
         computed: dict[int, float] = {}
         wanted = self._to_embed(nodes, query)
         if wanted is not None:
@@ -174,9 +168,11 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
             question = (
                 list(bundle.embedding)
                 if bundle.embedding is not None
-                else await model.aget_agg_embedding_from_queries(bundle.embedding_strs)
+                else (
+                    yield Step.call(model, "get_agg_embedding_from_queries", bundle.embedding_strs)
+                )
             )
-            vectors = await model.aget_text_embedding_batch(_texts(to_judge))
+            vectors = yield Step.call(model, "get_text_embedding_batch", _texts(to_judge))
             computed = _by_node(to_judge, cosines(question, vectors))
         return self._select(nodes, computed, query)
 

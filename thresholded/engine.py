@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
@@ -478,7 +478,8 @@ def _question_vector(call: Call[T]) -> Pipeline[Vector | None]:
     needing = [s for s in call.stages if s.needs_vector]
     if not needing:
         return None
-    return (yield Embed(call.embedder or needing[0].collection.backend, call.question))
+    embedder = call.embedder or needing[0].collection.backend
+    return (yield Step.call(embedder, "embed_query", call.question))
 
 
 def searched_vector(stage: Stage[Any], vector: Vector | None) -> Vector | None:
@@ -808,7 +809,7 @@ def _rescore(
         vectors.update(_usable((yield FetchVectors(collection, missing)), dim))
         missing = [i for i in wanted if i not in vectors]
     if missing:
-        embedded = yield EmbedTexts(backend, [wanted[i].item for i in missing])
+        embedded = yield Step.call(backend, "embed_texts", [wanted[i].item for i in missing])
         vectors.update(zip(missing, embedded, strict=True))
     logger.debug(
         "re-scored %d candidate(s): %d stored vector(s), %d embedded",
@@ -946,28 +947,30 @@ async def adrive(pipeline: Pipeline[R]) -> R:
             answer, error = None, exc
 
 
-@dataclass(frozen=True)
-class Embed(Request):
-    backend: Backend[Any]
-    question: Question
+class Step(Request):
+    """A call a blocking body and its awaited twin make differently: the body, written once
+    as a pipeline, yields it there; ``drive`` makes the blocking call, ``adrive`` awaits the
+    other."""
 
-    def run(self) -> Vector:
-        return self.backend.embed_query(self.question)
+    __slots__ = ("awaited", "blocking")
 
-    async def arun(self) -> Vector:
-        return await self.backend.aembed_query(self.question)
+    def __init__(self, blocking: Callable[[], Any], awaited: Callable[[], Awaitable[Any]]) -> None:
+        self.blocking, self.awaited = blocking, awaited
 
+    def run(self) -> Any:
+        return self.blocking()
 
-@dataclass(frozen=True)
-class EmbedTexts(Request):
-    backend: Backend[Any]
-    items: Sequence[Any]
+    async def arun(self) -> Any:
+        return await self.awaited()
 
-    def run(self) -> list[Vector]:
-        return self.backend.embed_texts(self.items)
-
-    async def arun(self) -> list[Vector]:
-        return await self.backend.aembed_texts(self.items)
+    @classmethod
+    def call(cls, owner: Any, name: str, *args: Any, **kwargs: Any) -> Step:
+        """``owner.name(...)``, or ``owner.aname(...)`` awaited: LangChain's and LlamaIndex's
+        name of a method's awaited twin."""
+        return cls(
+            lambda: getattr(owner, name)(*args, **kwargs),
+            lambda: getattr(owner, "a" + name)(*args, **kwargs),
+        )
 
 
 @dataclass(frozen=True)

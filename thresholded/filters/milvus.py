@@ -32,6 +32,7 @@ form and is refused.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -125,6 +126,17 @@ def client_dialect(client: Any) -> Dialect:
     """The dialect of a pymilvus client's engine, from its URI (and a server's version)."""
     uri = str(getattr(getattr(client, "_config", None), "uri", "") or "")
     return dialect_of(client, uri)
+
+
+class StoreDialect:
+    """A backend's ``_dialect``: that of its store's client (:func:`client_dialect`), asked
+    once (a server reports its version)."""
+
+    _store: Any
+
+    @functools.cached_property
+    def _dialect(self) -> Dialect:
+        return client_dialect(getattr(self._store, "client", None))
 
 
 def _lite_major() -> int:

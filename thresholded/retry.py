@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import math
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
@@ -153,37 +153,25 @@ def _status_name(error: BaseException) -> str | None:
         return None
 
 
-@functools.cache
 def _transient_client_errors() -> tuple[type[BaseException], ...]:
-    """Client error classes that mean "no connection": pymilvus' and gRPC's, where installed."""
-    classes: list[type[BaseException]] = []
-    try:
-        from pymilvus.exceptions import ConnectError, MilvusUnavailableException
-
-        classes += [ConnectError, MilvusUnavailableException]
-    except ImportError:
-        pass
-    try:
-        import grpc
-
-        classes.append(grpc.FutureTimeoutError)
-    except ImportError:
-        pass
-    return tuple(classes)
-
-
-@functools.cache
-def _milvus_exception() -> type[BaseException] | None:
-    try:
-        from pymilvus.exceptions import MilvusException
-    except ImportError:
-        return None
-    return MilvusException
+    """Client error classes that mean "no connection": pymilvus' and gRPC's, where loaded."""
+    return (
+        *_loaded("pymilvus.exceptions", "ConnectError", "MilvusUnavailableException"),
+        *_loaded("grpc", "FutureTimeoutError"),
+    )
 
 
 def _is_milvus_exception(error: BaseException) -> bool:
-    cls = _milvus_exception()
-    return cls is not None and isinstance(error, cls)
+    return isinstance(error, _loaded("pymilvus.exceptions", "MilvusException"))
+
+
+def _loaded(module: str, *names: str) -> tuple[type[BaseException], ...]:
+    """The classes ``names`` of ``module`` once it is imported, else none: an error cannot be
+    of a class not loaded, and importing a client (pymilvus takes half a second, longer on a
+    busy machine) to judge a plain ``ConnectionError`` would spend a retry's deadline on it."""
+    found = sys.modules.get(module)
+    classes = (getattr(found, name, None) for name in names)
+    return tuple(c for c in classes if isinstance(c, type))
 
 
 def _compatible_code_name(value: object) -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import subprocess
+import sys
 
 import grpc
 import pytest
@@ -307,3 +309,23 @@ def test_a_deadline_within_another_keeps_the_earlier():
     with retry_deadline(60.0), retry_deadline(1.0), pytest.raises(SearchUnavailableError):
         call_with_retries(flaky, policy, what="kb", sleep=waited.append)
     assert (flaky.calls, waited) == (4, [0.2, 0.4, 0.8])
+
+
+def test_judging_a_plain_error_loads_no_client():
+    """The first ``ConnectionError`` of a process is judged without importing pymilvus or
+    gRPC (half a second, seconds on a busy machine): that time would come out of the wait
+    before the retry, and of the collection's deadline, and could turn a retry that answers
+    into a timeout. A client's error classes are read once its module is loaded."""
+    code = (
+        "import sys\n"
+        "from thresholded.retry import is_transient\n"
+        "judged = [is_transient(ConnectionRefusedError()), is_transient(ValueError('no'))]\n"
+        "loaded = sorted({'pymilvus', 'grpc'} & set(sys.modules))\n"
+        "import pymilvus.exceptions as e\n"
+        "judged.append(is_transient(e.MilvusUnavailableException(message='down')))\n"
+        "print(judged, loaded)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[True, False, True] []"

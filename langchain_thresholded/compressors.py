@@ -20,7 +20,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of
 from langchain_thresholded.backend import describe
@@ -110,11 +110,6 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
         if self.embeddings is None:
             return None
         return model_of(self.embeddings), "the embeddings"
-
-    @field_validator("score_kind", mode="before")
-    @classmethod
-    def _parse_kind(cls, value: Any) -> Any:
-        return ScoreKind.parse(value) if isinstance(value, str) else value
 
     def compress_with_report(
         self, documents: Sequence[Document], query: str | None = None

@@ -24,7 +24,7 @@ from pydantic import ConfigDict, Field
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of
 from langchain_thresholded.backend import describe
-from langchain_thresholded.embeddings import model_of
+from langchain_thresholded.embeddings import OptionalEmbeddings, model_of
 from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
 from thresholded.engine import Question, check_question
@@ -93,7 +93,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     score_kind: ScoreKind | None = None
     """What the score of a document the retriever produced is when it does not say
     (``metadata["score_kind"]``); None: a cosine."""
-    embeddings: Embeddings | None = None
+    embeddings: OptionalEmbeddings = None
     """The model the store was built with: the cosine of every document this package did
     not produce is computed with it (the query embedded once, the texts in one batch). When the
     policy names a model, it must be the model these embeddings name."""

@@ -23,7 +23,6 @@ from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple, cast
 
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -32,7 +31,7 @@ from langchain_thresholded.backend import (
     LangChainBackend,
     QuestionEmbedder,
 )
-from langchain_thresholded.embeddings import model_of
+from langchain_thresholded.embeddings import OptionalEmbeddings, model_of
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.retrievers import (
     EngineRetriever,
@@ -146,7 +145,7 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
 
     collections: list[ThresholdedRetriever | CollectionSpec | VectorStore]
     policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
-    embeddings: Embeddings | None = None
+    embeddings: OptionalEmbeddings = None
     """Embeds the question once; default: the first collection's (they share one model)."""
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     """The deadline of a collection's whole search stage, retries included, in seconds,

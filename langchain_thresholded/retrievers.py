@@ -37,7 +37,7 @@ from langchain_thresholded.backend import (
     source_settings,
     store_name,
 )
-from langchain_thresholded.embeddings import model_of
+from langchain_thresholded.embeddings import OptionalEmbeddings, model_of
 from langchain_thresholded.ensemble import (
     RetrieverSource,
     not_configurable,
@@ -358,7 +358,7 @@ class ThresholdedRetriever(EngineRetriever):
     """A calibration profile: its floor, gate and model replace ``policy``'s."""
     collection: str | None = None
     """The profile's collection, where it is not the store's ``collection_name``."""
-    embeddings: Embeddings | None = None
+    embeddings: OptionalEmbeddings = None
     """Embeds the query (and the candidates when re-scoring); default: the store's."""
     metric: Metric | None = None
     """The store's metric, for stores it cannot be read from: ``COSINE``, ``IP`` or ``L2``."""

@@ -228,6 +228,20 @@ def of_another_framework(value: object, ours: str) -> str:
     return f"{type(value).__name__} is a {framework} object: use {adapter}"
 
 
+def not_a_model(
+    value: object, *, argument: str, framework: str, kind: str, loader: str
+) -> TypeError:
+    """The error of ``value`` given as ``argument``, the ``framework``'s model (an instance
+    of ``kind``), which it is not: the other framework's model is named as such, with the
+    ``loader`` of this one's packaged models."""
+    other = framework_of(value)
+    whose = f", a {other} model" if other not in (None, framework) else ""
+    return TypeError(
+        f"{argument} must be a {framework} {kind}, got {type(value).__name__}{whose}: load the "
+        f"{framework} one with {loader}(...) (the packaged models: 'minilm', 'use-multilingual')"
+    )
+
+
 def framework_of(value: object) -> str | None:
     """The framework (``"LangChain"``, ``"LlamaIndex"``) whose object ``value`` is, or whose
     objects a non-empty list or tuple of them holds; None: neither."""

@@ -136,13 +136,7 @@ def checked_embeddings(embeddings: Any) -> Any:
     LlamaIndex model failed with pydantic's "Input should be an instance of Embeddings"."""
     if embeddings is None or isinstance(embeddings, Embeddings):
         return embeddings
-    raise not_a_model(
-        embeddings,
-        argument="embeddings",
-        framework="LangChain",
-        kind="Embeddings",
-        loader="load_embeddings",
-    )
+    raise not_a_model(embeddings, "LangChain")
 
 
 OptionalEmbeddings = Annotated[Embeddings | None, BeforeValidator(checked_embeddings)]

@@ -84,13 +84,7 @@ def checked_embed_model(embed_model: Any) -> BaseEmbedding | None:
     question."""
     if embed_model is None or isinstance(embed_model, BaseEmbedding):
         return embed_model
-    raise not_a_model(
-        embed_model,
-        argument="embed_model",
-        framework="LlamaIndex",
-        kind="BaseEmbedding",
-        loader="load_embed_model",
-    )
+    raise not_a_model(embed_model, "LlamaIndex")
 
 
 def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:

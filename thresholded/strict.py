@@ -228,12 +228,17 @@ def of_another_framework(value: object, ours: str) -> str:
     return f"{type(value).__name__} is a {framework} object: use {adapter}"
 
 
-def not_a_model(
-    value: object, *, argument: str, framework: str, kind: str, loader: str
-) -> TypeError:
-    """The error of ``value`` given as ``argument``, the ``framework``'s model (an instance
-    of ``kind``), which it is not: the other framework's model is named as such, with the
-    ``loader`` of this one's packaged models."""
+_MODELS = {
+    "LangChain": ("embeddings", "Embeddings", "load_embeddings"),
+    "LlamaIndex": ("embed_model", "BaseEmbedding", "load_embed_model"),
+}
+"""Each framework's model argument, the class its models are, and this package's loader."""
+
+
+def not_a_model(value: object, framework: str) -> TypeError:
+    """The error of ``value`` given as the ``framework``'s model, which it is not: the other
+    framework's model is named as such, with the loader of this one's packaged models."""
+    argument, kind, loader = _MODELS[framework]
     other = framework_of(value)
     whose = f", a {other} model" if other not in (None, framework) else ""
     return TypeError(

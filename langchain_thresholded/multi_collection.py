@@ -57,7 +57,7 @@ from thresholded.filters import all_of
 from thresholded.models import Embedder, check_one_embedder
 from thresholded.policy import RetrievalPolicy, unmeasured
 from thresholded.report import MultiCollectionReport, Report
-from thresholded.retriever_arguments import pool_size
+from thresholded.retriever_arguments import AllowedFilterKeys, pool_size
 from thresholded.scores import ScoreKind
 
 __all__ = [
@@ -169,7 +169,7 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
     ``filters``: a structured filter (see :mod:`langchain_thresholded.filters`) or its dict
     form, as LlamaIndex's ``MultiCollectionRetriever(filters=...)``. Not configurable: expose
     ``call_filters``."""
-    allowed_filter_keys: list[str] | None = None
+    allowed_filter_keys: AllowedFilterKeys = None
     """The only metadata keys ``filters``, ``call_filters`` and a call's filters may name, in
     every collection (each collection's own ``allowed_filter_keys`` also hold)."""
     call_filters: Any = None

@@ -79,6 +79,7 @@ from thresholded.policy import (
 from thresholded.provenance import Asked
 from thresholded.report import Report
 from thresholded.rescore import wants_rescore
+from thresholded.retriever_arguments import AllowedFilterKeys
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.snapshot import Copied, same, shape
@@ -380,7 +381,7 @@ class ThresholdedRetriever(EngineRetriever):
     expr: str | None = None
     """A raw Milvus boolean expression, ANDed verbatim with every call's filters (Milvus
     stores only; you vouch for it: it is not checked)."""
-    allowed_filter_keys: list[str] | None = None
+    allowed_filter_keys: AllowedFilterKeys = None
     """The only metadata keys a filter may name; default: any plain field name."""
     call_filters: Any = None
     """Filters combined (AND) with ``filters`` in every call, like a call's own ``filters``:

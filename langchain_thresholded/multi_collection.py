@@ -40,7 +40,7 @@ from langchain_thresholded.retrievers import (
 from thresholded.classes import default_label
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
 from thresholded.engine import Call, Collection, Fan, Question, plan
-from thresholded.errors import RetrieverClosedError
+from thresholded.errors import FieldNotFoundError, RetrieverClosedError
 from thresholded.fanout import (
     COLLECTION_KEY,
     ClosedByWith,
@@ -303,14 +303,23 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
                 "MultiCollectionRetriever(embeddings=...), the model its vectors come from"
             )
         assert spec.uri is not None and spec.collection_name is not None
-        return existing_milvus_store(
-            spec.uri,
-            spec.collection_name,
-            embeddings=self.embeddings,
-            db_name=spec.db_name,
-            token=spec.token,
-            timeout=spec.timeout_or(self.timeout),
-        )
+        try:
+            return existing_milvus_store(
+                spec.uri,
+                spec.collection_name,
+                embeddings=self.embeddings,
+                db_name=spec.db_name,
+                token=spec.token,
+                timeout=spec.timeout_or(self.timeout),
+            )
+        except FieldNotFoundError as exc:  # the spec takes no field names: say where they go
+            raise FieldNotFoundError(
+                exc.fact,
+                argument=exc.argument,
+                advice=f"pass {exc.argument}=... to existing_milvus_store(uri, name, "
+                "embeddings=...) and give the store as CollectionSpec(store=...): a "
+                "CollectionSpec named by URI opens LangChain's field names only",
+            ) from exc
 
     # Public API ----------------------------------------------------------------------
     @property

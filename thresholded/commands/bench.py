@@ -18,7 +18,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="measure a threshold through Milvus Lite and ThresholdedRetriever",
-        description=__doc__,
+        description=__doc__.replace("``", ""),
     )
     parser.add_argument("--corpus", required=True, help="passages JSONL (pid, lang, text, source)")
     parser.add_argument(

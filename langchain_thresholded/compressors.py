@@ -20,11 +20,11 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 
 from langchain_thresholded._documents import document_id, marked_copy, source_of
 from langchain_thresholded.backend import describe
-from langchain_thresholded.embeddings import model_of
+from langchain_thresholded.embeddings import OptionalEmbeddings, model_of
 from langchain_thresholded.events import EVENT_NAME
 from thresholded import metadata_keys
 from thresholded.engine import Pipeline, Question, Step, adrive, check_question, drive
@@ -93,7 +93,7 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
     score_kind: ScoreKind | None = None
     """What the score of a document the retriever produced is when it does not say
     (``metadata["score_kind"]``); None: a cosine."""
-    embeddings: Embeddings | None = None
+    embeddings: OptionalEmbeddings = None
     """The model the store was built with: the cosine of every document this package did
     not produce is computed with it (the query embedded once, the texts in one batch). When the
     policy names a model, it must be the model these embeddings name."""
@@ -110,11 +110,6 @@ class SimilarityThresholdCompressor(PolicyInForce, BaseDocumentCompressor):
         if self.embeddings is None:
             return None
         return model_of(self.embeddings), "the embeddings"
-
-    @field_validator("score_kind", mode="before")
-    @classmethod
-    def _parse_kind(cls, value: Any) -> Any:
-        return ScoreKind.parse(value) if isinstance(value, str) else value
 
     def compress_with_report(
         self, documents: Sequence[Document], query: str | None = None

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.embeddings import Embeddings
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from thresholded.errors import ModelWeightsNotFoundError
 from thresholded.models import ModelId, canonical_model_name
-from thresholded.strict import StrictArguments
+from thresholded.strict import StrictArguments, not_a_model
 from thresholded.weights import (
     KNOWN_DIMENSIONS,
     MINILM,
@@ -129,6 +129,18 @@ def load_embeddings(
     if directory == str(minilm_path()):  # its id is known: the model is not asked its dimension
         return minilm_embeddings()
     return LocalSentenceTransformerEmbeddings(model_path=directory)
+
+
+def checked_embeddings(embeddings: Any) -> Any:
+    """``embeddings`` as given, refusing anything but a LangChain model (None: none): a
+    LlamaIndex model failed with pydantic's "Input should be an instance of Embeddings"."""
+    if embeddings is None or isinstance(embeddings, Embeddings):
+        return embeddings
+    raise not_a_model(embeddings, "LangChain")
+
+
+OptionalEmbeddings = Annotated[Embeddings | None, BeforeValidator(checked_embeddings)]
+"""The type of an ``embeddings`` field: a LangChain model, or None."""
 
 
 def model_of(embeddings: object) -> str | None:

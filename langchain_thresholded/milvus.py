@@ -45,7 +45,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
-from thresholded.errors import UnsupportedMetricError
+from thresholded.errors import FieldNotFoundError, UnsupportedMetricError
 from thresholded.filters.milvus import DeclaredFields, value_kind
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
@@ -398,9 +398,10 @@ def _existing_settings(
     names = [spec["name"] for spec in description.get("fields", [])]
     dense_dimension(description, collection_name, vector_field, argument="vector_field")
     if text_field not in names:
-        raise ValueError(
+        raise FieldNotFoundError(
             f"collection {collection_name!r} has no text field {text_field!r}; its fields are "
-            f"{names}: pass text_field=..."
+            f"{names}",
+            argument="text_field",
         )
     settings: dict[str, Any] = {
         "auto_id": bool(description.get("auto_id", False)),

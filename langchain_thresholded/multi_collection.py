@@ -23,7 +23,6 @@ from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple, cast
 
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -32,7 +31,7 @@ from langchain_thresholded.backend import (
     LangChainBackend,
     QuestionEmbedder,
 )
-from langchain_thresholded.embeddings import model_of
+from langchain_thresholded.embeddings import OptionalEmbeddings, model_of
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.retrievers import (
     EngineRetriever,
@@ -41,7 +40,7 @@ from langchain_thresholded.retrievers import (
 from thresholded.classes import default_label
 from thresholded.collection_spec import CollectionSpec as BaseCollectionSpec
 from thresholded.engine import Call, Collection, Fan, Question, plan
-from thresholded.errors import RetrieverClosedError
+from thresholded.errors import FieldNotFoundError, RetrieverClosedError
 from thresholded.fanout import (
     COLLECTION_KEY,
     ClosedByWith,
@@ -58,7 +57,7 @@ from thresholded.filters import all_of
 from thresholded.models import Embedder, check_one_embedder
 from thresholded.policy import RetrievalPolicy, unmeasured
 from thresholded.report import MultiCollectionReport, Report
-from thresholded.retriever_arguments import pool_size
+from thresholded.retriever_arguments import AllowedFilterKeys, pool_size
 from thresholded.scores import ScoreKind
 
 __all__ = [
@@ -146,7 +145,7 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
 
     collections: list[ThresholdedRetriever | CollectionSpec | VectorStore]
     policy: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
-    embeddings: Embeddings | None = None
+    embeddings: OptionalEmbeddings = None
     """Embeds the question once; default: the first collection's (they share one model)."""
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     """The deadline of a collection's whole search stage, retries included, in seconds,
@@ -170,7 +169,7 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
     ``filters``: a structured filter (see :mod:`langchain_thresholded.filters`) or its dict
     form, as LlamaIndex's ``MultiCollectionRetriever(filters=...)``. Not configurable: expose
     ``call_filters``."""
-    allowed_filter_keys: list[str] | None = None
+    allowed_filter_keys: AllowedFilterKeys = None
     """The only metadata keys ``filters``, ``call_filters`` and a call's filters may name, in
     every collection (each collection's own ``allowed_filter_keys`` also hold)."""
     call_filters: Any = None
@@ -304,14 +303,23 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
                 "MultiCollectionRetriever(embeddings=...), the model its vectors come from"
             )
         assert spec.uri is not None and spec.collection_name is not None
-        return existing_milvus_store(
-            spec.uri,
-            spec.collection_name,
-            embeddings=self.embeddings,
-            db_name=spec.db_name,
-            token=spec.token,
-            timeout=spec.timeout_or(self.timeout),
-        )
+        try:
+            return existing_milvus_store(
+                spec.uri,
+                spec.collection_name,
+                embeddings=self.embeddings,
+                db_name=spec.db_name,
+                token=spec.token,
+                timeout=spec.timeout_or(self.timeout),
+            )
+        except FieldNotFoundError as exc:  # the spec takes no field names: say where they go
+            raise FieldNotFoundError(
+                exc.fact,
+                argument=exc.argument,
+                advice=f"pass {exc.argument}=... to existing_milvus_store(uri, name, "
+                "embeddings=...) and give the store as CollectionSpec(store=...): a "
+                "CollectionSpec named by URI opens LangChain's field names only",
+            ) from exc
 
     # Public API ----------------------------------------------------------------------
     @property

@@ -37,7 +37,7 @@ from langchain_thresholded.backend import (
     source_settings,
     store_name,
 )
-from langchain_thresholded.embeddings import model_of
+from langchain_thresholded.embeddings import OptionalEmbeddings, model_of
 from langchain_thresholded.ensemble import (
     RetrieverSource,
     as_configured,
@@ -82,6 +82,7 @@ from thresholded.policy import (
 from thresholded.provenance import Asked
 from thresholded.report import Report
 from thresholded.rescore import wants_rescore
+from thresholded.retriever_arguments import AllowedFilterKeys
 from thresholded.retry import RetryPolicy
 from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.snapshot import Copied, same, shape
@@ -360,7 +361,7 @@ class ThresholdedRetriever(EngineRetriever):
     """A calibration profile: its floor, gate and model replace ``policy``'s."""
     collection: str | None = None
     """The profile's collection, where it is not the store's ``collection_name``."""
-    embeddings: Embeddings | None = None
+    embeddings: OptionalEmbeddings = None
     """Embeds the query (and the candidates when re-scoring); default: the store's."""
     metric: Metric | None = None
     """The store's metric, for stores it cannot be read from: ``COSINE``, ``IP`` or ``L2``."""
@@ -382,7 +383,7 @@ class ThresholdedRetriever(EngineRetriever):
     expr: str | None = None
     """A raw Milvus boolean expression, ANDed verbatim with every call's filters (Milvus
     stores only; you vouch for it: it is not checked)."""
-    allowed_filter_keys: list[str] | None = None
+    allowed_filter_keys: AllowedFilterKeys = None
     """The only metadata keys a filter may name; default: any plain field name."""
     call_filters: Any = None
     """Filters combined (AND) with ``filters`` in every call, like a call's own ``filters``:

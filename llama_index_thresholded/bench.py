@@ -26,7 +26,7 @@ from llama_index.core.schema import QueryBundle, TextNode
 from tqdm.auto import tqdm
 
 from llama_index_thresholded.calibration import embedder_of
-from llama_index_thresholded.embeddings import load_embed_model
+from llama_index_thresholded.embeddings import load_embed_model, model_id_of
 from llama_index_thresholded.milvus import milvus_store
 from llama_index_thresholded.retriever import ThresholdedRetriever
 from thresholded.calibration import (
@@ -77,8 +77,19 @@ def run_bench(
         raise ValueError("give exactly one of a profile or a threshold")
     if profile is not None and gate is not None:
         raise ValueError("a profile brings its own gate: give a gate with a threshold only")
+    fields: dict[str, Any] = {
+        "top_k": top_k,
+        "over_fetch": over_fetch,
+        "max_per_source": max_per_source,
+    }
+    policy = (
+        RetrievalPolicy.from_profile(profile, **fields)
+        if profile is not None
+        else RetrievalPolicy(min_similarity=threshold, min_top_similarity=gate, **fields)
+    )
     with loading_bars(progress):
         embed_model = load_embed_model(model)
+    policy.resolve_min_similarity(model_id_of(embed_model))  # another model's: before embedding
     embedder = embedder_of(embed_model, progress=progress)
     allowed = allowed_passages(load_corpus(corpus), passages)
     questions = [q for path in queries for q in load_questions(path)]
@@ -101,16 +112,6 @@ def run_bench(
             nodes,
             storage_context=StorageContext.from_defaults(vector_store=store),
             embed_model=embed_model,
-        )
-        fields: dict[str, Any] = {
-            "top_k": top_k,
-            "over_fetch": over_fetch,
-            "max_per_source": max_per_source,
-        }
-        policy = (
-            RetrievalPolicy.from_profile(profile, **fields)
-            if profile is not None
-            else RetrievalPolicy(min_similarity=threshold, min_top_similarity=gate, **fields)
         )
         # no pushdown: the threshold's drops must be seen to be counted
         retriever = ThresholdedRetriever(

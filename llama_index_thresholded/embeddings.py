@@ -17,7 +17,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
 from thresholded.models import ModelId, canonical_model_name
-from thresholded.strict import StrictArguments, framework_of
+from thresholded.strict import StrictArguments, not_a_model
 from thresholded.weights import KNOWN_DIMENSIONS, USE_MULTILINGUAL, locate_model, use_encoder
 
 
@@ -84,12 +84,7 @@ def checked_embed_model(embed_model: Any) -> BaseEmbedding | None:
     question."""
     if embed_model is None or isinstance(embed_model, BaseEmbedding):
         return embed_model
-    whose = ", a LangChain model" if framework_of(embed_model) == "LangChain" else ""
-    raise TypeError(
-        f"embed_model must be a LlamaIndex BaseEmbedding, got {type(embed_model).__name__}"
-        f"{whose}: load the LlamaIndex one with load_embed_model(...) (the packaged models: "
-        "'minilm', 'use-multilingual')"
-    )
+    raise not_a_model(embed_model, "LlamaIndex")
 
 
 def named_model(embed_model: BaseEmbedding | None) -> ModelId | None:

@@ -12,6 +12,7 @@ from thresholded.calibration import calibrate
 from thresholded.errors import (
     CollectionNotFoundError,
     DimensionMismatchError,
+    FieldNotFoundError,
     InexactFilterError,
     ModelMismatchError,
     ModelWeightsNotFoundError,
@@ -43,6 +44,7 @@ __all__ = [
     "DimensionMismatchError",
     "DropReason",
     "DroppedItem",
+    "FieldNotFoundError",
     "InexactFilterError",
     "Metric",
     "ModelId",

@@ -330,6 +330,11 @@ class Call(Generic[T]):
         return {stage.collection.name: stage.floor for stage in self.stages}
 
     @property
+    def gates(self) -> dict[str, float | None]:
+        """Each collection's own answer gate in this call, by its name; None: off."""
+        return {stage.collection.name: stage.policy.min_top_similarity for stage in self.stages}
+
+    @property
     def min_similarity(self) -> float:
         """The lowest floor of its collections (a multi-collection report's
         ``min_similarity``); over one collection, its floor."""

@@ -32,6 +32,15 @@ class DimensionMismatchError(ThresholdedError, ValueError):
     """The query vector's dimension differs from the collection's."""
 
 
+class FieldNotFoundError(ThresholdedError, ValueError):
+    """A collection has no field under the name a store expects; ``argument`` is the
+    store's setting that names another one (``vector_field``, ``text_field``)."""
+
+    def __init__(self, fact: str, *, argument: str, advice: str | None = None) -> None:
+        super().__init__(f"{fact}: {advice or f'pass {argument}=...'}")
+        self.fact, self.argument = fact, argument
+
+
 class NonCosineScoreError(ThresholdedError, ValueError):
     """A non-cosine score reached a cosine floor while strict checking is on."""
 

@@ -177,6 +177,12 @@ class FloorsInForce:
         return self._configured().floors  # type: ignore[attr-defined]
 
     @property
+    def gates(self) -> dict[str, float | None]:
+        """Each collection's own answer gate in force (its spec's policy or profile), which
+        empties its candidates; None: off. ``min_top_similarity`` is the merged result's."""
+        return self._configured().gates  # type: ignore[attr-defined]
+
+    @property
     def min_similarity(self) -> float:
         """The lowest floor in force, as a report's ``min_similarity`` (see ``floors``)."""
         return self._configured().min_similarity  # type: ignore[attr-defined]

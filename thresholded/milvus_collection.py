@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from thresholded.errors import CollectionNotFoundError, UnsafeFilterError
+from thresholded.errors import CollectionNotFoundError, FieldNotFoundError, UnsafeFilterError
 from thresholded.milvus_lite import is_lite_uri, lite_engine_version
 from thresholded.scores import Metric
 from thresholded.strict import list_of_strings
@@ -152,9 +152,10 @@ def dense_dimension(
     without it is an error naming its vector fields and the ``argument`` that names one."""
     vectors = vector_dims(description)
     if field not in vectors:
-        raise ValueError(
+        raise FieldNotFoundError(
             f"collection {collection_name!r} has no dense vector field {field!r}; its "
-            f"vector fields are {sorted(vectors)}: pass {argument}=..."
+            f"vector fields are {sorted(vectors)}",
+            argument=argument,
         )
     return vectors[field]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import numbers
@@ -22,6 +21,7 @@ from pydantic import (
 from thresholded.errors import PolicyFileError, ProfileError
 from thresholded.files import DuplicateKeyError, atomic_write_text, loads_strict
 from thresholded.models import ModelId, check_same_model, default_floor
+from thresholded.strict import refuse_unknown_fields, unknown_field
 
 MILVUS_MAX_TOP_K = 16_384
 
@@ -130,10 +130,7 @@ class RetrievalPolicy(BaseModel):
     def _known_fields(cls, data: Any) -> Any:
         """An unknown field names the field meant: a framework's name for it, or the
         nearest spelling."""
-        if isinstance(data, dict):
-            unknown = [key for key in data if key not in cls.model_fields]
-            if unknown:
-                raise ValueError("; ".join(_unknown_field(str(key)) for key in unknown))
+        refuse_unknown_fields(data, cls.model_fields, _unknown_field)
         return data
 
     @field_validator("min_similarity", "min_top_similarity", mode="before")
@@ -342,12 +339,7 @@ def _no_measured_field_replaced(
 
 def _unknown_field(key: str) -> str:
     """What to write instead of the unknown policy field ``key``."""
-    meant = OTHER_NAMES.get(key) or next(
-        iter(difflib.get_close_matches(key, RetrievalPolicy.model_fields, n=1)), None
-    )
-    if meant is None:
-        return f"unknown field {key!r}; the fields are {', '.join(RetrievalPolicy.model_fields)}"
-    return f"unknown field {key!r}: write {meant}=..."
+    return unknown_field(key, RetrievalPolicy.model_fields, OTHER_NAMES)
 
 
 def _same(key: str, given: Any, measured: Any) -> bool:

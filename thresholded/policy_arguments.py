@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, field_validator
 
 from thresholded.models import KNOWN_FLOORS, ModelId, check_model_in_use, check_question_model
 from thresholded.policy import MILVUS_MAX_TOP_K, RetrievalPolicy, policy_or_none
+from thresholded.scores import ScoreKind
 from thresholded.strict import StrictArguments
 
 __all__ = ["FLOOR_ONLY", "PolicyInForce", "policy_in_force"]
@@ -104,6 +105,12 @@ class PolicyInForce(StrictArguments):
     _init_keywords: ClassVar[tuple[str, ...]] = ("min_similarity", "min_top_similarity")
     model_config = ConfigDict(validate_assignment=True)
     """A field set afterwards is validated as the constructor validates it."""
+
+    @field_validator("score_kind", mode="before")
+    @classmethod
+    def _parse_kind(cls, value: Any) -> Any:
+        """A kind's name in any case; an unknown one is refused naming the kinds."""
+        return ScoreKind.parse(value) if isinstance(value, str) else value
 
     def __init__(self, /, **data: Any) -> None:
         self._check_keywords(data)

@@ -23,6 +23,7 @@ from thresholded.errors import ProfileError
 from thresholded.files import DuplicateKeyError, atomic_write_text, loads_strict
 from thresholded.models import ModelId
 from thresholded.scores import Metric
+from thresholded.strict import refuse_unknown_fields, unknown_field
 
 __all__ = ["PROFILE_VERSION", "CalibrationProfile", "atomic_write_text"]
 
@@ -84,6 +85,13 @@ class CalibrationProfile(BaseModel):
     measurements: dict[str, Any] = Field(default_factory=dict)
     """The measured table, suggestions and estimates behind the floor and the gate."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """An unknown field names the field meant; a policy field says where it goes."""
+        refuse_unknown_fields(data, cls.model_fields, _unknown_field)
+        return data
+
     @field_validator("version")
     @classmethod
     def _known_version(cls, value: int) -> int:
@@ -144,3 +152,17 @@ class CalibrationProfile(BaseModel):
         text = json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
         atomic_write_text(path, text)
         return path
+
+
+def _unknown_field(key: str) -> str:
+    """What to write instead of the unknown profile field ``key``: a policy field (``top_k``,
+    LangChain's ``k``) is given beside the profile, not in it."""
+    from thresholded.policy import OTHER_NAMES, RetrievalPolicy
+
+    field = OTHER_NAMES.get(key, key)
+    if field in RetrievalPolicy.model_fields and field not in CalibrationProfile.model_fields:
+        return (
+            f"{key!r} is a policy field, not a profile's: give it beside the profile, "
+            f"RetrievalPolicy.from_profile(path, {field}=...)"
+        )
+    return unknown_field(key, CalibrationProfile.model_fields, OTHER_NAMES)

@@ -4,6 +4,9 @@ and the size of a multi-collection retriever's thread pool."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 MAX_DEFAULT_WORKERS = 64
 
@@ -18,6 +21,18 @@ def allowed_keys(keys: Iterable[str] | None) -> frozenset[str] | None:
             f"be read as its characters: pass allowed_filter_keys=[{keys!r}]"
         )
     return frozenset(keys)
+
+
+def _no_string(keys: Any) -> Any:
+    """``keys`` as given, refusing a lone string as :func:`allowed_keys` does (anything else
+    is pydantic's to validate)."""
+    if isinstance(keys, str | bytes):
+        allowed_keys(keys)
+    return keys
+
+
+AllowedFilterKeys = Annotated[list[str] | None, BeforeValidator(_no_string)]
+"""The type of a pydantic ``allowed_filter_keys`` field: a list of keys, or None."""
 
 
 def check_max_workers(max_workers: object) -> None:

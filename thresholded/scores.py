@@ -33,8 +33,15 @@ class ScoreKind(StrEnum):
 
     @classmethod
     def parse(cls, value: ScoreKind | str) -> ScoreKind:
-        """A kind, or its name in any case (``"Cosine"``)."""
-        return value if isinstance(value, cls) else cls(str(value).strip().lower())
+        """A kind, or its name in any case (``"Cosine"``); an unknown name is a ``ValueError``
+        naming the kinds."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            kinds = ", ".join(kind.value for kind in cls)
+            raise ValueError(f"unknown score_kind {value!r}: one of {kinds}") from None
 
 
 def declared_kind(declared: ScoreKind | str | None, known: ScoreKind, *, source: str) -> ScoreKind:

@@ -70,6 +70,34 @@ def check_arguments(
     )
 
 
+def refuse_unknown_fields(
+    data: Any, fields: Iterable[str], unknown: Callable[[str], str] | None = None
+) -> None:
+    """Refuse the keys of a stored record (``data``, when it is a dict) that are not
+    ``fields``, each said by ``unknown`` (default: :func:`unknown_field`)."""
+    if not isinstance(data, dict):
+        return
+    known = list(fields)
+    say = unknown or (lambda key: unknown_field(key, known))
+    extra = [str(key) for key in data if key not in known]
+    if extra:
+        raise ValueError("; ".join(say(key) for key in extra))
+
+
+def unknown_field(
+    key: str, fields: Iterable[str], other_names: Mapping[str, str] | None = None
+) -> str:
+    """What to write instead of the unknown field ``key``: the field ``other_names`` gives
+    for it (a framework's name), else the nearest spelling, else the fields."""
+    known = list(fields)
+    meant = (other_names or {}).get(key) or next(
+        iter(difflib.get_close_matches(key, known, n=1)), None
+    )
+    if meant is None:
+        return f"unknown field {key!r}; the fields are {', '.join(known)}"
+    return f"unknown field {key!r}: write {meant}=..."
+
+
 def _policy_fields() -> frozenset[str]:
     """The fields of :class:`~thresholded.policy.RetrievalPolicy`, and the frameworks' names
     for them (:data:`~thresholded.policy.OTHER_NAMES`)."""
@@ -198,6 +226,25 @@ def of_another_framework(value: object, ours: str) -> str:
     if adapter is None or adapter == ours:
         return ""
     return f"{type(value).__name__} is a {framework} object: use {adapter}"
+
+
+_MODELS = {
+    "LangChain": ("embeddings", "Embeddings", "load_embeddings"),
+    "LlamaIndex": ("embed_model", "BaseEmbedding", "load_embed_model"),
+}
+"""Each framework's model argument, the class its models are, and this package's loader."""
+
+
+def not_a_model(value: object, framework: str) -> TypeError:
+    """The error of ``value`` given as the ``framework``'s model, which it is not: the other
+    framework's model is named as such, with the loader of this one's packaged models."""
+    argument, kind, loader = _MODELS[framework]
+    other = framework_of(value)
+    whose = f", a {other} model" if other not in (None, framework) else ""
+    return TypeError(
+        f"{argument} must be a {framework} {kind}, got {type(value).__name__}{whose}: load the "
+        f"{framework} one with {loader}(...) (the packaged models: 'minilm', 'use-multilingual')"
+    )
 
 
 def framework_of(value: object) -> str | None:

@@ -52,7 +52,17 @@ def test_bench_writes_the_figures(tmp_path: Path, passages: str, capsys) -> None
     assert "gold lost" in capsys.readouterr().out
 
 
-def test_bench_with_a_profile_of_another_model_is_refused(tmp_path: Path, capsys) -> None:
+def test_bench_with_a_profile_of_another_model_is_refused(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """It was refused after every passage and question was embedded (minutes, on the
+    benchmark data): it is refused first."""
+    from llama_index_thresholded import bench
+
+    def embedded(*args, **kwargs):
+        raise AssertionError("the corpus was embedded before the profile's model was checked")
+
+    monkeypatch.setattr(bench, "embedder_of", embedded)
     corpus, queries = _slice(tmp_path)
     profile = tmp_path / "profile.json"
     profile.write_text(

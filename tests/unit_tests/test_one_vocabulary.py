@@ -337,10 +337,13 @@ def test_both_retrievers_read_the_floor_and_gate_in_force_by_one_name(build, pro
     assert (plain.min_similarity, plain.min_top_similarity) == (POLICY.min_similarity, None)
 
 
-def multi_of(build: Callable[..., Any], policy: RetrievalPolicy) -> Any:
-    """The corpus twice, as collections "high" (floor 0.8) and "low" (floor 0.6), merged
-    under ``policy`` by the adapter's multi-collection retriever."""
-    high, low = POLICY.with_overrides(min_similarity=0.8), POLICY.with_overrides(min_similarity=0.6)
+def multi_of(
+    build: Callable[..., Any], policy: RetrievalPolicy, high_gate: float | None = None
+) -> Any:
+    """The corpus twice, as collections "high" (floor 0.8, gate ``high_gate``) and "low"
+    (floor 0.6), merged under ``policy`` by the adapter's multi-collection retriever."""
+    high = POLICY.with_overrides(min_similarity=0.8, min_top_similarity=high_gate)
+    low = POLICY.with_overrides(min_similarity=0.6)
     if build is llama_index:
         index = build(policy=POLICY)._index
         specs = [li.CollectionSpec(index, name="high", policy=high, metric="COSINE")]
@@ -364,6 +367,16 @@ def test_both_multi_collection_retrievers_read_the_floors_and_gate_in_force(buil
     assert (report.min_similarity, report.gate) == (0.6, 0.85)
     plain = multi_of(build, POLICY)
     assert (plain.min_similarity, plain.min_top_similarity) == (0.6, None)
+
+
+@pytest.mark.parametrize("build", ADAPTERS)
+def test_both_multi_collection_retrievers_read_each_collection_s_gate(build):
+    """A collection's own gate (its spec's policy or profile) empties its candidates, but
+    nothing read it: ``min_top_similarity`` is the merged result's gate only. ``gates``
+    reads each collection's, as ``floors`` its floor."""
+    retriever = multi_of(build, POLICY.with_overrides(min_top_similarity=0.85), high_gate=0.9)
+    assert retriever.gates == {"high": 0.9, "low": None}
+    assert retriever.min_top_similarity == 0.85
 
 
 @pytest.mark.parametrize("build", ADAPTERS)

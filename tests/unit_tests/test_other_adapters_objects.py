@@ -55,3 +55,17 @@ def test_a_langchain_embeddings_given_as_embed_model_is_refused(li_index) -> Non
         li.ThresholdedRetriever(li_index, policy=POLICY, embed_model=embeddings)
     with pytest.raises(TypeError, match=wanted):
         li.MultiCollectionRetriever([li_index], policy=POLICY, embed_model=embeddings)
+
+
+def test_a_llama_index_model_given_as_embeddings_is_refused(lc_store) -> None:
+    """It failed with pydantic's "Input should be an instance of Embeddings", where the
+    LlamaIndex adapter names the other framework's model and the loader to use."""
+    embed_model = MockEmbedding(embed_dim=8)
+    wanted = r"embeddings must be a LangChain Embeddings, got MockEmbedding, a LlamaIndex "
+    wanted += r"model: load the LangChain one with load_embeddings"
+    with pytest.raises(TypeError, match=wanted):
+        lc.ThresholdedRetriever(vectorstore=lc_store, policy=POLICY, embeddings=embed_model)
+    with pytest.raises(TypeError, match=wanted):
+        lc.MultiCollectionRetriever(collections=[lc_store], policy=POLICY, embeddings=embed_model)
+    with pytest.raises(TypeError, match=wanted):
+        lc.SimilarityThresholdCompressor(min_similarity=0.3, embeddings=embed_model)

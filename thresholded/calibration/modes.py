@@ -12,6 +12,7 @@ The floor and the gate use the same modes; each has its own margin.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Literal
 
 __all__ = [
@@ -46,11 +47,19 @@ def in_force(threshold: float | None) -> float:
 def check_params(
     mode: str, margin: float | None, max_loss: float, gate_margin: float | None = None
 ) -> None:
-    """Refuse an unknown mode, or a margin or budget outside [0, 1), before any work."""
+    """Refuse an unknown mode, or a margin or budget that is not a number in [0, 1), before
+    any work."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-    for name, value in (("margin", margin), ("gate_margin", gate_margin)):
-        if value is not None and not 0.0 <= value < 1.0:
-            raise ValueError(f"{name} must lie in [0, 1), got {value}")
-    if not 0.0 <= max_loss < 1.0:
-        raise ValueError(f"max_loss must lie in [0, 1), got {max_loss}")
+    for name, value in (("margin", margin), ("gate_margin", gate_margin), ("max_loss", max_loss)):
+        if value is not None:
+            _check_share(name, value)
+
+
+def _check_share(name: str, value: object) -> None:
+    """A margin or a budget: a number in [0, 1) (a string such as ``"0.02"`` or a bool is
+    refused by name, not compared)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number in [0, 1), got {value!r}")
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must lie in [0, 1), got {value}")

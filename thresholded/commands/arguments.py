@@ -8,6 +8,15 @@ import math
 from collections.abc import Callable
 
 
+def add_passages(parser: argparse.ArgumentParser) -> None:
+    """``--passages``, as calibrate and bench both take it: a language code or ``all``."""
+    parser.add_argument(
+        "--passages",
+        default="all",
+        help="passage language a search may return: en, de (any language code) or all",
+    )
+
+
 def at_least(minimum: int) -> Callable[[str], int]:
     """A whole number no smaller than ``minimum``."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from thresholded.commands.arguments import at_least, cosine
+from thresholded.commands.arguments import add_passages, at_least, cosine
 from thresholded.extras import require
 
 
@@ -18,19 +18,14 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="measure a threshold through Milvus Lite and ThresholdedRetriever",
-        description=__doc__,
+        description=__doc__.replace("``", ""),
     )
     parser.add_argument("--corpus", required=True, help="passages JSONL (pid, lang, text, source)")
     parser.add_argument(
         "--queries", required=True, action="append", help="questions JSONL (repeatable)"
     )
     parser.add_argument("--model", required=True, help="minilm, use-multilingual, BAAI/bge-m3, dir")
-    parser.add_argument(
-        "--passages",
-        choices=("en", "de", "all"),
-        default="all",
-        help="passage language a search may return",
-    )
+    add_passages(parser)
     floor = parser.add_mutually_exclusive_group(required=True)
     floor.add_argument("--profile", help="calibration profile JSON")
     floor.add_argument("--threshold", type=cosine, help="a cosine floor")

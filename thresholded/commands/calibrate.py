@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from thresholded.commands.arguments import at_least, fraction
+from thresholded.commands.arguments import add_passages, at_least, fraction
 from thresholded.embedders import load_embedder
 from thresholded.errors import ProfileError
 
@@ -66,11 +66,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--model", required=True, help="minilm, use-multilingual, BAAI/bge-m3 or a local model dir"
     )
-    parser.add_argument(
-        "--passages",
-        default="all",
-        help="passage language a search may return: en, de (any language code) or all",
-    )
+    add_passages(parser)
     parser.add_argument(
         "--question-lang",
         action="append",

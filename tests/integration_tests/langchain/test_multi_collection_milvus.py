@@ -128,3 +128,32 @@ def test_a_spec_names_and_limits_a_collection(stores):
     report = MultiCollectionRetriever(collections=[spec]).retrieve_with_report(QUERY)
     assert [d.metadata[COLLECTION_KEY] for d in report.kept] == ["statutes"]
     assert report.status("statutes").returned == 1
+
+
+def test_a_collection_named_by_uri_with_fields_named_otherwise_says_what_to_do(
+    tmp_path, embeddings
+):
+    """It said "pass vector_field=...", which CollectionSpec does not take (TypeError):
+    the advice is the way that works, the store opened with ``existing_milvus_store``."""
+    pytest.importorskip("langchain_milvus")
+    from langchain_core.documents import Document
+
+    from langchain_thresholded import CollectionSpec, existing_milvus_store
+    from langchain_thresholded.milvus import milvus_from_documents
+
+    uri = str(tmp_path / "fields.db")
+    documents = [Document(id="l1", page_content="text l1", metadata={"source": "laws"})]
+    milvus_from_documents(documents, embeddings, uri=uri, collection_name="laws", vector_field="v")
+    policy = RetrievalPolicy(min_similarity=0.4)
+    with pytest.raises(ValueError, match=r"pass vector_field=\.\.\. to existing_milvus_store") as e:
+        MultiCollectionRetriever(
+            collections=[CollectionSpec(uri=uri, collection_name="laws")],
+            embeddings=embeddings,
+            policy=policy,
+        )
+    assert "CollectionSpec(store=...)" in str(e.value)
+    store = existing_milvus_store(uri, "laws", embeddings=embeddings, vector_field="v")
+    found = MultiCollectionRetriever(
+        collections=[CollectionSpec(store=store)], policy=policy
+    ).invoke(QUERY)
+    assert [d.id for d in found] == ["l1"]

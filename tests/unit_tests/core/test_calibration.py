@@ -762,6 +762,9 @@ class _Untouched:
         ([], {"gate_margn": 0.1}, r"'gate_margn' \(did you mean 'gate_margin'\?\)"),
         (SimpleForm(("a",), ("b",)), {"mode": "never_lose"}, "unknown mode 'never_lose'"),
         (SimpleForm(("a",), ("b",)), {"folds": 4}, r"'folds'"),
+        (SimpleForm(("a",), ("b",)), {"margin": "0.02"}, r"margin must be a number .* '0.02'"),
+        (SimpleForm(("a",), ("b",)), {"gate_margin": True}, r"gate_margin must be a number"),
+        (SimpleForm(("a",), ("b",)), {"max_loss": "1%"}, r"max_loss must be a number .* '1%'"),
     ],
 )
 def test_calibrating_a_collection_checks_its_arguments_before_reading_it(

@@ -62,6 +62,9 @@ CALIBRATE = ["--corpus", "c", "--queries", "q", "--model", "m", "--out", "o"]
         (["bench", *BENCH, "--threshold", "0.35", "--max-per-source", "1"], "max_per_source", 1),
         (["bench", *BENCH, "--threshold", "-1", "--gate", "1"], "gate", 1.0),
         (["calibrate", *CALIBRATE, "--folds", "2", "--batch-size", "1"], "folds", 2),
+        # any language code, in both commands: bench took en, de and all only
+        (["calibrate", *CALIBRATE, "--passages", "fr"], "passages", "fr"),
+        (["bench", *BENCH, "--threshold", "0.35", "--passages", "fr"], "passages", "fr"),
     ],
 )
 def test_a_good_number_reaches_the_command(argv, field, expected):

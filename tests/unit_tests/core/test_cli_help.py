@@ -57,3 +57,11 @@ def test_every_option_with_a_default_shows_it(monkeypatch, name):
     for action in options:
         line = line_of(help_text, action.option_strings[0])
         assert "(default: " in line, line
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_no_help_shows_the_source_s_markup(monkeypatch, name):
+    """``thresholded bench --help`` began "``thresholded bench``: what a threshold keeps",
+    the module docstring's reStructuredText backquotes."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    assert "``" not in command_parser(name).format_help()

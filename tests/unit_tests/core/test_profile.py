@@ -367,3 +367,31 @@ def test_atomic_write_replaces_via_rename(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(calls) == 1
     assert calls[0][1] == str(path)
     assert path.read_text(encoding="utf-8") == "new text"
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (
+            {"min_top_similarty": 0.4},
+            r"unknown field 'min_top_similarty': write min_top_similarity",
+        ),
+        (
+            {"top_k": 3},
+            r"'top_k' is a policy field, not a profile's: give it beside the profile, "
+            r"RetrievalPolicy.from_profile\(path, top_k=...\)",
+        ),
+        (
+            {"k": 3},
+            r"'k' is a policy field, not a profile's: give it beside the profile, "
+            r"RetrievalPolicy.from_profile\(path, top_k=...\)",
+        ),
+        ({"zzz": 1}, r"unknown field 'zzz'; the fields are version, min_similarity, "),
+    ],
+)
+def test_an_unknown_field_names_the_field_meant(tmp_path: Path, extra: dict, said: str) -> None:
+    """A hand-edited profile with a typo, or a policy field (top_k), failed with pydantic's
+    bare "Extra inputs are not permitted", where a stored policy names the field meant."""
+    path = _write(tmp_path / "extra.json", _data(**extra))
+    with pytest.raises(ProfileError, match=said):
+        CalibrationProfile.load(path)

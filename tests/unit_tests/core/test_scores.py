@@ -304,3 +304,12 @@ def test_cosine_declared_for_scores_of_another_kind_is_refused(known: ScoreKind)
     assert declared_kind("unknown", known, source="this search") is ScoreKind.UNKNOWN
     assert declared_kind("cosine", ScoreKind.UNKNOWN, source="it") is ScoreKind.COSINE
     assert declared_kind("rrf", ScoreKind.COSINE, source="it") is ScoreKind.RRF
+
+
+@pytest.mark.parametrize("text", ["hybrid", "dense", "", "cos"])
+def test_unknown_score_kind_is_an_error_naming_the_kinds(text: str) -> None:
+    """score_kind="hybrid" failed with "'hybrid' is not a valid ScoreKind", which named no
+    kind a caller could write instead."""
+    kinds = "cosine, rrf, weighted, bm25, mmr, unknown"
+    with pytest.raises(ValueError, match=f"unknown score_kind {text!r}: one of {kinds}"):
+        ScoreKind.parse(text)

@@ -58,6 +58,7 @@ from thresholded.filters import (
     to_milvus,
 )
 from thresholded.filters.chroma import and_where, to_chroma
+from thresholded.filters.milvus import DeclaredFields, declared_in
 from thresholded.filters.model import keys
 from thresholded.milvus_async import async_client_per_loop, needs_thread
 from thresholded.milvus_collection import (
@@ -167,7 +168,8 @@ class LlamaIndexBackend:
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
         _check_filter_keys_returned(self._store, where)
-        written = to_milvus(where, self._dialect)
+        declared = None if where is None else self._declared
+        written = to_milvus(where, self._dialect, declared=declared)
         clauses = [written.expr, *self._store_restrictions()]
         if self._args["doc_ids"]:
             doc_id_field = getattr(self._store, "doc_id_field", "doc_id")
@@ -178,6 +180,11 @@ class LlamaIndexBackend:
 
     def _store_restrictions(self) -> list[str]:
         return milvus_restrictions(self._args["vector_store_kwargs"])
+
+    @functools.cached_property
+    def _declared(self) -> DeclaredFields:
+        """Read once, at the first filter: the collection's declared fields."""
+        return declared_fields(self._store)
 
     @functools.cached_property
     def _dialect(self) -> Dialect:
@@ -618,6 +625,12 @@ def restricting_kwargs(store: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if known is None:
         return dict(kwargs)
     return {k: v for k, v in kwargs.items() if k in known.restricting and restricts(v)}
+
+
+def declared_fields(store: Any) -> DeclaredFields:
+    """The metadata keys of a LlamaIndex Milvus store that are declared fields of its
+    collection, by kind (``scalar_field_names``; the rest are kept in its dynamic field)."""
+    return declared_in(store.client.describe_collection(store.collection_name))
 
 
 def milvus_restrictions(kwargs: Mapping[str, Any]) -> list[str]:

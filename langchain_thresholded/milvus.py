@@ -46,7 +46,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from thresholded.errors import FieldNotFoundError, UnsupportedMetricError
-from thresholded.filters.milvus import DeclaredFields, value_kind
+from thresholded.filters.milvus import DeclaredFields, declared_of
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     collection_not_found,
@@ -444,24 +444,10 @@ def json_fields(store: Any) -> list[str]:
 def declared_fields(store: Any) -> DeclaredFields:
     """The metadata keys of a langchain-milvus store that are declared fields of its
     collection, by kind (none where its metadata is one JSON field: the keys are in it)."""
-    from pymilvus import DataType
-
     col = getattr(store, "col", None)
     if col is None or json_metadata_field(store) is not None:
         return DeclaredFields()
-    skipped = {DataType.JSON, *(t for t in DataType if "VECTOR" in t.name)}
-    scalars = {f.name for f in col.schema.fields if f.dtype not in (*skipped, DataType.ARRAY)}
-    lists = {f.name for f in col.schema.fields if f.dtype == DataType.ARRAY}
-    kinds = {f.name: value_kind(_held_type(f).name) for f in col.schema.fields}
-    known = tuple((name, kind) for name, kind in kinds.items() if kind is not None)
-    return DeclaredFields(lists=frozenset(lists), scalars=frozenset(scalars), kinds=known)
-
-
-def _held_type(field: Any) -> Any:
-    """A field's data type; an ARRAY field's elements'."""
-    from pymilvus import DataType
-
-    return field.element_type if field.dtype == DataType.ARRAY else field.dtype
+    return declared_of((f.name, f.dtype, f.element_type) for f in col.schema.fields)
 
 
 def check_metadata_field(store: Any) -> None:

@@ -8,6 +8,7 @@ pipeline itself is the engine's.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -55,7 +56,7 @@ from thresholded.filters import (
     to_milvus,
 )
 from thresholded.filters.chroma import and_where, to_chroma
-from thresholded.filters.milvus import StoreDialect
+from thresholded.filters.milvus import DeclaredFields, StoreDialect, declared_in
 from thresholded.filters.model import keys
 from thresholded.milvus_async import async_client_per_loop, needs_thread
 from thresholded.milvus_collection import (
@@ -165,7 +166,8 @@ class LlamaIndexBackend(StoreDialect):
         if not is_milvus_store(self._store):
             return CallFilters(to_metadata_filters(where))
         _check_filter_keys_returned(self._store, where)
-        written = to_milvus(where, self._dialect)
+        declared = None if where is None else self._declared
+        written = to_milvus(where, self._dialect, declared=declared)
         clauses = [written.expr, *self._store_restrictions()]
         if self._args["doc_ids"]:
             doc_id_field = getattr(self._store, "doc_id_field", "doc_id")
@@ -175,18 +177,12 @@ class LlamaIndexBackend(StoreDialect):
         return CallFilters(None, all_of_exprs(clauses), keys=frozenset(keys(where)))
 
     def _store_restrictions(self) -> list[str]:
-        """What the retriever's ``vector_store_kwargs`` restrict, verbatim: a raw
-        ``string_expr`` and ``milvus_scalar_filters``, which the store would otherwise
-        drop as soon as another filter is given."""
-        kwargs = self._args["vector_store_kwargs"]
-        clauses = []
-        if kwargs.get("string_expr"):
-            clauses.append(str(kwargs["string_expr"]))
-        if kwargs.get("milvus_scalar_filters") is not None:
-            from llama_index.vector_stores.milvus.base import _to_milvus_filter
+        return milvus_restrictions(self._args["vector_store_kwargs"])
 
-            clauses.append(_to_milvus_filter(None, kwargs["milvus_scalar_filters"]))
-        return [c for c in clauses if c.strip()]
+    @functools.cached_property
+    def _declared(self) -> DeclaredFields:
+        """Read once, at the first filter: the collection's declared fields."""
+        return declared_fields(self._store)
 
     # Scores --------------------------------------------------------------------------------
     def metric(self, filters: CallFilters) -> Metric | None:
@@ -353,25 +349,14 @@ class LlamaIndexBackend(StoreDialect):
         """Sections fetched by id, held to every restriction of the retriever's
         ``vector_store_kwargs``: the store itself says which of them it would return (a
         section it does not hold, e.g. a summary only in the docstore, is not one)."""
-        restrictions = restricting_kwargs(self._store, self._args["vector_store_kwargs"])
+        kwargs = self._args["vector_store_kwargs"]
+        restrictions = restricting_kwargs(self._store, kwargs)
         if not restrictions or not found:
             return found
-        if is_milvus_store(self._store):
-            allowed = self._milvus_allowed(list(found))
-        elif is_chroma_store(self._store):
-            allowed = ids_within(self._store._collection, list(found), restrictions)
-        else:  # refused when the retriever was built with attachments
+        allowed = ids_held(self._store, list(found), kwargs)
+        if allowed is None:  # refused when the retriever was built with attachments
             raise ValueError(_unheld_message(self._store, sorted(restrictions)))
         return {i: n for i, n in found.items() if i in allowed}
-
-    def _milvus_allowed(self, ids: list[str]) -> set[str]:
-        """The ids among ``ids`` inside the raw expressions and the partitions searched."""
-        store = self._store
-        expr = all_of_exprs(self._store_restrictions())
-        partitions = self._args["vector_store_kwargs"].get(PARTITIONS)
-        return ids_matching(
-            store.client, store.collection_name, "id", ids, expr, partitions=partitions
-        )
 
     def fetch_vectors(self, ids: list[str]) -> dict[str, Vector]:
         """Stored vectors by id, in one batch: Milvus's vector field, a FAISS index's vectors,
@@ -617,6 +602,42 @@ def restricting_kwargs(store: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if known is None:
         return dict(kwargs)
     return {k: v for k, v in kwargs.items() if k in known.restricting and restricts(v)}
+
+
+def declared_fields(store: Any) -> DeclaredFields:
+    """The metadata keys of a LlamaIndex Milvus store that are declared fields of its
+    collection, by kind (``scalar_field_names``; the rest are kept in its dynamic field)."""
+    return declared_in(store.client.describe_collection(store.collection_name))
+
+
+def milvus_restrictions(kwargs: Mapping[str, Any]) -> list[str]:
+    """What a Milvus store's ``vector_store_kwargs`` restrict, verbatim: a raw ``string_expr``
+    and ``milvus_scalar_filters``, which the store would otherwise drop as soon as another
+    filter is given."""
+    clauses = []
+    if kwargs.get("string_expr"):
+        clauses.append(str(kwargs["string_expr"]))
+    if kwargs.get("milvus_scalar_filters") is not None:
+        from llama_index.vector_stores.milvus.base import _to_milvus_filter
+
+        clauses.append(_to_milvus_filter(None, kwargs["milvus_scalar_filters"]))
+    return [c for c in clauses if c.strip()]
+
+
+def ids_held(store: Any, ids: list[str], kwargs: Mapping[str, Any]) -> set[str] | None:
+    """The ids among ``ids`` that ``store`` holds within the restrictions of its query's
+    ``kwargs`` (``vector_store_kwargs``), as the store itself says: a Milvus store's raw
+    expressions and partitions, a Chroma store's ``ids``, ``where`` and ``where_document``.
+    None where the store cannot be asked (neither of them)."""
+    if is_milvus_store(store):
+        expr = all_of_exprs(milvus_restrictions(kwargs))
+        partitions = kwargs.get(PARTITIONS)
+        return ids_matching(
+            store.client, store.collection_name, "id", ids, expr, partitions=partitions
+        )
+    if is_chroma_store(store):
+        return ids_within(store._collection, ids, restricting_kwargs(store, kwargs))
+    return None
 
 
 def _unheld_message(store: Any, keys: list[str]) -> str:

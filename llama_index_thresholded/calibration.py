@@ -13,6 +13,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.vector_stores.types import MetadataFilters
 
+from llama_index_thresholded.backend import declared_fields
 from llama_index_thresholded.embeddings import model_id_of
 from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.pushdown import is_milvus_store
@@ -74,7 +75,12 @@ def calibrate_index(
         vector_store.collection_name,
         questions,
         id_field=id_field,
-        filter=filter_expression(filters, vector_store.client, translate=to_filter),
+        filter=filter_expression(
+            filters,
+            vector_store.client,
+            translate=to_filter,
+            declared=declared_fields(vector_store),
+        ),
         progress=progress,
         client=vector_store.client,  # its uri, token and database: the store keeps no uri
         layout=Layout("llama-index", "id", vector_store.embedding_field, vector_store.text_key),

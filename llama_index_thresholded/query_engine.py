@@ -35,6 +35,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
+from llama_index_thresholded.backend import ids_held, restricting_kwargs
 from llama_index_thresholded.filters import to_filter
 from llama_index_thresholded.multi_collection import collection_of
 from llama_index_thresholded.nodes import unlinked
@@ -161,21 +162,25 @@ def none_added(
 
 
 def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
-    """Refuse what LlamaIndex's own filtered retrievers returned outside their filters (and
-    ``node_ids``, :func:`_filters_of`): such a retriever follows an ``IndexNode`` to the
-    object it carries (or its ``object_map`` holds), a section, retriever or query engine
-    held to none of them. What a retrieval of ours returned is held to them already. The
-    error names no section: they are outside the filters."""
+    """Refuse what LlamaIndex's own vector retrievers returned outside their filters,
+    ``node_ids``, ``doc_ids`` and store restrictions (:func:`_searched`, :func:`_within`):
+    such a retriever follows an ``IndexNode`` to the object it carries (or its
+    ``object_map`` holds), a section, retriever or query engine held to none of them. What
+    a retrieval of ours returned is held to them already. The error names no section: they
+    are outside the filters."""
     theirs = [n for n in retrieved if asked_of(n.node) is None]
-    wheres = _filters_of(retriever) if theirs else None
-    if not wheres:
+    searched = _searched(retriever) if theirs else None
+    if not searched:
         return
-    outside = [n for n in theirs if not any(matches(w, _as_stored(n.node)) for w in wheres)]
+    nodes = [n.node for n in theirs]
+    admitted = set().union(*(_within(r, nodes) for r in searched))
+    outside = [n for n in theirs if n.node.node_id not in admitted]
     if outside:
         raise UnsafeFilterError(
             f"{type(retriever).__name__} returned {len(outside)} section(s) outside its "
-            "filters or node_ids (their metadata does not meet them, or they are none of the "
-            "nodes named): LlamaIndex's retriever follows an "
+            "filters, node_ids, doc_ids or vector_store_kwargs restrictions (their metadata "
+            "does not meet them, they are none of the nodes named, or the store does not "
+            "hold them within its restrictions): LlamaIndex's retriever follows an "
             "IndexNode to the object it carries (a section, retriever or query engine), held "
             "to none of them, and a store that returns only some metadata leaves nothing to "
             "check a node against. Use "
@@ -202,22 +207,91 @@ def _as_stored(node: Any) -> dict[str, Any]:
     return {**{_plain(key): value for key, value in stored.items()}, _NODE_ID: node.node_id}
 
 
-def _filters_of(retriever: Any) -> list[Filter] | None:
-    """The filters of the LlamaIndex vector retrievers ``retriever`` searches through (itself,
-    or those it wraps, :func:`_inner`), with their ``node_ids`` (:func:`_of_nodes`), one of
-    which each node they return meets; None where one of them has none (any node may come
-    back). Ours add none: what they return is held to their filters already."""
+VectorRetriever = VectorIndexRetriever | VectorIndexAutoRetriever
+
+
+def _searched(retriever: Any) -> list[VectorRetriever] | None:
+    """The LlamaIndex vector retrievers ``retriever`` searches through (itself, or those it
+    wraps, :func:`_inner`), one of which each node it returns comes from, where each holds
+    some back (:func:`_holds_back_by`); None where one of them holds none back (any node may
+    come back). Ours add none: what they return is held to their filters already."""
     if isinstance(retriever, EngineRetriever):
         return []
-    if isinstance(retriever, VectorIndexRetriever | VectorIndexAutoRetriever):
-        where = all_of(_readable(_own_filters(retriever)), _of_nodes(retriever))
-        if where is not None:
-            _check_no_query_engine(retriever)
-        return None if where is None else [where]
-    inner = [_filters_of(r) for r in _inner(retriever)]
+    if isinstance(retriever, VectorRetriever):
+        if not _holds_back_by(retriever):
+            return None
+        _check_no_query_engine(retriever)
+        return [retriever]
+    inner = [_searched(r) for r in _inner(retriever)]
     if not inner or any(found is None for found in inner):
         return None
-    return [where for found in inner for where in found or ()]
+    return [r for found in inner for r in found or ()]
+
+
+def _holds_back_by(retriever: VectorRetriever) -> bool:
+    """Whether LlamaIndex's vector retriever is known to hold some back: by filters,
+    ``node_ids``, ``doc_ids`` or store restrictions (:func:`_store_restrictions`)."""
+    where = all_of(_readable(_own_filters(retriever)), _of_nodes(retriever))
+    kwargs, doc_ids = _store_restrictions(retriever)
+    return where is not None or bool(kwargs) or doc_ids is not None
+
+
+def _within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
+    """The ids of ``nodes`` that LlamaIndex's vector ``retriever`` may return: within its
+    filters and ``node_ids`` (:func:`_as_stored`), and its ``doc_ids`` and store
+    restrictions (:func:`_held_within`)."""
+    where = all_of(_readable(_own_filters(retriever)), _of_nodes(retriever))
+    meeting = [n for n in nodes if where is None or matches(where, _as_stored(n))]
+    return _held_within(retriever, meeting)
+
+
+def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
+    """The ids of ``nodes`` within the ``doc_ids`` and store restrictions of LlamaIndex's
+    vector ``retriever``. A node the store holds within its restrictions, as the store says
+    (:func:`~.backend.ids_held`), is one (many stores ignore ``doc_ids``: the store returns
+    such a node whatever they are); where the store cannot say, one it holds (:func:`_rows`)
+    is, as the store's own row. A node it does not hold is an object the retriever followed
+    an ``IndexNode`` to: within ``doc_ids`` by its document, within no restriction of the
+    store's."""
+    kwargs, doc_ids = _store_restrictions(retriever)
+    ids = [n.node_id for n in nodes]
+    if not (kwargs or doc_ids is not None) or not ids:
+        return set(ids)
+    store = _store_of(retriever)
+    held = ids_held(store, ids, kwargs)
+    rows = held if held is not None else _rows(retriever, ids)
+    if kwargs:
+        return rows
+    return rows | {n.node_id for n in nodes if n.ref_doc_id in doc_ids}
+
+
+def _store_restrictions(retriever: VectorRetriever) -> tuple[dict[str, Any], list[str] | None]:
+    """The ``vector_store_kwargs`` of LlamaIndex's vector retriever that restrict what its
+    store returns (:func:`~.backend.restricting_kwargs`), and its ``doc_ids``."""
+    if isinstance(retriever, VectorIndexRetriever):
+        kwargs, doc_ids = retriever._kwargs or {}, retriever._doc_ids
+    else:  # an auto retriever passes them on to the plain one it builds
+        kwargs = retriever._kwargs.get("vector_store_kwargs") or {}
+        doc_ids = retriever._kwargs.get("doc_ids")
+    return restricting_kwargs(_store_of(retriever), kwargs), doc_ids
+
+
+def _store_of(retriever: VectorRetriever) -> Any:
+    return retriever._index.vector_store
+
+
+def _rows(retriever: VectorRetriever, ids: list[str]) -> set[str]:
+    """The ids among ``ids`` that the store of LlamaIndex's vector ``retriever`` holds: those
+    of its index's nodes where the store keeps no text, else those it reads back by id
+    (none where it reads none back)."""
+    index = retriever._index
+    if not index.vector_store.stores_text or index._store_nodes_override:
+        stored = set(index.index_struct.nodes_dict.values())
+        return {i for i in ids if i in stored}
+    try:
+        return {n.node_id for n in index.vector_store.get_nodes(node_ids=ids)}
+    except NotImplementedError:
+        return set()
 
 
 def _of_nodes(retriever: BaseRetriever) -> Filter | None:
@@ -228,17 +302,18 @@ def _of_nodes(retriever: BaseRetriever) -> Filter | None:
 
 
 def _check_no_query_engine(retriever: BaseRetriever) -> None:
-    """Refuse a retriever with filters or ``node_ids`` whose ``object_map`` holds a query
-    engine: it follows an ``IndexNode`` to it and returns its answer as a new node, whose
-    metadata is the answer's (its sources' by their ids), not the sections' it was made
-    from: a filter it meets by lacking a key (``!=``, ``nin``, ``is_empty``, NOT) admits an
+    """Refuse a retriever that holds some back (:func:`_holds_back_by`) whose ``object_map``
+    holds a query engine: it follows an ``IndexNode`` to it and returns its answer as a new
+    node, whose metadata is the answer's (its sources' by their ids), not the sections' it
+    was made from: a filter it meets by lacking a key (``!=``, ``nin``, ``is_empty``, NOT) admits an
     answer made from sections outside it."""
     engines = sorted(
         {type(o).__name__ for o in retriever.object_map.values() if isinstance(o, BaseQueryEngine)}
     )
     if engines:
         raise UnsafeFilterError(
-            f"{type(retriever).__name__} has filters or node_ids, and its object_map holds a "
+            f"{type(retriever).__name__} has filters, node_ids, doc_ids or vector_store_kwargs "
+            "restrictions, and its object_map holds a "
             f"query engine ({', '.join(engines)}): it follows an IndexNode to it and returns "
             "its answer, made from sections held to none of them, with metadata that is not "
             "theirs. Give "

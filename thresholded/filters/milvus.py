@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -219,6 +219,32 @@ class DeclaredFields:
                 f"{c.op.value} on {c.key!r}, a declared scalar field of the collection, which "
                 "Milvus cannot run as a list test: use eq or in (text_match for a substring)"
             )
+
+
+def declared_of(fields: Iterable[tuple[str, Any, Any]]) -> DeclaredFields:
+    """The declared fields of a collection by kind, from each field's name, data type and,
+    for an ARRAY, element type (pymilvus ``DataType`` members, read by name): JSON and vector
+    fields hold no value a filter compares."""
+    lists, scalars, kinds = set(), set(), {}
+    for name, dtype, element in fields:
+        is_list = dtype.name == "ARRAY"
+        if is_list:
+            lists.add(name)
+        elif dtype.name != "JSON" and "VECTOR" not in dtype.name:
+            scalars.add(name)
+        kind = value_kind((element if is_list else dtype).name)
+        if kind is not None:
+            kinds[name] = kind
+    return DeclaredFields(
+        lists=frozenset(lists), scalars=frozenset(scalars), kinds=tuple(kinds.items())
+    )
+
+
+def declared_in(description: Mapping[str, Any]) -> DeclaredFields:
+    """The declared fields of a collection as ``MilvusClient.describe_collection`` describes
+    it (:func:`declared_of`)."""
+    fields = description.get("fields", [])
+    return declared_of((f["name"], f["type"], f.get("element_type")) for f in fields)
 
 
 class _Writer:

@@ -4,6 +4,7 @@ neighbour, read from the docstore) would bring it past the retriever's filters."
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -14,8 +15,8 @@ from llama_index.core.postprocessor import (
     SimilarityPostprocessor,
 )
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.retrievers import QueryFusionRetriever
-from llama_index.core.schema import NodeRelationship, NodeWithScore
+from llama_index.core.retrievers import QueryFusionRetriever, VectorIndexRetriever
+from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_thresholded import (
@@ -649,3 +650,145 @@ async def test_a_plain_retriever_on_some_nodes_following_an_index_node_past_them
         assert "'internal'" not in str(raised.value)
     within = VectorIndexRetriever(index, node_ids=["pointer", "internal"], similarity_top_k=5)
     assert [n.node.node_id for n in engine("query", within, []).query(kit.QUESTION).source_nodes]
+
+
+# LlamaIndex's own retriever with store restrictions or doc_ids --------------------
+"""LlamaIndex's own vector retriever follows a returned ``IndexNode`` to the object it
+carries (or its ``object_map`` holds), held to none of its store restrictions
+(``vector_store_kwargs={"where": ...}`` on Chroma) or ``doc_ids``: the abstaining engines
+answered from the internal section. A node the store itself returned needs no new check
+(``SimpleVectorStore`` ignores ``doc_ids``: such a setup still answers)."""
+
+
+def chroma_store():
+    import chromadb
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    client = chromadb.EphemeralClient()
+    name = f"c{uuid.uuid4().hex}"
+    collection = client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
+    return ChromaVectorStore(chroma_collection=collection)
+
+
+def of_document(node, document):
+    node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=document)
+    return node
+
+
+def internal_section(kit):
+    section = kit.section("internal", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    return of_document(section, "doc-b")
+
+
+def pointer(kit, obj=None):
+    return of_document(public_pointer(kit, obj), "doc-a")
+
+
+RESTRICTED = {
+    "chroma": {"where": {"kind": "public"}},
+    "milvus": {"string_expr": 'kind == "public"'},
+}
+"""A restriction to public sections, as each store's ``vector_store_kwargs`` write it."""
+
+
+def followed_past_store_restriction(kit, store, obj_kind, tmp_path):
+    """An index holding a public pointer to an internal section it carries (or its
+    ``object_map`` holds), searched by LlamaIndex's own retriever restricted to public
+    sections in the store's own terms (:data:`RESTRICTED`)."""
+    internal = internal_section(kit)
+    carried = internal if obj_kind == "obj" else None
+    vectors = (
+        chroma_store()
+        if store == "chroma"
+        else kit.milvus_store(str(tmp_path / "kb.db"), "kb", dim=kit.DIM)
+    )
+    index = kit.build_index([pointer(kit, carried)], kit.embedding(), store=vectors)
+    objects = {} if carried else {"internal": internal}
+    return VectorIndexRetriever(
+        index, similarity_top_k=5, object_map=objects, vector_store_kwargs=RESTRICTED[store]
+    )
+
+
+@pytest.mark.parametrize("store", ["chroma", "milvus"])
+@pytest.mark.parametrize("obj_kind", ["obj", "object-map"])
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_section_followed_past_store_restrictions_is_refused(
+    kit, store, obj_kind, call, tmp_path
+):
+    plain = followed_past_store_restriction(kit, store, obj_kind, tmp_path)
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "vector_store_kwargs" in str(raised.value)
+        assert "ThresholdedRetriever(index, policy, filters=...)" in str(raised.value)
+        assert "'internal'" not in str(raised.value)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_section_followed_past_doc_ids_is_refused(kit, call):
+    index = kit.build_index([pointer(kit, internal_section(kit))], kit.embedding())
+    plain = VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a"])
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "doc_ids" in str(raised.value)
+
+
+def test_a_section_followed_within_doc_ids_is_fine(kit):
+    index = kit.build_index([pointer(kit, internal_section(kit))], kit.embedding())
+    plain = VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a", "doc-b"])
+    nodes = engine("query", plain, []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["internal"]
+
+
+def test_rows_a_chroma_where_returned_are_fine(kit):
+    public = kit.section("public", 0.9, kind="public")
+    internal = kit.section("internal", 0.8, kind="internal", text="INTERNAL ONLY")
+    index = kit.build_index([public, internal], kit.embedding(), store=chroma_store())
+    restricted = RESTRICTED["chroma"]
+    plain = VectorIndexRetriever(index, similarity_top_k=5, vector_store_kwargs=restricted)
+    nodes = engine("query", plain, []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["public"]
+
+
+@pytest.mark.parametrize("store", ["simple", "chroma"])
+def test_rows_of_a_store_that_ignores_doc_ids_still_answer(kit, store):
+    """No IndexNode: what comes back is the store's own rows, which these stores return
+    whatever the ``doc_ids`` (LlamaIndex's behaviour); the engine does not refuse them."""
+    public = of_document(kit.section("public", 0.9, kind="public"), "doc-a")
+    other = of_document(kit.section("other", 0.8, kind="public"), "doc-c")
+    index = kit.build_index(
+        [public, other], kit.embedding(), store=None if store == "simple" else chroma_store()
+    )
+    plain = VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a"])
+    nodes = engine("query", plain, []).query(kit.QUESTION).source_nodes
+    assert {n.node.node_id for n in nodes} >= {"public"}
+
+
+UNKNOWN_KEYWORDS = [{"vector_store_kwargs": {"namespace": "public"}}, {}]
+"""A restriction in a store's keywords not known here (each one restricts), and none."""
+
+
+def on_a_store_of_unknown_keywords(kit, nodes, restricted):
+    """LlamaIndex's own retriever over ``nodes`` in a store that stores text and reads its
+    nodes back by id, whose keywords are not known here: nothing can ask it which ids lie
+    within them."""
+    index = kit.build_index(nodes, kit.embedding(), store=kit.SpyStore())
+    return VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a"], **restricted)
+
+
+@pytest.mark.parametrize("restricted", UNKNOWN_KEYWORDS)
+def test_on_a_store_of_unknown_keywords_its_own_rows_are_taken(kit, restricted):
+    public = of_document(kit.section("public", 0.8, kind="public"), "doc-a")
+    plain = on_a_store_of_unknown_keywords(kit, [public], restricted)
+    nodes = engine("query", plain, []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["public"]
+
+
+@pytest.mark.parametrize("restricted", UNKNOWN_KEYWORDS)
+def test_on_a_store_of_unknown_keywords_a_followed_section_is_refused(kit, restricted):
+    """The section a public pointer carries is none of the store's rows: it was followed
+    past the restrictions and ``doc_ids``."""
+    plain = on_a_store_of_unknown_keywords(kit, [pointer(kit, internal_section(kit))], restricted)
+    with pytest.raises(UnsafeFilterError, match="outside its filters"):
+        engine("query", plain, []).query(kit.QUESTION)

@@ -624,13 +624,19 @@ def milvus_restrictions(kwargs: Mapping[str, Any]) -> list[str]:
     return [c for c in clauses if c.strip()]
 
 
-def ids_held(store: Any, ids: list[str], kwargs: Mapping[str, Any]) -> set[str] | None:
+def ids_held(
+    store: Any, ids: list[str], kwargs: Mapping[str, Any], doc_ids: list[str] | None = None
+) -> set[str] | None:
     """The ids among ``ids`` that ``store`` holds within the restrictions of its query's
-    ``kwargs`` (``vector_store_kwargs``), as the store itself says: a Milvus store's raw
-    expressions and partitions, a Chroma store's ``ids``, ``where`` and ``where_document``.
-    None where the store cannot be asked (neither of them)."""
+    ``kwargs`` (``vector_store_kwargs``) and ``doc_ids``, as the store itself says: a Milvus
+    store's raw expressions, partitions and documents (it holds a search to ``doc_ids``, where
+    they name any), a Chroma store's ``ids``, ``where`` and ``where_document`` (it ignores
+    ``doc_ids``). None where the store cannot be asked (neither of them)."""
     if is_milvus_store(store):
-        expr = all_of_exprs(milvus_restrictions(kwargs))
+        clauses = milvus_restrictions(kwargs)
+        if doc_ids:
+            clauses.append(membership(getattr(store, "doc_id_field", "doc_id"), doc_ids))
+        expr = all_of_exprs(clauses)
         partitions = kwargs.get(PARTITIONS)
         return ids_matching(
             store.client, store.collection_name, "id", ids, expr, partitions=partitions

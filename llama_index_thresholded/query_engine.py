@@ -248,8 +248,9 @@ def _within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
 def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
     """The ids of ``nodes`` within the ``doc_ids`` and store restrictions of LlamaIndex's
     vector ``retriever``. A node the store holds within its restrictions, as the store says
-    (:func:`~.backend.ids_held`), is one (many stores ignore ``doc_ids``: the store returns
-    such a node whatever they are); where the store cannot say, one it holds (:func:`_rows`)
+    (:func:`~.backend.ids_held`, within ``doc_ids`` too on a store that holds a search to
+    them), is one (many stores ignore ``doc_ids``: the store returns such a node whatever
+    they are); where the store cannot say, one it holds (:func:`_rows`)
     is, as the store's own row. A node it does not hold is an object the retriever followed
     an ``IndexNode`` to: within ``doc_ids`` by its document, within no restriction of the
     store's."""
@@ -258,7 +259,7 @@ def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
     if not (kwargs or doc_ids is not None) or not ids:
         return set(ids)
     store = _store_of(retriever)
-    held = ids_held(store, ids, kwargs)
+    held = ids_held(store, ids, kwargs, doc_ids)
     rows = held if held is not None else _rows(retriever, ids)
     if kwargs:
         return rows

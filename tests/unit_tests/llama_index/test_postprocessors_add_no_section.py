@@ -792,3 +792,26 @@ def test_on_a_store_of_unknown_keywords_a_followed_section_is_refused(kit, restr
     plain = on_a_store_of_unknown_keywords(kit, [pointer(kit, internal_section(kit))], restricted)
     with pytest.raises(UnsafeFilterError, match="outside its filters"):
         engine("query", plain, []).query(kit.QUESTION)
+
+
+@pytest.mark.parametrize("restricted", [{}, {"vector_store_kwargs": RESTRICTED["milvus"]}])
+def test_on_milvus_a_stored_section_followed_past_doc_ids_is_refused(kit, restricted, tmp_path):
+    """Milvus holds a search to ``doc_ids``: an internal section of another document that it
+    also stores, carried by a public pointer, is one it never returns itself."""
+    internal = internal_section(kit)
+    internal.metadata["kind"] = "public"  # within the store's restriction, outside doc_ids
+    vectors = kit.milvus_store(str(tmp_path / "kb.db"), "kb", dim=kit.DIM)
+    index = kit.build_index([pointer(kit, internal), internal], kit.embedding(), store=vectors)
+    plain = VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a"], **restricted)
+    with pytest.raises(UnsafeFilterError, match="outside its filters"):
+        engine("query", plain, []).query(kit.QUESTION)
+
+
+def test_on_milvus_rows_within_doc_ids_answer(kit, tmp_path):
+    public = of_document(kit.section("public", 0.9, kind="public"), "doc-a")
+    other = of_document(kit.section("other", 0.8, kind="public"), "doc-c")
+    vectors = kit.milvus_store(str(tmp_path / "kb.db"), "kb", dim=kit.DIM)
+    index = kit.build_index([public, other], kit.embedding(), store=vectors)
+    plain = VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a"])
+    nodes = engine("query", plain, []).query(kit.QUESTION).source_nodes
+    assert [n.node.node_id for n in nodes] == ["public"]

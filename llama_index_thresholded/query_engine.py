@@ -16,6 +16,7 @@ conversation.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import Any
 
@@ -438,8 +439,10 @@ async def apostprocessed(
     postprocessors: Sequence[Any],
     bundle: QueryBundle,
 ) -> list[NodeWithScore]:
-    """:func:`postprocessed`, with the postprocessors' asynchronous method."""
-    none_outside(retriever, retrieved)
+    """:func:`postprocessed`, with the postprocessors' asynchronous method; the store asked
+    which sections lie within the restrictions (:func:`none_outside`) in a thread, its
+    client's calls blocking."""
+    await asyncio.to_thread(none_outside, retriever, retrieved)
     check_postprocessors(retriever, retrieved, postprocessors)
     nodes = retrieved
     for postprocessor in postprocessors:

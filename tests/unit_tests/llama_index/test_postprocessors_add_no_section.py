@@ -815,3 +815,29 @@ def test_on_milvus_rows_within_doc_ids_answer(kit, tmp_path):
     plain = VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a"])
     nodes = engine("query", plain, []).query(kit.QUESTION).source_nodes
     assert [n.node.node_id for n in nodes] == ["public"]
+
+
+async def test_asking_the_store_for_the_awaited_engine_blocks_no_event_loop(
+    kit, tmp_path, monkeypatch
+):
+    """The awaited engine asks the store which sections lie within the restrictions off the
+    event loop: the store's blocking client is not called on it."""
+    import threading
+
+    from llama_index_thresholded import query_engine
+
+    asked_on = []
+    held = query_engine.ids_held
+
+    def recorded(*args, **kwargs):
+        asked_on.append(threading.current_thread())
+        return held(*args, **kwargs)
+
+    monkeypatch.setattr(query_engine, "ids_held", recorded)
+    public = of_document(kit.section("public", 0.9, kind="public"), "doc-a")
+    vectors = kit.milvus_store(str(tmp_path / "kb.db"), "kb", dim=kit.DIM)
+    index = kit.build_index([public], kit.embedding(), store=vectors)
+    plain = VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a"])
+    response = await engine("query", plain, []).aquery(kit.QUESTION)
+    assert [n.node.node_id for n in response.source_nodes] == ["public"]
+    assert asked_on and threading.main_thread() not in asked_on

@@ -17,6 +17,7 @@ conversation.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import Any
 
@@ -342,10 +343,14 @@ def _readable(filters: Any) -> Filter | None:
     try:
         return to_filter(_plain_keys(filters))
     except UnsafeFilterError as exc:
-        message = str(exc)
-        for key in _keys(filters):
-            message = message.replace(_plain(key), key)
+        given = {_plain(key): key for key in _keys(filters)}
+        message = _PLAIN_NAME.sub(lambda m: given.get(m[0], m[0]), str(exc))
         raise UnsafeFilterError(message) from None
+
+
+_PLAIN_NAME = re.compile(r"k_[0-9a-f]+")
+"""A plain name (:func:`_plain`) in an error, whole: ``k_61`` (``a``) begins ``k_6162``
+(``ab``)."""
 
 
 def _keys(filters: Any) -> set[str]:

@@ -561,6 +561,24 @@ def test_a_filter_the_core_model_refuses_for_its_value_is_still_refused(kit):
         engine("query", plain_retriever(index, odd), []).query(kit.QUESTION)
 
 
+@pytest.mark.parametrize("order", [sorted, lambda keys: sorted(keys, reverse=True)])
+def test_a_refused_filter_names_its_own_key_beside_one_it_begins_with(monkeypatch, order):
+    """The key ``ab`` begins with the key ``a``: the error names ``ab``, in whatever order the
+    keys are read."""
+    from llama_index_thresholded import query_engine
+
+    keys = query_engine._keys
+    monkeypatch.setattr(query_engine, "_keys", lambda filters: order(keys(filters)))
+    odd = MetadataFilters(
+        filters=[
+            MetadataFilter(key="a", value="x"),
+            MetadataFilter(key="ab", operator="!=", value=None),
+        ]
+    )
+    with pytest.raises(UnsafeFilterError, match=r"filter on 'ab' \(!=\) has no value"):
+        query_engine._readable(odd)
+
+
 def spec_llm(question: str) -> MockLLM:
     """An auto retriever's LLM that asks ``question`` and writes no filter of its own."""
 

@@ -253,7 +253,8 @@ def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
     (:func:`~.backend.ids_held`, within ``doc_ids`` too on a store that holds a search to
     them), is one (many stores ignore ``doc_ids``: the store returns such a node whatever
     they are); where the store cannot say, one it holds (:func:`_rows`)
-    is, as the store's own row. A node it does not hold is an object the retriever followed
+    is, as the store's own row, and where it reads no node back its keywords are refused by
+    name. A node it does not hold is an object the retriever followed
     an ``IndexNode`` to: within ``doc_ids`` by its document, within no restriction of the
     store's."""
     kwargs, doc_ids = _store_restrictions(retriever)
@@ -264,8 +265,10 @@ def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
     held = ids_held(store, ids, kwargs, doc_ids)
     rows = held if held is not None else _rows(retriever, ids)
     if kwargs:
+        if rows is None:  # nothing says which rows lie within them
+            raise UnsafeFilterError(_unasked_message(retriever, sorted(kwargs)))
         return rows
-    return rows | {n.node_id for n in nodes if n.ref_doc_id in doc_ids}
+    return (rows or set()) | {n.node_id for n in nodes if n.ref_doc_id in doc_ids}
 
 
 def _store_restrictions(retriever: VectorRetriever) -> tuple[dict[str, Any], list[str] | None]:
@@ -283,10 +286,21 @@ def _store_of(retriever: VectorRetriever) -> Any:
     return retriever._index.vector_store
 
 
-def _rows(retriever: VectorRetriever, ids: list[str]) -> set[str]:
+def _unasked_message(retriever: VectorRetriever, keys: list[str]) -> str:
+    store = type(_store_of(retriever)).__name__
+    return (
+        f"{store} reads no node back by id, so which sections {type(retriever).__name__} "
+        f"returned lie within its vector_store_kwargs {keys} cannot be asked, and a section "
+        "it follows an IndexNode to is held to none of them. Use "
+        "ThresholdedRetriever(index, policy, filters=...) with the restriction as "
+        "MetadataFilters in place of LlamaIndex's own retriever, or build it without them"
+    )
+
+
+def _rows(retriever: VectorRetriever, ids: list[str]) -> set[str] | None:
     """The ids among ``ids`` that the store of LlamaIndex's vector ``retriever`` holds: those
     of its index's nodes where the store keeps no text, else those it reads back by id
-    (none where it reads none back)."""
+    (None where it reads none back)."""
     index = retriever._index
     if not index.vector_store.stores_text or index._store_nodes_override:
         stored = set(index.index_struct.nodes_dict.values())
@@ -294,7 +308,7 @@ def _rows(retriever: VectorRetriever, ids: list[str]) -> set[str]:
     try:
         return {n.node_id for n in index.vector_store.get_nodes(node_ids=ids)}
     except NotImplementedError:
-        return set()
+        return None
 
 
 def _of_nodes(retriever: BaseRetriever) -> Filter | None:

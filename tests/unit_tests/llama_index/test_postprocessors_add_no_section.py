@@ -859,3 +859,22 @@ async def test_asking_the_store_for_the_awaited_engine_blocks_no_event_loop(
     response = await engine("query", plain, []).aquery(kit.QUESTION)
     assert [n.node.node_id for n in response.source_nodes] == ["public"]
     assert asked_on and threading.main_thread() not in asked_on
+
+
+def test_on_a_store_that_reads_no_node_back_its_keywords_are_refused_by_name(kit):
+    """A store that reads no node back by id cannot say which sections lie within keywords
+    not known here: the error says so, naming them, rather than calling its own rows
+    outside them."""
+
+    class NoReadBack(kit.SpyStore):
+        def get_nodes(self, node_ids=None, filters=None, **kwargs):
+            raise NotImplementedError
+
+    public = of_document(kit.section("public", 0.9, kind="public"), "doc-a")
+    index = kit.build_index([public], kit.embedding(), store=NoReadBack())
+    restricted = {"namespace": "public"}
+    plain = VectorIndexRetriever(index, similarity_top_k=5, vector_store_kwargs=restricted)
+    with pytest.raises(UnsafeFilterError, match="reads no node back by id") as raised:
+        engine("query", plain, []).query(kit.QUESTION)
+    assert "['namespace']" in str(raised.value)
+    assert "ThresholdedRetriever(index, policy, filters=...)" in str(raised.value)

@@ -311,10 +311,14 @@ def _rows(retriever: VectorRetriever, ids: list[str]) -> set[str] | None:
         return None
 
 
-def _of_nodes(retriever: BaseRetriever) -> Filter | None:
-    """A plain retriever's ``node_ids`` as a filter on :data:`_NODE_ID`: it follows an
-    ``IndexNode`` among them to an object that is none of them. None where it has none."""
-    node_ids = getattr(retriever, "_node_ids", None)
+def _of_nodes(retriever: VectorRetriever) -> Filter | None:
+    """A vector retriever's ``node_ids`` (an auto retriever's, passed on to the plain one it
+    builds) as a filter on :data:`_NODE_ID`: it follows an ``IndexNode`` among them to an
+    object that is none of them. None where it has none."""
+    if isinstance(retriever, VectorIndexRetriever):
+        node_ids = retriever._node_ids
+    else:
+        node_ids = retriever._kwargs.get("node_ids")
     return None if node_ids is None else Condition(_NODE_ID, Op.IN, tuple(node_ids))
 
 

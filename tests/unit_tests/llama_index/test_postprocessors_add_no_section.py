@@ -878,3 +878,23 @@ def test_on_a_store_that_reads_no_node_back_its_keywords_are_refused_by_name(kit
         engine("query", plain, []).query(kit.QUESTION)
     assert "['namespace']" in str(raised.value)
     assert "ThresholdedRetriever(index, policy, filters=...)" in str(raised.value)
+
+
+def test_an_auto_retriever_on_some_nodes_following_an_index_node_past_them_is_refused(kit):
+    """``VectorIndexAutoRetriever(index, ..., node_ids=[...])`` passes them on to the plain
+    retriever it builds, which follows a public ``IndexNode`` among them to the internal
+    section it carries: the check read the auto retriever's filters alone."""
+    from llama_index.core.retrievers import VectorIndexAutoRetriever
+    from llama_index.core.vector_stores.types import MetadataInfo, VectorStoreInfo
+
+    index = followed_index_node(kit, "section", None)._index
+    info = VectorStoreInfo(
+        content_info="sections",
+        metadata_info=[MetadataInfo(name="kind", type="str", description="public or internal")],
+    )
+    auto = VectorIndexAutoRetriever(
+        index, vector_store_info=info, llm=spec_llm(kit.QUESTION), node_ids=["pointer"]
+    )
+    with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+        engine("query", auto, []).query(kit.QUESTION)
+    assert "'internal'" not in str(raised.value)

@@ -44,6 +44,7 @@ from llama_index_thresholded.nodes import unlinked
 from llama_index_thresholded.retriever import (
     EngineRetriever,
     question_of,
+    restricting_node_ids,
     vector_retriever_holds_back,
 )
 from thresholded.abstention import (
@@ -314,11 +315,13 @@ def _rows(retriever: VectorRetriever, ids: list[str]) -> set[str] | None:
 def _of_nodes(retriever: VectorRetriever) -> Filter | None:
     """A vector retriever's ``node_ids`` (an auto retriever's, passed on to the plain one it
     builds) as a filter on :data:`_NODE_ID`: it follows an ``IndexNode`` among them to an
-    object that is none of them. None where it has none."""
+    object that is none of them. None where they restrict nothing
+    (:func:`~.retriever.restricting_node_ids`: ``index.as_retriever()``'s)."""
     if isinstance(retriever, VectorIndexRetriever):
         node_ids = retriever._node_ids
     else:
         node_ids = retriever._kwargs.get("node_ids")
+    node_ids = restricting_node_ids(retriever._index, node_ids)
     return None if node_ids is None else Condition(_NODE_ID, Op.IN, tuple(node_ids))
 
 

@@ -536,11 +536,15 @@ def _both(*filters: MetadataFilters | None) -> MetadataFilters | None:
 
 
 def _inherited_node_ids(retriever: VectorIndexRetriever) -> list[str] | None:
-    """A wrapped retriever's ``node_ids`` as its store reads them: a store that keeps the
-    text (Milvus, Chroma, ...) reads an empty list as no restriction, and
-    ``index.as_retriever()`` passes one to mean every node."""
-    ids = retriever._node_ids
-    if ids is not None and not ids and getattr(retriever._vector_store, "stores_text", False):
+    """A wrapped retriever's ``node_ids`` as its store reads them (:func:`_node_ids_read`)."""
+    return _node_ids_read(retriever._vector_store, retriever._node_ids)
+
+
+def _node_ids_read(store: Any, ids: list[str] | None) -> list[str] | None:
+    """A retriever's ``node_ids`` as ``store`` reads them: a store that keeps the text
+    (Milvus, Chroma, ...) reads an empty list as no restriction, and ``index.as_retriever()``
+    passes one to mean every node."""
+    if ids is not None and not ids and getattr(store, "stores_text", False):
         return None
     return ids
 
@@ -615,11 +619,17 @@ def _not_a_vector_retriever(retriever: object) -> str:
 def vector_retriever_holds_back(retriever: VectorIndexRetriever) -> bool:
     """Whether a vector retriever returns only some sections: filters, ids, store restrictions."""
     restrictions = restricting_kwargs(retriever._vector_store, retriever._kwargs or {})
-    node_ids = _inherited_node_ids(retriever)
+    node_ids = restricting_node_ids(retriever._index, retriever._node_ids)
     every_node = set(retriever._index.index_struct.nodes_dict.values())  # as_retriever()'s
     some_nodes = node_ids is not None and set(node_ids) != every_node
     filtered = _filtered(retriever._filters) or bool(restrictions)
     return filtered or some_nodes or retriever._doc_ids is not None
+
+
+def restricting_node_ids(index: Any, node_ids: list[str] | None) -> list[str] | None:
+    """A vector retriever's ``node_ids`` over ``index`` where they restrict, as its store
+    reads them (:func:`_node_ids_read`); None where they restrict nothing."""
+    return _node_ids_read(index.vector_store, node_ids)
 
 
 def _filtered(filters: MetadataFilters | None) -> bool:

@@ -898,3 +898,18 @@ def test_an_auto_retriever_on_some_nodes_following_an_index_node_past_them_is_re
     with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
         engine("query", auto, []).query(kit.QUESTION)
     assert "'internal'" not in str(raised.value)
+
+
+@pytest.mark.parametrize("filters", [None, PUBLIC], ids=["no-filters", "filters"])
+@pytest.mark.parametrize("call", CALLS)
+async def test_on_chroma_index_as_retriever_s_empty_node_ids_restrict_nothing(kit, filters, call):
+    """``index.as_retriever()`` passes ``node_ids=[]`` on a store that keeps the text, which
+    reads it as every node: the check took it as naming none, and every question was refused
+    as outside its restrictions."""
+    public = kit.section("public", 0.9, kind="public")
+    internal = kit.section("internal", 0.8, kind="internal")
+    index = kit.build_index([public, internal], kit.embedding(), store=chroma_store())
+    plain = index.as_retriever(filters=filters, similarity_top_k=5)
+    expected = ["public"] if filters else ["internal", "public"]
+    for retriever in (plain, fused(plain)):
+        assert sorted(await answered(call, retriever, [], kit)) == expected

@@ -619,17 +619,18 @@ def _not_a_vector_retriever(retriever: object) -> str:
 def vector_retriever_holds_back(retriever: VectorIndexRetriever) -> bool:
     """Whether a vector retriever returns only some sections: filters, ids, store restrictions."""
     restrictions = restricting_kwargs(retriever._vector_store, retriever._kwargs or {})
-    node_ids = restricting_node_ids(retriever._index, retriever._node_ids)
-    every_node = set(retriever._index.index_struct.nodes_dict.values())  # as_retriever()'s
-    some_nodes = node_ids is not None and set(node_ids) != every_node
+    some_nodes = restricting_node_ids(retriever._index, retriever._node_ids) is not None
     filtered = _filtered(retriever._filters) or bool(restrictions)
     return filtered or some_nodes or retriever._doc_ids is not None
 
 
 def restricting_node_ids(index: Any, node_ids: list[str] | None) -> list[str] | None:
-    """A vector retriever's ``node_ids`` over ``index`` where they restrict, as its store
-    reads them (:func:`_node_ids_read`); None where they restrict nothing."""
-    return _node_ids_read(index.vector_store, node_ids)
+    """A vector retriever's ``node_ids`` over ``index`` where they name only some of its
+    nodes; None where they restrict nothing as its store reads them (:func:`_node_ids_read`)
+    or name every node the index lists, as ``index.as_retriever()`` passes them."""
+    ids = _node_ids_read(index.vector_store, node_ids)
+    every_node = set(index.index_struct.nodes_dict.values())
+    return None if ids is None or set(ids) == every_node else ids
 
 
 def _filtered(filters: MetadataFilters | None) -> bool:

@@ -651,6 +651,13 @@ async def test_a_plain_filtered_retriever_following_an_index_node_to_a_query_eng
         assert "INTERNAL ONLY" not in str(raised.value)
 
 
+def on_some_nodes(index, kit):
+    """``index`` with a section beside its ``IndexNode``: ``node_ids=["pointer"]`` names some
+    of its nodes (naming every one restricts nothing, as ``index.as_retriever()``'s)."""
+    index.insert_nodes([kit.section("other", 0.2, axis=3, kind="public")])
+    return index
+
+
 @pytest.mark.parametrize("call", CALLS)
 async def test_a_plain_retriever_on_some_nodes_following_an_index_node_past_them_is_refused(
     kit, call
@@ -660,7 +667,7 @@ async def test_a_plain_retriever_on_some_nodes_following_an_index_node_past_them
     filters alone, and the engine answered from the section."""
     from llama_index.core.retrievers import VectorIndexRetriever
 
-    index = followed_index_node(kit, "section", None)._index
+    index = on_some_nodes(followed_index_node(kit, "section", None)._index, kit)
     plain = VectorIndexRetriever(index, node_ids=["pointer"], similarity_top_k=5)
     for retriever in (plain, fused(plain)):
         with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
@@ -887,7 +894,7 @@ def test_an_auto_retriever_on_some_nodes_following_an_index_node_past_them_is_re
     from llama_index.core.retrievers import VectorIndexAutoRetriever
     from llama_index.core.vector_stores.types import MetadataInfo, VectorStoreInfo
 
-    index = followed_index_node(kit, "section", None)._index
+    index = on_some_nodes(followed_index_node(kit, "section", None)._index, kit)
     info = VectorStoreInfo(
         content_info="sections",
         metadata_info=[MetadataInfo(name="kind", type="str", description="public or internal")],
@@ -913,3 +920,20 @@ async def test_on_chroma_index_as_retriever_s_empty_node_ids_restrict_nothing(ki
     expected = ["public"] if filters else ["internal", "public"]
     for retriever in (plain, fused(plain)):
         assert sorted(await answered(call, retriever, [], kit)) == expected
+
+
+@pytest.mark.parametrize("store", ["simple", "chroma"])
+@pytest.mark.parametrize("filters", [None, PUBLIC], ids=["no-filters", "filters"])
+@pytest.mark.parametrize("call", CALLS)
+async def test_index_as_retriever_s_every_node_restricts_nothing(kit, store, filters, call):
+    """``index.as_retriever()`` passes every node its index lists as ``node_ids`` (on a
+    store that keeps the text, its ``IndexNode`` objects): they were checked as a list of
+    some nodes, and every question a public ``IndexNode`` answered, carrying a public section
+    within the filters, was refused."""
+    carried = of_document(kit.section("carried", 0.1, axis=2, kind="public"), "doc-b")
+    public = of_document(kit.section("public", 0.8, kind="public"), "doc-a")
+    vectors = chroma_store() if store == "chroma" else None
+    index = kit.build_index([pointer(kit, carried), public], kit.embedding(), store=vectors)
+    plain = index.as_retriever(filters=filters, similarity_top_k=5)
+    for retriever in (plain, fused(plain)):
+        assert "carried" in await answered(call, retriever, [], kit)

@@ -176,7 +176,7 @@ def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
     if not searched:
         return
     nodes = [n.node for n in theirs]
-    admitted = set().union(*(_within(r, nodes) for r in searched))
+    admitted = set().union(*(_within(r, where, nodes) for r, where in searched))
     outside = [n for n in theirs if n.node.node_id not in admitted]
     if outside:
         raise UnsafeFilterError(
@@ -213,37 +213,37 @@ def _as_stored(node: Any) -> dict[str, Any]:
 VectorRetriever = VectorIndexRetriever | VectorIndexAutoRetriever
 
 
-def _searched(retriever: Any) -> list[VectorRetriever] | None:
+def _searched(retriever: Any) -> list[tuple[VectorRetriever, Filter | None]] | None:
     """The LlamaIndex vector retrievers ``retriever`` searches through (itself, or those it
-    wraps, :func:`_inner`), one of which each node it returns comes from, where each holds
-    some back (:func:`_holds_back_by`); None where one of them holds none back (any node may
-    come back). Ours add none: what they return is held to their filters already."""
+    wraps, :func:`_inner`), one of which each node it returns comes from, each with its
+    filters and ``node_ids`` as one filter (:func:`_where_of`), where each holds some back;
+    None where one of them holds none back (any node may come back). Ours add none: what
+    they return is held to their filters already."""
     if isinstance(retriever, EngineRetriever):
         return []
     if isinstance(retriever, VectorRetriever):
-        if not _holds_back_by(retriever):
+        where = _where_of(retriever)
+        kwargs, doc_ids = _store_restrictions(retriever)
+        if where is None and not kwargs and doc_ids is None:
             return None
         _check_no_query_engine(retriever)
-        return [retriever]
+        return [(retriever, where)]
     inner = [_searched(r) for r in _inner(retriever)]
     if not inner or any(found is None for found in inner):
         return None
     return [r for found in inner for r in found or ()]
 
 
-def _holds_back_by(retriever: VectorRetriever) -> bool:
-    """Whether LlamaIndex's vector retriever is known to hold some back: by filters,
-    ``node_ids``, ``doc_ids`` or store restrictions (:func:`_store_restrictions`)."""
-    where = all_of(_readable(_own_filters(retriever)), _of_nodes(retriever))
-    kwargs, doc_ids = _store_restrictions(retriever)
-    return where is not None or bool(kwargs) or doc_ids is not None
+def _where_of(retriever: VectorRetriever) -> Filter | None:
+    """LlamaIndex's vector retriever's filters and ``node_ids``, as one filter on a node as
+    stored (:func:`_as_stored`); None where they hold nothing back."""
+    return all_of(_readable(_own_filters(retriever)), _of_nodes(retriever))
 
 
-def _within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
-    """The ids of ``nodes`` that LlamaIndex's vector ``retriever`` may return: within its
-    filters and ``node_ids`` (:func:`_as_stored`), and its ``doc_ids`` and store
-    restrictions (:func:`_held_within`)."""
-    where = all_of(_readable(_own_filters(retriever)), _of_nodes(retriever))
+def _within(retriever: VectorRetriever, where: Filter | None, nodes: list[Any]) -> set[str]:
+    """The ids of ``nodes`` that LlamaIndex's vector ``retriever`` may return: within
+    ``where``, its filters and ``node_ids`` (:func:`_where_of`), and its ``doc_ids`` and
+    store restrictions (:func:`_held_within`)."""
     meeting = [n for n in nodes if where is None or matches(where, _as_stored(n))]
     return _held_within(retriever, meeting)
 
@@ -326,7 +326,7 @@ def _of_nodes(retriever: VectorRetriever) -> Filter | None:
 
 
 def _check_no_query_engine(retriever: BaseRetriever) -> None:
-    """Refuse a retriever that holds some back (:func:`_holds_back_by`) whose ``object_map``
+    """Refuse a retriever that holds some back (:func:`_searched`) whose ``object_map``
     holds a query engine: it follows an ``IndexNode`` to it and returns its answer as a new
     node, whose metadata is the answer's (its sources' by their ids), not the sections' it
     was made from: a filter it meets by lacking a key (``!=``, ``nin``, ``is_empty``, NOT) admits an

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -169,27 +170,43 @@ def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
     ``node_ids``, ``doc_ids`` and store restrictions (:func:`_searched`, :func:`_within`):
     such a retriever follows an ``IndexNode`` to the object it carries (or its
     ``object_map`` holds), a section, retriever or query engine held to none of them. What
-    a retrieval of ours returned is held to them already. The error names no section: they
-    are outside the filters."""
+    a retrieval of ours returned is held to them already. The error names the restrictions
+    the sections are outside of (:func:`_outside_message`), not the sections."""
     theirs = [n for n in retrieved if asked_of(n.node) is None]
     searched = _searched(retriever) if theirs else None
     if not searched:
         return
     nodes = [n.node for n in theirs]
-    admitted = set().union(*(_within(r, where, nodes) for r, where in searched))
-    outside = [n for n in theirs if n.node.node_id not in admitted]
+    admitted = set().union(*(_within(s, nodes) for s in searched))
+    outside = [n for n in nodes if n.node_id not in admitted]
     if outside:
-        raise UnsafeFilterError(
-            f"{type(retriever).__name__} returned {len(outside)} section(s) outside its "
-            "filters, node_ids, doc_ids or vector_store_kwargs restrictions (their metadata "
-            "does not meet them, they are none of the nodes named, or the store does not "
-            "hold them within its restrictions): LlamaIndex's retriever follows an "
-            "IndexNode to the object it carries (a section, retriever or query engine), held "
-            "to none of them, and a store that returns only some metadata leaves nothing to "
-            "check a node against. Use "
-            "ThresholdedRetriever(index, policy, filters=...) in place of LlamaIndex's own "
-            "retriever: it returns the IndexNode itself, within the filters"
-        )
+        raise UnsafeFilterError(_outside_message(retriever, searched, outside))
+
+
+_OUTSIDE = {
+    "filters": "filters (their metadata does not meet them; a store that returns only some "
+    "metadata leaves nothing to check a node against)",
+    "node_ids": "node_ids (they are none of the nodes named: a store that ignores node_ids, "
+    "such as FAISS or Chroma, returns others, e.g. the nodes added since index.as_retriever() "
+    "named those its index listed: make the retriever again after adding nodes, or restrict "
+    "it with filters)",
+    "store": "doc_ids or vector_store_kwargs restrictions (the store does not hold them "
+    "within these)",
+}
+"""What a section returned outside a restriction of LlamaIndex's vector retriever is outside
+of, by restriction (:meth:`_Searched.outside`)."""
+
+
+def _outside_message(retriever: Any, searched: list[_Searched], outside: list[Any]) -> str:
+    failed = {s.outside(n) for s in searched for n in outside}
+    what = "; or its ".join(text for name, text in _OUTSIDE.items() if name in failed)
+    return (
+        f"{type(retriever).__name__} returned {len(outside)} section(s) outside its {what}. "
+        "LlamaIndex's retriever follows an IndexNode to the object it carries (a section, "
+        "retriever or query engine), held to none of its restrictions. Use "
+        "ThresholdedRetriever(index, policy, filters=...) in place of LlamaIndex's own "
+        "retriever: it returns the IndexNode itself, within the filters"
+    )
 
 
 _DOCUMENT_KEYS = ("document_id", "doc_id", "ref_doc_id")
@@ -213,39 +230,54 @@ def _as_stored(node: Any) -> dict[str, Any]:
 VectorRetriever = VectorIndexRetriever | VectorIndexAutoRetriever
 
 
-def _searched(retriever: Any) -> list[tuple[VectorRetriever, Filter | None]] | None:
+@dataclass(frozen=True)
+class _Searched:
+    """LlamaIndex's vector retriever that holds some back, with its filters and ``node_ids``
+    as filters on a node as stored (:func:`_as_stored`; None: they hold nothing back)."""
+
+    retriever: VectorRetriever
+    filters: Filter | None
+    node_ids: Filter | None
+
+    def outside(self, node: Any) -> str:
+        """The first of the restrictions (:data:`_OUTSIDE`) ``node`` is outside of, as
+        :func:`_within` tests them: its filters, its ``node_ids``, else the store's."""
+        stored = _as_stored(node)
+        for name, where in (("filters", self.filters), ("node_ids", self.node_ids)):
+            if where is not None and not matches(where, stored):
+                return name
+        return "store"
+
+
+def _searched(retriever: Any) -> list[_Searched] | None:
     """The LlamaIndex vector retrievers ``retriever`` searches through (itself, or those it
     wraps, :func:`_inner`), one of which each node it returns comes from, each with its
-    filters and ``node_ids`` as one filter (:func:`_where_of`), where each holds some back;
-    None where one of them holds none back (any node may come back). Ours add none: what
-    they return is held to their filters already."""
+    filters and ``node_ids`` (:class:`_Searched`), where each holds some back; None where
+    one of them holds none back (any node may come back). Ours add none: what they return
+    is held to their filters already."""
     if isinstance(retriever, EngineRetriever):
         return []
     if isinstance(retriever, VectorRetriever):
-        where = _where_of(retriever)
+        searched = _Searched(retriever, _readable(_own_filters(retriever)), _of_nodes(retriever))
         kwargs, doc_ids = _store_restrictions(retriever)
-        if where is None and not kwargs and doc_ids is None:
+        named = searched.filters is not None or searched.node_ids is not None
+        if not named and not kwargs and doc_ids is None:
             return None
         _check_no_query_engine(retriever)
-        return [(retriever, where)]
+        return [searched]
     inner = [_searched(r) for r in _inner(retriever)]
     if not inner or any(found is None for found in inner):
         return None
-    return [r for found in inner for r in found or ()]
+    return [s for found in inner for s in found or ()]
 
 
-def _where_of(retriever: VectorRetriever) -> Filter | None:
-    """LlamaIndex's vector retriever's filters and ``node_ids``, as one filter on a node as
-    stored (:func:`_as_stored`); None where they hold nothing back."""
-    return all_of(_readable(_own_filters(retriever)), _of_nodes(retriever))
-
-
-def _within(retriever: VectorRetriever, where: Filter | None, nodes: list[Any]) -> set[str]:
-    """The ids of ``nodes`` that LlamaIndex's vector ``retriever`` may return: within
-    ``where``, its filters and ``node_ids`` (:func:`_where_of`), and its ``doc_ids`` and
-    store restrictions (:func:`_held_within`)."""
+def _within(searched: _Searched, nodes: list[Any]) -> set[str]:
+    """The ids of ``nodes`` that LlamaIndex's vector retriever may return: within its
+    filters and ``node_ids`` (:class:`_Searched`), and its ``doc_ids`` and store
+    restrictions (:func:`_held_within`)."""
+    where = all_of(searched.filters, searched.node_ids)
     meeting = [n for n in nodes if where is None or matches(where, _as_stored(n))]
-    return _held_within(retriever, meeting)
+    return _held_within(searched.retriever, meeting)
 
 
 def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:

@@ -670,7 +670,7 @@ async def test_a_plain_retriever_on_some_nodes_following_an_index_node_past_them
     index = on_some_nodes(followed_index_node(kit, "section", None)._index, kit)
     plain = VectorIndexRetriever(index, node_ids=["pointer"], similarity_top_k=5)
     for retriever in (plain, fused(plain)):
-        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+        with pytest.raises(UnsafeFilterError, match="outside its node_ids") as raised:
             await answered(call, retriever, [], kit)
         assert "'internal'" not in str(raised.value)
     within = VectorIndexRetriever(index, node_ids=["pointer", "internal"], similarity_top_k=5)
@@ -742,7 +742,7 @@ async def test_a_section_followed_past_store_restrictions_is_refused(
 ):
     plain = followed_past_store_restriction(kit, store, obj_kind, tmp_path)
     for retriever in (plain, fused(plain)):
-        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+        with pytest.raises(UnsafeFilterError, match="outside its doc_ids") as raised:
             await answered(call, retriever, [], kit)
         assert "vector_store_kwargs" in str(raised.value)
         assert "ThresholdedRetriever(index, policy, filters=...)" in str(raised.value)
@@ -754,7 +754,7 @@ async def test_a_section_followed_past_doc_ids_is_refused(kit, call):
     index = kit.build_index([pointer(kit, internal_section(kit))], kit.embedding())
     plain = VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a"])
     for retriever in (plain, fused(plain)):
-        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+        with pytest.raises(UnsafeFilterError, match="outside its doc_ids") as raised:
             await answered(call, retriever, [], kit)
         assert "doc_ids" in str(raised.value)
 
@@ -815,7 +815,7 @@ def test_on_a_store_of_unknown_keywords_a_followed_section_is_refused(kit, restr
     """The section a public pointer carries is none of the store's rows: it was followed
     past the restrictions and ``doc_ids``."""
     plain = on_a_store_of_unknown_keywords(kit, [pointer(kit, internal_section(kit))], restricted)
-    with pytest.raises(UnsafeFilterError, match="outside its filters"):
+    with pytest.raises(UnsafeFilterError, match="outside its doc_ids or vector_store_kwargs"):
         engine("query", plain, []).query(kit.QUESTION)
 
 
@@ -828,7 +828,7 @@ def test_on_milvus_a_stored_section_followed_past_doc_ids_is_refused(kit, restri
     vectors = kit.milvus_store(str(tmp_path / "kb.db"), "kb", dim=kit.DIM)
     index = kit.build_index([pointer(kit, internal), internal], kit.embedding(), store=vectors)
     plain = VectorIndexRetriever(index, similarity_top_k=5, doc_ids=["doc-a"], **restricted)
-    with pytest.raises(UnsafeFilterError, match="outside its filters"):
+    with pytest.raises(UnsafeFilterError, match="outside its doc_ids or vector_store_kwargs"):
         engine("query", plain, []).query(kit.QUESTION)
 
 
@@ -902,7 +902,7 @@ def test_an_auto_retriever_on_some_nodes_following_an_index_node_past_them_is_re
     auto = VectorIndexAutoRetriever(
         index, vector_store_info=info, llm=spec_llm(kit.QUESTION), node_ids=["pointer"]
     )
-    with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+    with pytest.raises(UnsafeFilterError, match="outside its node_ids") as raised:
         engine("query", auto, []).query(kit.QUESTION)
     assert "'internal'" not in str(raised.value)
 

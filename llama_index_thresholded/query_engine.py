@@ -54,8 +54,9 @@ from thresholded.abstention import (
     check_no_match_message,
     no_match_flags,
 )
+from thresholded.classes import is_named
 from thresholded.errors import UnsafeFilterError
-from thresholded.filters import Condition, Filter, Op, all_of, matches
+from thresholded.filters import Condition, Filter, Op, matches
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
 from thresholded.report import abstained_by_after
@@ -186,10 +187,8 @@ def none_outside(retriever: Any, retrieved: list[NodeWithScore]) -> None:
 _OUTSIDE = {
     "filters": "filters (their metadata does not meet them; a store that returns only some "
     "metadata leaves nothing to check a node against)",
-    "node_ids": "node_ids (they are none of the nodes named: a store that ignores node_ids, "
-    "such as FAISS or Chroma, returns others, e.g. the nodes added since index.as_retriever() "
-    "named those its index listed: make the retriever again after adding nodes, or restrict "
-    "it with filters)",
+    "node_ids": "node_ids (they are none of the nodes named, nor rows of a store that ignores "
+    "node_ids)",
     "store": "doc_ids or vector_store_kwargs restrictions (the store does not hold them "
     "within these)",
 }
@@ -275,9 +274,32 @@ def _within(searched: _Searched, nodes: list[Any]) -> set[str]:
     """The ids of ``nodes`` that LlamaIndex's vector retriever may return: within its
     filters and ``node_ids`` (:class:`_Searched`), and its ``doc_ids`` and store
     restrictions (:func:`_held_within`)."""
-    where = all_of(searched.filters, searched.node_ids)
+    where = searched.filters
     meeting = [n for n in nodes if where is None or matches(where, _as_stored(n))]
-    return _held_within(searched.retriever, meeting)
+    listed = _listed(searched, meeting)
+    return _held_within(searched.retriever, [n for n in meeting if n.node_id in listed])
+
+
+_IGNORES_NODE_IDS = ("FaissVectorStore", "ChromaVectorStore")
+"""LlamaIndex's stores whose query ignores ``node_ids``: they return any of their rows
+(``index.as_retriever()`` on FAISS, which names the nodes its index listed, returns those
+added since)."""
+
+
+def _listed(searched: _Searched, nodes: list[Any]) -> set[str]:
+    """The ids of ``nodes`` within the ``node_ids`` of LlamaIndex's vector retriever: those
+    they name and, on a store whose query ignores them (:data:`_IGNORES_NODE_IDS`), the
+    store's own rows, which it returns whatever they name, as it does past ``doc_ids``. An
+    object the retriever followed an ``IndexNode`` to, which the store does not hold, is
+    held to them."""
+    if searched.node_ids is None:
+        return {n.node_id for n in nodes}
+    named = {n.node_id for n in nodes if matches(searched.node_ids, _as_stored(n))}
+    others = [n.node_id for n in nodes if n.node_id not in named]
+    store = _store_of(searched.retriever)
+    if others and any(is_named(store, name) for name in _IGNORES_NODE_IDS):
+        named |= _rows(searched.retriever, others) or set()
+    return named
 
 
 def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:

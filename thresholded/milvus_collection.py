@@ -145,6 +145,17 @@ def vector_dims(description: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def field_dimension(client: Any, collection_name: str, field: str) -> int | None:
+    """The dimension of the vector ``field`` of a collection, read through ``client``; None
+    where it has none (a sparse field, no such field) or the collection cannot be read (it may
+    not exist yet): the dimension is a courtesy check, never a reason to fail."""
+    try:
+        description = client.describe_collection(collection_name)
+    except Exception:
+        return None
+    return vector_dims(description).get(field)
+
+
 def dense_dimension(
     description: dict[str, Any], collection_name: str, field: str, *, argument: str
 ) -> int:

@@ -50,14 +50,11 @@ from thresholded.filters.milvus import DeclaredFields, declared_of
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     collection_not_found,
-    dense_dimension,
-    describe_existing,
-    index_metric,
-    partition_key_of,
     refuse_drop,
     refuse_lite_partition_key,
     refuse_metric_named_otherwise,
     refuse_read_metric,
+    reopened,
     require_lite_file,
 )
 from thresholded.milvus_expr import all_of_exprs, check_expression, id_membership
@@ -393,10 +390,10 @@ def _existing_settings(
     index_params: dict[str, Any],
 ) -> dict[str, Any]:
     """The constructor arguments that make a store fit an existing collection."""
-    description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
-    refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
+    description, _, live = reopened(
+        client, collection_name, vector_field, uri=uri, db_name=db_name, argument="vector_field"
+    )
     names = [spec["name"] for spec in description.get("fields", [])]
-    dense_dimension(description, collection_name, vector_field, argument="vector_field")
     if text_field not in names:
         raise FieldNotFoundError(
             f"collection {collection_name!r} has no text field {text_field!r}; its fields are "
@@ -410,7 +407,6 @@ def _existing_settings(
     primary = [spec["name"] for spec in description.get("fields", []) if spec.get("is_primary")]
     if primary:
         settings["primary_field"] = primary[0]
-    live = index_metric(client, collection_name, vector_field)
     if live is None:
         settings["index_params"] = index_params  # langchain-milvus creates the index
         return settings

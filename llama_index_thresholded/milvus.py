@@ -35,14 +35,10 @@ from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     check_dimension,
     check_fits_existing,
-    dense_dimension,
-    describe_existing,
-    index_metric,
-    partition_key_of,
     refuse_drop,
-    refuse_lite_partition_key,
     refuse_metric_named_otherwise,
     refuse_read_metric,
+    reopened,
     require_lite_file,
 )
 from thresholded.milvus_connect import client_arguments, unavailable_as_error
@@ -322,11 +318,11 @@ def _describe_existing(
 ) -> tuple[int, str]:
     """The dimension and metric of an existing collection; a missing one is an error."""
     try:
-        description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
-        refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
         field = kwargs.get("embedding_field", "embedding")
-        dim = dense_dimension(description, collection_name, field, argument="embedding_field")
-        metric = Metric.parse(index_metric(client, collection_name, field) or Metric.IP).value
+        _, dim, live = reopened(
+            client, collection_name, field, uri=uri, db_name=db_name, argument="embedding_field"
+        )
+        metric = Metric.parse(live or Metric.IP).value
     finally:
         client.close()
     return dim, metric

@@ -58,7 +58,7 @@ from thresholded.milvus_collection import (
     require_lite_file,
 )
 from thresholded.milvus_expr import all_of_exprs, check_expression, id_membership
-from thresholded.milvus_grpc import client_kwargs
+from thresholded.milvus_grpc import client_kwargs, connection_kwargs
 from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
 from thresholded.scores import Metric
@@ -271,7 +271,7 @@ def _open(
     timeout = check_timeout(timeout)
     kwargs = dict(kwargs)
     wanted, index_params = _index_request(metric, kwargs.pop("index_params", None))
-    connection_args = _connection_args(uri, db_name, token, timeout)
+    connection_args = connection_kwargs(uri, token=token, db_name=db_name, timeout=timeout)
     if must_exist:
         require_lite_file(uri, collection_name)
     wait_for_milvus_lite(uri)
@@ -331,19 +331,6 @@ def _same_auto_id(asked: bool | None, found: bool, collection_name: str) -> None
             f"auto_id={asked!r}, but the collection {collection_name!r} was created with "
             f"auto_id={found!r}: leave auto_id out, it is read from the collection"
         )
-
-
-def _connection_args(
-    uri: str, db_name: str | None, token: str, timeout: float | None
-) -> dict[str, Any]:
-    args: dict[str, Any] = {"uri": uri}
-    if token:
-        args["token"] = token
-    if db_name:
-        args["db_name"] = db_name
-    if timeout is not None:
-        args["timeout"] = timeout
-    return client_kwargs(args)  # a keepalive no server answers with GOAWAY
 
 
 def _index_request(metric: Metric | str | None, given: Any) -> tuple[Metric | None, dict[str, Any]]:

@@ -42,7 +42,7 @@ from thresholded.milvus_collection import (
     require_lite_file,
 )
 from thresholded.milvus_connect import client_arguments, unavailable_as_error
-from thresholded.milvus_grpc import client_kwargs
+from thresholded.milvus_grpc import client_kwargs, connection_kwargs
 from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import READS, check_timeout, with_timeout
 from thresholded.scores import Metric
@@ -294,14 +294,11 @@ def existing_milvus_store(
     timeout = check_timeout(kwargs.get("timeout"))
     require_lite_file(uri, collection_name)
     wait_for_milvus_lite(uri)
-    options = client_kwargs({"grpc_options": kwargs.get("grpc_options")})
+    connection = connection_kwargs(
+        uri, token=token, db_name=db_name, timeout=timeout, grpc_options=kwargs.get("grpc_options")
+    )
     with unavailable_as_error(uri, collection_name, timeout):
-        client = with_timeout(
-            MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout, **options)
-            if db_name
-            else MilvusClient(uri=uri, token=token, timeout=timeout, **options),
-            timeout,
-        )
+        client = with_timeout(MilvusClient(**connection), timeout)
         dim, metric = _describe_existing(client, uri, collection_name, db_name, kwargs)
     return CompatibleMilvusVectorStore(
         uri=uri,

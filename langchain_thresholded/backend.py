@@ -65,9 +65,9 @@ from thresholded.filters.model import keys
 from thresholded.milvus_async import needs_thread
 from thresholded.milvus_collection import (
     checked_partitions,
+    field_dimension,
     ids_matching,
     rows_by_id,
-    vector_dims,
     vectors_of,
 )
 from thresholded.milvus_expr import all_of_exprs
@@ -577,11 +577,7 @@ def _milvus_dimension(store: Any) -> int | None:
     field = getattr(store, "_vector_field", None)
     if not isinstance(field, str):
         return None
-    try:
-        description = store.client.describe_collection(store.collection_name)
-    except Exception:  # the dimension is a courtesy check, never a reason to fail
-        return None
-    return vector_dims(description).get(field)
+    return field_dimension(store.client, store.collection_name, field)
 
 
 def _own_fields(store: Any) -> frozenset[str]:

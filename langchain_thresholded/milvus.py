@@ -50,18 +50,15 @@ from thresholded.filters.milvus import DeclaredFields, declared_of
 from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     collection_not_found,
-    dense_dimension,
-    describe_existing,
-    index_metric,
-    partition_key_of,
     refuse_drop,
     refuse_lite_partition_key,
     refuse_metric_named_otherwise,
     refuse_read_metric,
+    reopened,
     require_lite_file,
 )
 from thresholded.milvus_expr import all_of_exprs, check_expression, id_membership
-from thresholded.milvus_grpc import client_kwargs
+from thresholded.milvus_grpc import client_kwargs, connection_kwargs
 from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import check_timeout, with_timeout
 from thresholded.scores import Metric
@@ -274,7 +271,7 @@ def _open(
     timeout = check_timeout(timeout)
     kwargs = dict(kwargs)
     wanted, index_params = _index_request(metric, kwargs.pop("index_params", None))
-    connection_args = _connection_args(uri, db_name, token, timeout)
+    connection_args = connection_kwargs(uri, token=token, db_name=db_name, timeout=timeout)
     if must_exist:
         require_lite_file(uri, collection_name)
     wait_for_milvus_lite(uri)
@@ -336,19 +333,6 @@ def _same_auto_id(asked: bool | None, found: bool, collection_name: str) -> None
         )
 
 
-def _connection_args(
-    uri: str, db_name: str | None, token: str, timeout: float | None
-) -> dict[str, Any]:
-    args: dict[str, Any] = {"uri": uri}
-    if token:
-        args["token"] = token
-    if db_name:
-        args["db_name"] = db_name
-    if timeout is not None:
-        args["timeout"] = timeout
-    return client_kwargs(args)  # a keepalive no server answers with GOAWAY
-
-
 def _index_request(metric: Metric | str | None, given: Any) -> tuple[Metric | None, dict[str, Any]]:
     """The metric asked for, if any, and the index a new collection gets.
 
@@ -393,10 +377,10 @@ def _existing_settings(
     index_params: dict[str, Any],
 ) -> dict[str, Any]:
     """The constructor arguments that make a store fit an existing collection."""
-    description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
-    refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
+    description, _, live = reopened(
+        client, collection_name, vector_field, uri=uri, db_name=db_name, argument="vector_field"
+    )
     names = [spec["name"] for spec in description.get("fields", [])]
-    dense_dimension(description, collection_name, vector_field, argument="vector_field")
     if text_field not in names:
         raise FieldNotFoundError(
             f"collection {collection_name!r} has no text field {text_field!r}; its fields are "
@@ -410,7 +394,6 @@ def _existing_settings(
     primary = [spec["name"] for spec in description.get("fields", []) if spec.get("is_primary")]
     if primary:
         settings["primary_field"] = primary[0]
-    live = index_metric(client, collection_name, vector_field)
     if live is None:
         settings["index_params"] = index_params  # langchain-milvus creates the index
         return settings

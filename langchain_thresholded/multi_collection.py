@@ -302,15 +302,9 @@ class MultiCollectionRetriever(ClosedByWith, FloorsInForce, EngineRetriever):
                 f"collection {spec.collection_name!r} is named by URI: pass "
                 "MultiCollectionRetriever(embeddings=...), the model its vectors come from"
             )
-        assert spec.uri is not None and spec.collection_name is not None
         try:
             return existing_milvus_store(
-                spec.uri,
-                spec.collection_name,
-                embeddings=self.embeddings,
-                db_name=spec.db_name,
-                token=spec.token,
-                timeout=spec.timeout_or(self.timeout),
+                **spec.reopen_arguments(self.timeout), embeddings=self.embeddings
             )
         except FieldNotFoundError as exc:  # the spec takes no field names: say where they go
             raise FieldNotFoundError(

@@ -35,18 +35,14 @@ from thresholded.milvus_async import LoopLocalClient
 from thresholded.milvus_collection import (
     check_dimension,
     check_fits_existing,
-    dense_dimension,
-    describe_existing,
-    index_metric,
-    partition_key_of,
     refuse_drop,
-    refuse_lite_partition_key,
     refuse_metric_named_otherwise,
     refuse_read_metric,
+    reopened,
     require_lite_file,
 )
 from thresholded.milvus_connect import client_arguments, unavailable_as_error
-from thresholded.milvus_grpc import client_kwargs
+from thresholded.milvus_grpc import client_kwargs, connection_kwargs
 from thresholded.milvus_lite import milvus_uri, wait_for_milvus_lite
 from thresholded.milvus_timeout import READS, check_timeout, with_timeout
 from thresholded.scores import Metric
@@ -298,14 +294,11 @@ def existing_milvus_store(
     timeout = check_timeout(kwargs.get("timeout"))
     require_lite_file(uri, collection_name)
     wait_for_milvus_lite(uri)
-    options = client_kwargs({"grpc_options": kwargs.get("grpc_options")})
+    connection = connection_kwargs(
+        uri, token=token, db_name=db_name, timeout=timeout, grpc_options=kwargs.get("grpc_options")
+    )
     with unavailable_as_error(uri, collection_name, timeout):
-        client = with_timeout(
-            MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout, **options)
-            if db_name
-            else MilvusClient(uri=uri, token=token, timeout=timeout, **options),
-            timeout,
-        )
+        client = with_timeout(MilvusClient(**connection), timeout)
         dim, metric = _describe_existing(client, uri, collection_name, db_name, kwargs)
     return CompatibleMilvusVectorStore(
         uri=uri,
@@ -322,11 +315,11 @@ def _describe_existing(
 ) -> tuple[int, str]:
     """The dimension and metric of an existing collection; a missing one is an error."""
     try:
-        description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
-        refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
         field = kwargs.get("embedding_field", "embedding")
-        dim = dense_dimension(description, collection_name, field, argument="embedding_field")
-        metric = Metric.parse(index_metric(client, collection_name, field) or Metric.IP).value
+        _, dim, live = reopened(
+            client, collection_name, field, uri=uri, db_name=db_name, argument="embedding_field"
+        )
+        metric = Metric.parse(live or Metric.IP).value
     finally:
         client.close()
     return dim, metric

@@ -304,15 +304,7 @@ def _opened(spec: CollectionSpec, timeout: float | None) -> CollectionSpec:
         return spec
     from llama_index_thresholded.milvus import existing_milvus_store
 
-    assert spec.uri is not None and spec.collection_name is not None
-    options = {"db_name": spec.db_name} if spec.db_name else {}
-    store = existing_milvus_store(
-        spec.uri,
-        spec.collection_name,
-        token=spec.token,
-        timeout=spec.timeout_or(timeout),
-        **options,
-    )
+    store = existing_milvus_store(**spec.reopen_arguments(timeout))
     return spec.model_copy(update={"store": store})
 
 

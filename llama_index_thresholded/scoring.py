@@ -9,6 +9,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore, Vector
 
 from thresholded.classes import is_named
 from thresholded.errors import UnsupportedMetricError
+from thresholded.milvus_collection import field_dimension, index_metric
 from thresholded.scores import Metric, ScoreKind, declared_kind
 from thresholded.store_metrics import checked_metric, chroma_metric, faiss_metric
 
@@ -94,8 +95,6 @@ def _milvus_index_metric(vector_store: Any) -> str | None:
     field = getattr(vector_store, "embedding_field", None)
     if client is None or not isinstance(name, str) or not isinstance(field, str):
         return None
-    from thresholded.milvus_collection import index_metric
-
     try:
         return index_metric(client, name, field)
     except Exception:  # a courtesy check, as the dimension is: never a reason to fail
@@ -161,15 +160,8 @@ def collection_dimension(vector_store: BasePydanticVectorStore) -> int | None:
     name = getattr(vector_store, "collection_name", None)
     if client is None or field is None or name is None:
         return declared
-    try:
-        description = client.describe_collection(name)
-    except Exception:  # the dimension is a courtesy check, never a reason to fail
-        return declared
-    for spec in description.get("fields", []):
-        if spec.get("name") == field:
-            value = spec.get("params", {}).get("dim")
-            return int(value) if value is not None else declared
-    return declared
+    found = field_dimension(client, name, field)
+    return declared if found is None else found
 
 
 def held_dimension(vector_store: object) -> int | None:

@@ -84,6 +84,20 @@ class CollectionSpec(StrictArguments, BaseModel):
         set (e.g. its retriever's own, then the multi-collection retriever's)."""
         return next((t for t in (self.timeout, *defaults) if t is not None), None)
 
+    def reopen_arguments(self, *defaults: float | None) -> dict[str, Any]:
+        """The arguments of the adapter's ``existing_milvus_store`` for a collection named by
+        URI: its ``uri``, ``collection_name``, ``token``, ``db_name`` where given, and its
+        deadline (:meth:`timeout_or` of ``defaults``)."""
+        assert self.uri is not None and self.collection_name is not None
+        database = {"db_name": self.db_name} if self.db_name else {}
+        return {
+            "uri": self.uri,
+            "collection_name": self.collection_name,
+            "token": self.token,
+            "timeout": self.timeout_or(*defaults),
+            **database,
+        }
+
     @field_validator("name")
     @classmethod
     def _name_not_blank(cls, value: str | None) -> str | None:

@@ -12,7 +12,7 @@ import numbers
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from thresholded.errors import CollectionNotFoundError, FieldNotFoundError, UnsafeFilterError
 from thresholded.milvus_lite import is_lite_uri, lite_engine_version
@@ -145,6 +145,17 @@ def vector_dims(description: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def field_dimension(client: Any, collection_name: str, field: str) -> int | None:
+    """The dimension of the vector ``field`` of a collection, read through ``client``; None
+    where it has none (a sparse field, no such field) or the collection cannot be read (it may
+    not exist yet): the dimension is a courtesy check, never a reason to fail."""
+    try:
+        description = client.describe_collection(collection_name)
+    except Exception:
+        return None
+    return vector_dims(description).get(field)
+
+
 def dense_dimension(
     description: dict[str, Any], collection_name: str, field: str, *, argument: str
 ) -> int:
@@ -158,6 +169,35 @@ def dense_dimension(
             argument=argument,
         )
     return vectors[field]
+
+
+class Reopened(NamedTuple):
+    """What reopening an existing collection reads of it (:func:`reopened`)."""
+
+    description: dict[str, Any]
+    dim: int
+    """The dimension of its dense vector field."""
+    metric: str | None
+    """The metric of the index on that field, as Milvus names it; None: it has no index."""
+
+
+def reopened(
+    client: Any,
+    collection_name: str,
+    field: str,
+    *,
+    uri: str,
+    db_name: str | None,
+    argument: str,
+) -> Reopened:
+    """An existing collection that a store reopens, read through ``client``: a missing one is
+    an error (:func:`describe_existing`), as is a partition key on Milvus Lite 2.x
+    (:func:`refuse_lite_partition_key`) and a collection without the dense vector ``field``,
+    which ``argument`` names (:func:`dense_dimension`)."""
+    description = describe_existing(client, collection_name, uri=uri, db_name=db_name)
+    refuse_lite_partition_key(uri, collection_name, partition_key_of(description))
+    dim = dense_dimension(description, collection_name, field, argument=argument)
+    return Reopened(description, dim, index_metric(client, collection_name, field))
 
 
 def index_metric(client: Any, collection_name: str, field: str) -> str | None:

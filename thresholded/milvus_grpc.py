@@ -36,3 +36,19 @@ def grpc_options(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
 def client_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """``kwargs`` of a ``MilvusClient`` (or a store that makes one) with the keepalive added."""
     return {**kwargs, "grpc_options": grpc_options(kwargs.get("grpc_options"))}
+
+
+def connection_kwargs(
+    uri: str,
+    *,
+    token: str = "",
+    db_name: str | None = None,
+    timeout: float | None = None,
+    grpc_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The arguments of a ``MilvusClient`` of ``uri`` (or a store's ``connection_args``):
+    ``token``, ``db_name``, ``timeout`` and ``grpc_options`` where given, with the keepalive."""
+    given = {"token": token, "db_name": db_name, "timeout": timeout, "grpc_options": grpc_options}
+    return client_kwargs(
+        {"uri": uri, **{k: v for k, v in given.items() if v is not None and v != ""}}
+    )

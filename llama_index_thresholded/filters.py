@@ -27,15 +27,19 @@ from thresholded.filters.equality import equality_part
 from thresholded.filters.model import like_condition
 
 
-def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None:
+def to_filter(
+    filters: MetadataFilters | MetadataFilter | None, *, checked_only: bool = False
+) -> Filter | None:
     """LlamaIndex filters in the core model; an empty top-level ``MetadataFilters`` is no
     filter, as LlamaIndex reads it, and an empty one nested inside is an error. An empty
     top-level OR is refused: LlamaIndex reads it as no filter, though "any of nothing"
-    holds for no row (an OR of a caller's rights that came out empty would admit all)."""
+    holds for no row (an OR of a caller's rights that came out empty would admit all).
+    ``checked_only``: they are only tested against what LlamaIndex's own retriever returned
+    (:func:`thresholded.filters.model.like_condition`)."""
     if filters is None:
         return None
     if isinstance(filters, MetadataFilter):
-        return _condition(filters)
+        return _condition(filters, checked_only=checked_only)
     if isinstance(filters, list | tuple) and filters and all(_a_filter(f) for f in filters):
         raise TypeError(
             "filters must be LlamaIndex MetadataFilters, got a list of MetadataFilter: wrap it, "
@@ -55,15 +59,17 @@ def to_filter(filters: MetadataFilters | MetadataFilter | None) -> Filter | None
                 "admits none. Give it conditions, or pass filters=None for no filter"
             )
         return None
-    return _group(filters)
+    return _group(filters, checked_only=checked_only)
 
 
-def _group(filters: MetadataFilters, negated: bool = False) -> Group:
+def _group(filters: MetadataFilters, negated: bool = False, *, checked_only: bool) -> Group:
     """``negated``: under a NOT (or an odd number of them)."""
     combine = Combine((filters.condition or FilterCondition.AND).value)
     inner = negated != (combine is Combine.NOT)
     children = tuple(
-        _group(f, inner) if isinstance(f, MetadataFilters) else _condition(f, inner)
+        _group(f, inner, checked_only=checked_only)
+        if isinstance(f, MetadataFilters)
+        else _condition(f, inner, checked_only=checked_only)
         for f in filters.filters
     )
     return Group(combine, children)
@@ -73,11 +79,17 @@ def _a_filter(item: Any) -> bool:
     return isinstance(item, MetadataFilter | MetadataFilters)
 
 
-def _condition(item: MetadataFilter, negated: bool = False) -> Condition:
+def _condition(item: MetadataFilter, negated: bool = False, *, checked_only: bool) -> Condition:
     op = Op(FilterOperator(item.operator).value)
     instead = "CONTAINS" if op is Op.TEXT_MATCH else "CONTAINS (which tells case apart)"
     return like_condition(
-        item.key, op, item.value, operator=op.value, instead=instead, negated=negated
+        item.key,
+        op,
+        item.value,
+        operator=op.value,
+        instead=instead,
+        negated=negated,
+        checked_only=checked_only,
     )
 
 

@@ -416,7 +416,7 @@ def _readable(filters: Any) -> Filter | None:
     the model refuses for another reason (a condition with no value) are refused, naming
     their keys as given."""
     try:
-        return to_filter(_plain_keys(filters))
+        return to_filter(_plain_keys(filters), checked_only=True)
     except UnsafeFilterError as exc:
         given = {_plain(key): key for key in _keys(filters)}
         message = _PLAIN_NAME.sub(lambda m: given.get(m[0], m[0]), str(exc))

@@ -172,7 +172,14 @@ def check_not_marks(f: Filter | None, marks: Mapping[str, str]) -> None:
 
 
 def like_condition(
-    key: str, op: Op, value: Any, *, operator: str, instead: str, negated: bool = False
+    key: str,
+    op: Op,
+    value: Any,
+    *,
+    operator: str,
+    instead: str,
+    negated: bool = False,
+    checked_only: bool = False,
 ) -> Condition:
     """A framework's condition in the model (``negated``: under a NOT, or an odd number of
     them). A substring match (TEXT_MATCH, TEXT_MATCH_INSENSITIVE) is refused where a LIKE
@@ -180,6 +187,10 @@ def like_condition(
     stores write the value into a LIKE pattern (LangChain's ``like``, LlamaIndex's TEXT_MATCH
     on Milvus, both of LlamaIndex's on its SQL stores, ILIKE for the insensitive one;
     ``operator``: its name there), and the model reads it as a character.
+    ``checked_only``: the filter is only tested against what the framework's store returned
+    under it, never written into a store's query, and a ``%`` outside a NOT is read as the
+    character: that can only hold back more than the store's pattern did (its own stores
+    that write none, such as ``SimpleVectorStore``, read it so too).
 
     - ``%``, a wildcard there, anywhere: ``%internal%`` would match no section, and under
       NOT every one, the sections it meant to leave out included;
@@ -189,7 +200,7 @@ def like_condition(
 
     ``instead`` names the filter for a text that holds such a character."""
     if op in TEXTS and isinstance(value, str):
-        if "%" in value:
+        if "%" in value and (negated or not checked_only):
             raise UnsafeFilterError(
                 f"{operator} on {key!r} is a substring match, and its value {value!r} holds "
                 "'%', which would be matched as a character, not as a wildcard: give the text "

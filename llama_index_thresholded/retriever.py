@@ -629,8 +629,12 @@ def restricting_node_ids(index: Any, node_ids: list[str] | None) -> list[str] | 
     nodes; None where they restrict nothing as its store reads them (:func:`_node_ids_read`)
     or name every node the index lists, as ``index.as_retriever()`` passes them."""
     ids = _node_ids_read(index.vector_store, node_ids)
-    every_node = set(index.index_struct.nodes_dict.values())
-    return None if ids is None or set(ids) == every_node else ids
+    if ids is None:
+        return None
+    listed = list(index.index_struct.nodes_dict.values())
+    if ids == listed or (len(ids) >= len(listed) and set(ids) == set(listed)):
+        return None  # as_retriever()'s list is the index's, in its order: no set is built
+    return ids
 
 
 def _filtered(filters: MetadataFilters | None) -> bool:

@@ -915,6 +915,8 @@ def log_result(result: Result[Any]) -> None:
 class Request(ABC):
     """Something the pipeline needs done; ``run`` does it blocking, ``arun`` awaiting."""
 
+    __slots__ = ()
+
     @abstractmethod
     def run(self) -> Any: ...
 

@@ -4,7 +4,8 @@ The engines differ where it matters for a security filter:
 
 - Milvus Lite 2.5 runs no ``not (...)`` and no ``exists`` on a metadata key, and its
   ``k != v`` holds where ``k`` is missing or of another type: it is the complement of
-  ``k == v``, as the model wants.
+  ``k == v``, as the model wants. It fails an expression nested 50 levels deep, as a
+  chain of 51 ``or`` is (an IN of 51 values): longer chains are written as trees.
 - Milvus Lite 3.x (and newer servers) run ``not`` and ``exists``, but a comparison on a
   missing key is neither true nor false, so ``not (k == v)`` leaves out the rows that
   lack ``k``: the complement of EQ and IN is written ``(not (P) or not exists k)``. An
@@ -372,9 +373,20 @@ def _exact_on_2_3(c: Condition) -> bool:
     return c.op in _EXACT_ON_2_3 and not (c.op in _ARRAYS and _texts(c))
 
 
+MAX_CHAIN = 16
+"""The most parts one ``and`` or ``or`` joins in a row. Milvus reads a chain as nested pairs,
+one level per part, and Milvus Lite 2.5 fails an expression nested 50 levels deep
+("unsupported expr proto node"): an IN of 51 values. Longer ones are written as a tree of
+chains, as deep as the logarithm of their length."""
+
+
 def _joined(parts: list[str], word: str) -> str | None:
+    """``parts`` joined by ``word``; more than :data:`MAX_CHAIN` as two halves, each joined."""
     if not parts:
         return None
     if len(parts) == 1:
         return parts[0]
+    if len(parts) > MAX_CHAIN:
+        half = len(parts) // 2
+        return _joined([_joined(parts[:half], word), _joined(parts[half:], word)], word)  # type: ignore[list-item]
     return "(" + f" {word} ".join(f"({p})" if " " in p else p for p in parts) + ")"

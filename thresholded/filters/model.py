@@ -102,9 +102,17 @@ class Condition:
         return self.value if isinstance(self.value, tuple) else (self.value,)
 
 
+MAX_DEPTH = 32
+"""How deep groups may nest in a filter. Milvus Lite 2.5 fails an expression nested about a
+hundred levels deep, and writing one a few hundred deep exhausts Python's recursion: a filter
+an agent builds from a question is refused with a clear error well before either. No filter
+needs more: an AND inside an AND (an OR inside an OR) is one group."""
+
+
 @dataclass(frozen=True)
 class Group:
-    """Children combined by AND, OR or NOT (none of them); never empty."""
+    """Children combined by AND, OR or NOT (none of them); never empty, nested at most
+    :data:`MAX_DEPTH` deep (``depth``: 1 for a group of conditions)."""
 
     combine: Combine
     children: tuple[Filter, ...]
@@ -120,6 +128,13 @@ class Group:
         for child in self.children:
             if not isinstance(child, Condition | Group):
                 raise TypeError(f"a filter group holds conditions and groups, got {child!r}")
+        depth = 1 + max((c.depth for c in self.children if isinstance(c, Group)), default=0)
+        if depth > MAX_DEPTH:
+            raise UnsafeFilterError(
+                f"a filter nests groups more than {MAX_DEPTH} deep: write an AND inside an AND "
+                "(an OR inside an OR) as one group"
+            )
+        object.__setattr__(self, "depth", depth)
 
 
 Filter = Condition | Group

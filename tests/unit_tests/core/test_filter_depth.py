@@ -1,0 +1,44 @@
+"""A filter nested a few hundred groups deep (an agent's, built from a question) failed with
+Python's RecursionError while it was written for Milvus, and one about a hundred deep with
+Milvus Lite's raw assert: groups nested more than ``MAX_DEPTH`` deep are refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from thresholded.errors import UnsafeFilterError
+from thresholded.filters import Dialect, to_milvus
+from thresholded.filters.mapping import from_mapping
+from thresholded.filters.model import MAX_DEPTH
+
+
+def nested(levels: int) -> dict:
+    """``levels`` groups, alternating AND and OR, each inside the last."""
+    f: dict = {"k": "x"}
+    for i in range(levels):
+        f = {"$or" if i % 2 else "$and": [{"k": {"$ne": f"v{i}"}}, f]}
+    return f
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 400])
+def test_a_filter_nested_deeper_than_the_limit_is_refused_by_name(levels):
+    with pytest.raises(UnsafeFilterError, match=f"more than {MAX_DEPTH} deep"):
+        from_mapping(nested(levels))
+
+
+def test_a_filter_nested_to_the_limit_is_written():
+    f = from_mapping(nested(MAX_DEPTH))
+    assert f.depth == MAX_DEPTH
+    assert to_milvus(f, Dialect.LITE_2).expr.count("!=") == MAX_DEPTH
+
+
+def test_llama_index_filters_nested_deeper_than_the_limit_are_refused():
+    from llama_index.core.vector_stores import MetadataFilter, MetadataFilters
+
+    from llama_index_thresholded.filters import to_filter
+
+    f = MetadataFilters(filters=[MetadataFilter(key="k", value="x")])
+    for _ in range(MAX_DEPTH):
+        f = MetadataFilters(filters=[MetadataFilter(key="k", value="y"), f], condition="or")
+    with pytest.raises(UnsafeFilterError, match="deep"):
+        to_filter(f)

@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from thresholded.errors import UnsafeFilterError
-from thresholded.filters.model import Combine, Condition, Filter, Group, Op, all_of, date_text
+from thresholded.filters.model import (
+    Combine,
+    Condition,
+    Filter,
+    Group,
+    Op,
+    all_of,
+    check_depth,
+    date_text,
+)
 
 _DICT_OPS = {
     "$eq": Op.EQ,
@@ -34,7 +43,12 @@ _DICT_GROUPS = {"$and": Combine.AND, "$or": Combine.OR, "$not": Combine.NOT}
 
 
 def from_mapping(filters: Mapping[str, Any]) -> Filter:
-    """A non-empty dict filter in the model; an empty one nested inside another is refused."""
+    """A non-empty dict filter in the model; an empty one nested inside another is refused,
+    and one nested deeper than the model takes before it is read further."""
+    return _from_mapping(filters, 0)
+
+
+def _from_mapping(filters: Mapping[str, Any], depth: int) -> Filter:
     parts: list[Filter] = []
     for key, value in filters.items():
         if key in _DICT_GROUPS:
@@ -43,7 +57,9 @@ def from_mapping(filters: Mapping[str, Any]) -> Filter:
                 value = [value]
             if not isinstance(value, list | tuple):
                 raise UnsafeFilterError(f"{key} takes a list of filters, got {value!r}")
-            parts.append(Group(_DICT_GROUPS[key], tuple(from_mapping(v) for v in value)))
+            check_depth(depth + 1)
+            children = tuple(_from_mapping(v, depth + 1) for v in value)
+            parts.append(Group(_DICT_GROUPS[key], children))
         elif isinstance(key, str) and key.startswith("$"):
             raise UnsafeFilterError(
                 f"unknown filter operator {key!r} at the top of a filter: use a key, or one "

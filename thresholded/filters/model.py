@@ -129,12 +129,17 @@ class Group:
             if not isinstance(child, Condition | Group):
                 raise TypeError(f"a filter group holds conditions and groups, got {child!r}")
         depth = 1 + max((c.depth for c in self.children if isinstance(c, Group)), default=0)
-        if depth > MAX_DEPTH:
-            raise UnsafeFilterError(
-                f"a filter nests groups more than {MAX_DEPTH} deep: write an AND inside an AND "
-                "(an OR inside an OR) as one group"
-            )
+        check_depth(depth)
         object.__setattr__(self, "depth", depth)
+
+
+def check_depth(depth: int) -> None:
+    """Refuse groups nested ``depth`` deep, past :data:`MAX_DEPTH`."""
+    if depth > MAX_DEPTH:
+        raise UnsafeFilterError(
+            f"a filter nests groups more than {MAX_DEPTH} deep: write an AND inside an AND "
+            "(an OR inside an OR) as one group"
+        )
 
 
 Filter = Condition | Group

@@ -1,6 +1,7 @@
 """A filter nested a few hundred groups deep (an agent's, built from a question) failed with
-Python's RecursionError while it was written for Milvus, and one about a hundred deep with
-Milvus Lite's raw assert: groups nested more than ``MAX_DEPTH`` deep are refused by name."""
+Python's RecursionError while it was read or written for Milvus, and one about a hundred
+deep with Milvus Lite's raw assert: groups nested more than ``MAX_DEPTH`` deep are refused by
+name."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def nested(levels: int) -> dict:
     return f
 
 
-@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 400])
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 400, 5000])
 def test_a_filter_nested_deeper_than_the_limit_is_refused_by_name(levels):
     with pytest.raises(UnsafeFilterError, match=f"more than {MAX_DEPTH} deep"):
         from_mapping(nested(levels))

@@ -55,6 +55,7 @@ from thresholded.abstention import (
     no_match_flags,
 )
 from thresholded.classes import is_named
+from thresholded.engine import Pipeline, Step, adrive, drive
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Condition, Filter, Op, matches
 from thresholded.metadata_keys import ATTACHED_ROLE
@@ -477,23 +478,26 @@ def checked_retrieval(
     """What ``retriever`` returns for ``query``, after the node ``postprocessors``
     (:func:`postprocessed`), and, when nothing is left, what emptied it where that is known
     (:func:`~thresholded.report.abstained_by_after`)."""
-    bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
-    with_report = getattr(retriever, "retrieve_with_report", None)
-    report = None if with_report is None else with_report(query)
-    retrieved = retriever.retrieve(query) if report is None else report.items
-    nodes = postprocessed(retriever, retrieved, postprocessors, bundle)
-    return nodes, None if nodes else abstained_by_after(report, retrieved)
+    return drive(_checked_retrieval(retriever, postprocessors, query))
 
 
 async def achecked_retrieval(
     retriever: Any, postprocessors: Sequence[Any], query: str | QueryBundle
 ) -> tuple[list[NodeWithScore], str | None]:
-    """:func:`checked_retrieval`, asynchronously."""
+    """:func:`checked_retrieval`, awaiting the retriever and the postprocessors."""
+    return await adrive(_checked_retrieval(retriever, postprocessors, query))
+
+
+def _checked_retrieval(
+    retriever: Any, postprocessors: Sequence[Any], query: str | QueryBundle
+) -> Pipeline[tuple[list[NodeWithScore], str | None]]:
     bundle = query if isinstance(query, QueryBundle) else QueryBundle(query)
-    with_report = getattr(retriever, "aretrieve_with_report", None)
-    report = None if with_report is None else await with_report(query)
-    retrieved = await retriever.aretrieve(query) if report is None else report.items
-    nodes = await apostprocessed(retriever, retrieved, postprocessors, bundle)
+    if hasattr(retriever, "retrieve_with_report"):  # ours
+        report = yield Step.call(retriever, "retrieve_with_report", query)
+        retrieved = report.items
+    else:
+        report, retrieved = None, (yield Step.call(retriever, "retrieve", query))
+    nodes = yield from _postprocessed(retriever, retrieved, postprocessors, bundle)
     return nodes, None if nodes else abstained_by_after(report, retrieved)
 
 
@@ -505,12 +509,7 @@ def postprocessed(
 ) -> list[NodeWithScore]:
     """What the node ``postprocessors`` make of what ``retriever`` returned, checked before
     they run (:func:`check_postprocessors`) and after (:func:`none_added`)."""
-    none_outside(retriever, retrieved)
-    check_postprocessors(retriever, retrieved, postprocessors)
-    nodes = retrieved
-    for postprocessor in postprocessors:
-        nodes = postprocessor.postprocess_nodes(nodes, query_bundle=bundle)
-    return none_added(retriever, retrieved, nodes)
+    return drive(_postprocessed(retriever, retrieved, postprocessors, bundle))
 
 
 async def apostprocessed(
@@ -519,14 +518,27 @@ async def apostprocessed(
     postprocessors: Sequence[Any],
     bundle: QueryBundle,
 ) -> list[NodeWithScore]:
-    """:func:`postprocessed`, with the postprocessors' asynchronous method; the store asked
-    which sections lie within the restrictions (:func:`none_outside`) in a thread, its
-    client's calls blocking."""
-    await asyncio.to_thread(none_outside, retriever, retrieved)
+    """:func:`postprocessed`, awaiting the postprocessors."""
+    return await adrive(_postprocessed(retriever, retrieved, postprocessors, bundle))
+
+
+def _postprocessed(
+    retriever: Any,
+    retrieved: list[NodeWithScore],
+    postprocessors: Sequence[Any],
+    bundle: QueryBundle,
+) -> Pipeline[list[NodeWithScore]]:
+    """Awaited, the store is asked which sections lie within the restrictions
+    (:func:`none_outside`) in a thread, its client's calls blocking."""
+    if any(asked_of(n.node) is None for n in retrieved):
+        yield Step(
+            lambda: none_outside(retriever, retrieved),
+            lambda: asyncio.to_thread(none_outside, retriever, retrieved),
+        )
     check_postprocessors(retriever, retrieved, postprocessors)
     nodes = retrieved
     for postprocessor in postprocessors:
-        nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=bundle)
+        nodes = yield Step.call(postprocessor, "postprocess_nodes", nodes, query_bundle=bundle)
     return none_added(retriever, retrieved, nodes)
 
 

@@ -48,6 +48,7 @@ from langchain_thresholded.milvus import (
 from langchain_thresholded.scoring import is_chroma, is_faiss, is_milvus, store_metric
 from thresholded import metadata_keys
 from thresholded.attachments import FirstCopies, Links
+from thresholded.chroma_collection import ids_within
 from thresholded.classes import collection_name, is_named
 from thresholded.engine import Pipeline, Question, SearchArgs, Step, adrive, drive
 from thresholded.errors import UnsafeFilterError
@@ -146,6 +147,7 @@ class LangChainBackend(StoreDialect):
         self._raw_expr = all_of_exprs(raw_exprs(rows_kwargs)) if is_milvus(self._rows) else None
         self._raw_filter = _raw_filter(self._search_kwargs, wrapped)
         self._only_ids = _only_ids(rows_kwargs)
+        self._chroma_clauses = _chroma_clauses(rows_kwargs) if is_chroma(self._rows) else {}
         self._admits_nothing = self._only_ids is not None and (
             not self._only_ids
             or (is_milvus(self._rows) and ids_admit_no_row(self._rows, rows_kwargs.get(_ONLY_IDS)))
@@ -380,15 +382,20 @@ class LangChainBackend(StoreDialect):
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:
         """What was fetched by id, held to the retriever's raw store restrictions: its
-        filter function (or a wrapped retriever's structured filter), its ``ids``, and on
-        Milvus its ``expr`` and ``partition_names`` (a wrapped retriever's too), which the
-        collection itself checks by id."""
+        filter function (or a wrapped retriever's structured filter), its ``ids``, on
+        Milvus its ``expr`` and ``partition_names``, on Chroma its ``filter`` (a ``where``)
+        and ``where_document`` (a wrapped retriever's too), which the collection itself
+        checks by id (a section it does not hold, a summary in the docstore only, is not
+        within them)."""
         if self._raw_filter is not None:
             found = {i: d for i, d in found.items() if self._raw_filter(d)}
         if self._only_ids is not None:
             found = {i: d for i, d in found.items() if i in self._only_ids}
         if found and (self._raw_expr or self._partitions):
             allowed = self._milvus_allowed(list(found))
+            found = {i: d for i, d in found.items() if i in allowed}
+        if found and self._chroma_clauses:
+            allowed = ids_within(self._rows._collection, list(found), self._chroma_clauses)
             found = {i: d for i, d in found.items() if i in allowed}
         return found
 
@@ -463,7 +470,7 @@ class LangChainBackend(StoreDialect):
         """The store's own restrictions hold sections back, those in ``search_kwargs`` or a
         wrapped ensemble's members' (their store filters, any member's ``filters``): ``fetch``
         holds what the docstore returns to them (a store filter they cannot be held to, such
-        as Chroma's ``where_document``, is refused with a docstore)."""
+        as a FAISS ``filter``, is refused with a docstore)."""
         raw = self._raw_filter is not None or self._only_ids is not None
         if raw or self._raw_expr or self._partitions or self._store_filtered:
             return True
@@ -771,6 +778,16 @@ def _raw_filter(
     return None if held is None else _matcher(held)
 
 
+def _chroma_clauses(search_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """A langchain-chroma store's own restrictions, as its collection's ``get`` reads them:
+    its ``filter`` is the ``where`` clause, its ``where_document`` the same."""
+    given = {
+        "where": search_kwargs.get("filter"),
+        "where_document": search_kwargs.get("where_document"),
+    }
+    return {key: clause for key, clause in given.items() if restricts(clause)}
+
+
 def _check_held(store: VectorStore) -> None:
     """The restrictions of the retrievers a ``RetrieverSource`` runs hold for their search
     only: refused where the neighbours and summaries fetched from the docstore could not be
@@ -799,8 +816,9 @@ def _check_held(store: VectorStore) -> None:
 def _unheld_filters(store: VectorStore) -> list[str]:
     """Every store filter of the retrievers a ``RetrieverSource`` runs; of a wrapped
     ``store.as_retriever(...)``, but those held for sections fetched by id: a Milvus
-    store's expressions and partitions (held by id), another store's structured filter
-    (held on metadata), and its ``ids``."""
+    store's expressions and partitions, a Chroma store's ``filter`` and
+    ``where_document`` (held by id), another store's structured filter (held on metadata),
+    and its ``ids``."""
     if not isinstance(store, RetrieverSource):
         return []
     wrapped = _wrapped_retriever(store)
@@ -811,6 +829,8 @@ def _unheld_filters(store: VectorStore) -> list[str]:
     held: tuple[str, ...] = (_ONLY_IDS,)
     if is_milvus(wrapped.vectorstore):
         held += (*RAW_EXPR_KEYS, _PARTITIONS)
+    elif is_chroma(wrapped.vectorstore):
+        held += ("filter", "where_document")
     elif _structured(wrapped.search_kwargs.get("filter")):
         held += ("filter",)
     return [key for key in _filter_keys(wrapped.search_kwargs, NEVER_REPLACED) if key not in held]

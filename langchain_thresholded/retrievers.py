@@ -48,6 +48,7 @@ from langchain_thresholded.ensemble import (
 from langchain_thresholded.events import EVENT_NAME
 from langchain_thresholded.filters import to_filter
 from langchain_thresholded.scoring import (
+    is_chroma,
     is_faiss,
     is_milvus,
     store_metric,
@@ -695,8 +696,7 @@ class ThresholdedRetriever(EngineRetriever):
                 "summaries fetched from the docstore: give filters=... instead"
             )
         own = [k for k in ("filter", "where", "where_document") if kwargs.get(k) is not None]
-        in_memory = isinstance(self.vectorstore, InMemoryVectorStore)
-        if own and self.docstore is not None and not (in_memory or is_milvus(self.vectorstore)):
+        if own and self.docstore is not None and not _held_by_id(self.vectorstore, kwargs):
             raise ValueError(
                 f"search_kwargs holds the store's own filter ({', '.join(own)}), which holds for "
                 f"the search of {store_name(self.vectorstore)} but not for the neighbours "
@@ -818,6 +818,16 @@ def _ids_listed(search_kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
     the same ids given both ways restrict alike."""
     ids = search_ids(search_kwargs.get("ids"), argument="search_kwargs['ids']")
     return search_kwargs if ids is None else {**search_kwargs, "ids": list(ids)}
+
+
+def _held_by_id(store: VectorStore, search_kwargs: Mapping[str, Any]) -> bool:
+    """Whether the store's own filters in ``search_kwargs`` hold for the sections fetched by
+    id too: an ``InMemoryVectorStore``'s function (called on each), Milvus's expressions and
+    Chroma's ``where`` and ``where_document`` clauses (the collection asked which ids lie
+    within them); not a function Chroma cannot be asked about, nor another store's filter."""
+    if isinstance(store, InMemoryVectorStore) or is_milvus(store):
+        return True
+    return is_chroma(store) and not callable(search_kwargs.get("filter"))
 
 
 def _inherited_filter(store: VectorStore, raw: Any) -> tuple[Any, str | None]:

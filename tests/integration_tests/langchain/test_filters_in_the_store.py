@@ -289,12 +289,18 @@ def test_a_condition_chroma_cannot_express_stays_client_side():
     assert negated.exact
 
 
-@pytest.mark.parametrize("name", ["faiss", "chroma"])
 @pytest.mark.parametrize(
-    "own", [{"doc_type": "faq"}, lambda meta: meta.get("doc_type") == "faq"], ids=["dict", "fn"]
+    ("name", "own"),
+    [
+        ("faiss", {"doc_type": "faq"}),
+        ("faiss", lambda meta: meta.get("doc_type") == "faq"),
+        ("chroma", lambda meta: meta.get("doc_type") == "faq"),
+    ],
+    ids=["faiss-dict", "faiss-fn", "chroma-fn"],
 )
 def test_a_store_filter_in_search_kwargs_with_a_docstore_is_refused(stores, name, own):
-    """It would hold for the search, not for the neighbours fetched from the docstore."""
+    """It would hold for the search, not for the neighbours fetched from the docstore (a
+    Chroma ``where`` dict is held by id: see test_chroma_restrictions_hold_by_id)."""
     from langchain_core.stores import InMemoryStore
 
     with pytest.raises(ValueError, match=r"not for the neighbours.*give it as filters="):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -378,6 +379,10 @@ class LangChainBackend(StoreDialect):
         found, unread = copies.found, copies.unread
         if unread:
             found.update(_found(unread, (yield Step.call(self._docstore, "mget", unread))))
+        if found and (self._raw_expr or self._partitions or self._chroma_clauses):
+            # the collection is asked by its blocking client: awaited, in a thread
+            admitted = partial(self._admitted, found)
+            return (yield Step(admitted, partial(run_in_executor, None, admitted)))
         return self._admitted(found)
 
     def _admitted(self, found: dict[str, Document]) -> dict[str, Document]:

@@ -154,3 +154,31 @@ def test_a_filter_function_on_chroma_with_a_docstore_is_still_refused(chroma) ->
             docstore=docstore(),
             search_kwargs={"filter": lambda meta: meta.get("doc_type") == "public"},
         )
+
+
+async def test_awaited_the_collection_is_asked_off_the_event_loop(chroma, monkeypatch) -> None:
+    """The collection's blocking client is asked which fetched sections lie within the
+    restriction in a thread: on the event loop, a remote Chroma or Milvus held it up for a
+    round trip."""
+    import threading
+
+    from langchain_thresholded import backend
+
+    asked_on: list[int] = []
+
+    def recorded(*args: Any) -> set[str]:
+        asked_on.append(threading.get_ident())
+        return ids_within(*args)
+
+    ids_within = backend.ids_within
+    monkeypatch.setattr(backend, "ids_within", recorded)
+    retriever = ThresholdedRetriever(
+        vectorstore=chroma,
+        policy=POLICY,
+        docstore=docstore(),
+        neighbours=1,
+        search_kwargs={"filter": PUBLIC},
+    )
+    report = await retriever.aretrieve_with_report(QUESTION)
+    assert [d.id for d in report.attached] == []
+    assert asked_on and threading.get_ident() not in asked_on

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 import typing
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -194,6 +195,22 @@ class AbstainingChain(StrictArguments, RunnableSerializable[Any, Any]):
         raise ValueError(
             f"expected a runnable, a function or a dict of them, got {type(value).__name__}"
         )
+
+    @field_validator("format_docs")
+    @classmethod
+    def _a_plain_function(cls, value: Any) -> Any:
+        """An async one would be called without being awaited: the answer chain would get a
+        coroutine as its context."""
+        if value is not None and (
+            inspect.iscoroutinefunction(value)
+            or inspect.iscoroutinefunction(type(value).__call__)  # an async __call__
+        ):
+            raise ValueError(
+                f"format_docs is an async function ({getattr(value, '__name__', value)!r}): "
+                "the chain calls it without awaiting, so the answer chain would get a "
+                "coroutine as its context; give a plain function"
+            )
+        return value
 
     @model_validator(mode="after")
     def _resolve_answer_type(self) -> AbstainingChain:

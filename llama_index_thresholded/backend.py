@@ -495,7 +495,7 @@ def index_collection(
         policy=policy,
         name=name,
         score_kind=kind,
-        model=model_id_of(embed_model, backend.declared_dimension),
+        model=named_model(embed_model) and model_id_of(embed_model, backend.declared_dimension),
         allow_model_mismatch=allow_model_mismatch,
         retry=retry or RetryPolicy(),
         timeout=timeout,

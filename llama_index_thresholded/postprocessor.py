@@ -20,7 +20,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field
 
-from llama_index_thresholded.embeddings import model_id_of
+from llama_index_thresholded.embeddings import named_model
 from llama_index_thresholded.events import ThresholdSelectionEvent, is_heard
 from llama_index_thresholded.nodes import (
     asked,
@@ -138,7 +138,7 @@ class SimilarityThresholdPostprocessor(PolicyInForce, BaseNodePostprocessor):
     def _model_in_use(self) -> tuple[Any, str] | None:
         if self.embed_model is None:
             return None
-        return model_id_of(self.embed_model), "embed_model"
+        return named_model(self.embed_model), "embed_model"
 
     @classmethod
     def class_name(cls) -> str:

@@ -32,6 +32,7 @@ from llama_index.core.base.response.schema import (
 )
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.postprocessor import SimilarityPostprocessor
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import VectorIndexAutoRetriever, VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
@@ -104,7 +105,9 @@ def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     """Refuse an engine's retriever (its first argument, or ``retriever=``) that is not one
     (an index, a store, a query engine), before anything is built: its first question
     would fail with an ``AttributeError``. Refuse one that merges in sections from the
-    docstore past the filters of a retriever it wraps (:func:`_docstore_merger`)."""
+    docstore past the filters of a retriever it wraps (:func:`_docstore_merger`), and
+    ``node_postprocessors`` that are not a list of postprocessors."""
+    _check_node_postprocessors(owner, kwargs.get("node_postprocessors"))
     retriever = args[0] if args else kwargs.get("retriever")
     if retriever is not None and not isinstance(retriever, BaseRetriever):
         raise TypeError(
@@ -124,6 +127,32 @@ def check_retriever(owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
             "to), held to none of the filters, doc_ids, node_ids or store restrictions of the "
             f"retriever it wraps. Give the engine that retriever alone. {ATTACH_INSTEAD}"
         )
+
+
+def _check_node_postprocessors(owner: str, postprocessors: Any) -> None:
+    """Refuse a bare postprocessor, or anything in the list that is not one (a function), as
+    the engine is built: the first question would fail with an ``AttributeError``."""
+    if postprocessors is None:
+        return
+    if not isinstance(postprocessors, list | tuple):
+        raise TypeError(
+            f"{owner}: node_postprocessors must be a list of node postprocessors, got "
+            f"{type(postprocessors).__name__}"
+            + (
+                ": put it in a list, node_postprocessors=[...]"
+                if isinstance(postprocessors, BaseNodePostprocessor)
+                else ""
+            )
+        )
+    for position, postprocessor in enumerate(postprocessors):
+        if not isinstance(postprocessor, BaseNodePostprocessor):
+            raise TypeError(
+                f"{owner}: node_postprocessors[{position}] is a "
+                f"{type(postprocessor).__name__} "
+                f"({getattr(postprocessor, '__name__', postprocessor)!r}), not a LlamaIndex "
+                "node postprocessor (a BaseNodePostprocessor): subclass it and put the function "
+                "in its _postprocess_nodes"
+            )
 
 
 class NoMatchMessage:

@@ -32,6 +32,13 @@ def at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def nonblank(text: str) -> str:
+    """A text with something in it: a blank one (an unset shell variable) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"is blank ({text!r}): give a text, or leave it out")
+    return text
+
+
 def cosine(text: str) -> float:
     """A cosine similarity, in [-1, 1]."""
     value = _number(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from thresholded.commands.arguments import at_least, cosine
+from thresholded.commands.arguments import at_least, cosine, nonblank
 from thresholded.extras import require
 
 DEFAULT_QUESTIONS = (
@@ -24,8 +24,12 @@ def register(subparsers: Any) -> None:
             "retrieve for a few questions and print what was kept, attached and dropped."
         ),
     )
-    parser.add_argument("-q", "--question", action="append", help="your own question (repeatable)")
-    parser.add_argument("--doc-type", help="only sections of this doc_type (e.g. faq, policy)")
+    parser.add_argument(
+        "-q", "--question", action="append", type=nonblank, help="your own question (repeatable)"
+    )
+    parser.add_argument(
+        "--doc-type", type=nonblank, help="only sections of this doc_type (e.g. faq, policy)"
+    )
     parser.add_argument(
         "--uri",
         default=".thresholded/demo.db",

@@ -1,6 +1,6 @@
-"""A bad number on the command line is argparse's error naming the option, before the
-command runs: no model loads, no index is built, and no pydantic error names a field the
-user did not write."""
+"""A bad number (or a blank text) on the command line is argparse's error naming the option,
+before the command runs: no model loads, no index is built, and no pydantic error names a
+field the user did not write."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ BAD = [
     ("demo", "--min-similarity", "1.5", r"cosine similarity in \[-1, 1\]"),
     ("demo", "--min-similarity", "35", r"cosine similarity in \[-1, 1\]"),
     ("demo", "--min-similarity", "nan", r"cosine similarity in \[-1, 1\]"),
+    # a blank question was refused only after the knowledge base was indexed, and a blank
+    # --doc-type (an unset shell variable) filtered nothing, showing every doc_type
+    ("demo", "--question", "", "is blank"),
+    ("demo", "--question", "  ", "is blank"),
+    ("demo", "--doc-type", "", "is blank"),
     ("bench", "--top-k", "0", "must be at least 1"),
     ("bench", "--over-fetch", "0", "must be at least 1"),
     ("bench", "--max-per-source", "0", "must be at least 1"),
@@ -28,7 +33,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("command", "option", "value", "message"), BAD)
-def test_a_bad_number_is_refused_naming_the_option(
+def test_a_bad_value_is_refused_naming_the_option(
     monkeypatch, capsys, command, option, value, message
 ):
     ran = []
@@ -46,7 +51,7 @@ def test_a_bad_number_is_refused_naming_the_option(
     assert exited.value.code == 2
     assert ran == []
     err = capsys.readouterr().err
-    assert f"argument {option}" in err
+    assert re.search(rf"argument (-\w/)?{option}:", err), err  # -q/--question: its short form
     assert re.search(message, err), err
 
 

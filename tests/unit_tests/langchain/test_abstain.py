@@ -634,6 +634,28 @@ def test_a_blank_no_match_message_is_refused(retriever, message):
         AbstainingChain(retriever=retriever, answer_chain=PROMPT | llm, no_match_message=message)
 
 
+async def _async_format(docs: list[Document]) -> str:
+    return format_documents(docs)
+
+
+class _AsyncFormat:
+    async def __call__(self, docs: list[Document]) -> str:
+        return format_documents(docs)
+
+
+@pytest.mark.parametrize("format_docs", [_async_format, _AsyncFormat()], ids=["def", "call"])
+def test_an_async_format_docs_is_refused(retriever, format_docs):
+    """It was called without being awaited, in invoke and ainvoke alike: the answer chain got
+    ``<coroutine object ...>`` as its context, and the LLM answered from that."""
+    with pytest.raises(ValueError, match="format_docs is an async function"):
+        AbstainingChain(
+            retriever=retriever, answer_chain=PROMPT | spy_model(Calls()), format_docs=format_docs
+        )
+    chain = AbstainingChain(retriever=retriever, answer_chain=PROMPT | spy_model(Calls()))
+    with pytest.raises(ValueError, match="format_docs is an async function"):
+        chain.format_docs = format_docs  # set afterwards: checked as the constructor does
+
+
 @pytest.mark.parametrize("message", ["", "   ", None])
 def test_a_no_match_message_assigned_later_is_checked(retriever, message):
     """The LlamaIndex engines check it whenever it is set; the chain answered ``"   "``."""

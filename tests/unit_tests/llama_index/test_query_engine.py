@@ -176,17 +176,26 @@ async def test_every_answer_says_whether_nothing_matched(kit, retriever, streami
 
 
 def _engines() -> dict[str, Any]:
+    return _engines_with(None)
+
+
+def _engines_with(node_postprocessors: Any) -> dict[str, Any]:
     from llama_index_thresholded import (
         AbstainingCondensePlusContextChatEngine,
         AbstainingContextChatEngine,
     )
 
+    given = {"node_postprocessors": node_postprocessors}
     return {
-        "from_args": lambda r: AbstainingQueryEngine.from_args(r, llm=MockLLM()),
-        "constructor": lambda r: AbstainingQueryEngine(r),
-        "context_chat": lambda r: AbstainingContextChatEngine.from_defaults(r, llm=MockLLM()),
+        "from_args": lambda r: AbstainingQueryEngine.from_args(r, llm=MockLLM(), **given),
+        "constructor": lambda r: AbstainingQueryEngine(
+            r, response_synthesizer=get_response_synthesizer(llm=MockLLM()), **given
+        ),
+        "context_chat": lambda r: AbstainingContextChatEngine.from_defaults(
+            r, llm=MockLLM(), **given
+        ),
         "condense_chat": lambda r: AbstainingCondensePlusContextChatEngine.from_defaults(
-            r, llm=MockLLM()
+            r, llm=MockLLM(), **given
         ),
     }
 
@@ -201,6 +210,30 @@ def test_what_is_not_a_retriever_is_refused_when_the_engine_is_built(kit, build)
         _engines()[build](index)
     with pytest.raises(TypeError, match="got str"):
         _engines()[build]("refunds")
+
+
+def _keep_all(nodes: list) -> list:
+    return nodes
+
+
+@pytest.mark.parametrize("build", ["from_args", "constructor", "context_chat", "condense_chat"])
+def test_what_is_not_a_node_postprocessor_is_refused_when_the_engine_is_built(retriever, build):
+    """A function among the node postprocessors, or one postprocessor not in a list, was
+    accepted, and the first question failed with "'function' object has no attribute
+    'postprocess_nodes'" (or "'...' object is not iterable")."""
+
+    def engine(r: Any, postprocessors: Any) -> Any:
+        return _engines_with(postprocessors)[build](r)
+
+    with pytest.raises(TypeError, match=r"node_postprocessors\[0\] is a function.*_keep_all"):
+        engine(retriever, [_keep_all])
+    strict = SimilarityThresholdPostprocessor(min_similarity=0.5)
+    with pytest.raises(
+        TypeError, match=r"must be a list.*got SimilarityThresholdPostprocessor: put it in a list"
+    ):
+        engine(retriever, strict)
+    engine(retriever, [strict])  # a list of postprocessors, as LlamaIndex takes them
+    engine(retriever, None)
 
 
 async def test_a_retriever_without_a_report_emptied_by_the_postprocessors_says_so(kit):

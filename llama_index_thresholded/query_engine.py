@@ -55,7 +55,6 @@ from thresholded.abstention import (
     check_no_match_message,
     no_match_flags,
 )
-from thresholded.classes import is_named
 from thresholded.engine import Pipeline, Step, adrive, drive
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Condition, Filter, Op, matches
@@ -310,24 +309,32 @@ def _within(searched: _Searched, nodes: list[Any]) -> set[str]:
     return _held_within(searched.retriever, [n for n in meeting if n.node_id in listed])
 
 
-_IGNORES_NODE_IDS = ("FaissVectorStore", "ChromaVectorStore")
-"""LlamaIndex's stores whose query ignores ``node_ids``: they return any of their rows
+_IGNORED_BY = {
+    "node_ids": frozenset({"FaissVectorStore", "ChromaVectorStore"}),
+    "doc_ids": frozenset({"SimpleVectorStore", "FaissVectorStore", "ChromaVectorStore"}),
+}
+"""LlamaIndex's stores (the classes themselves: a subclass may query otherwise) whose query
+ignores a retriever's ``node_ids`` or ``doc_ids``: they return any of their rows
 (``index.as_retriever()`` on FAISS, which names the nodes its index listed, returns those
-added since)."""
+added since). Any other store is taken to hold its search to them, so that a row outside
+them was followed to."""
+
+
+def _ignores(store: Any, restriction: str) -> bool:
+    return type(store).__name__ in _IGNORED_BY[restriction]
 
 
 def _listed(searched: _Searched, nodes: list[Any]) -> set[str]:
     """The ids of ``nodes`` within the ``node_ids`` of LlamaIndex's vector retriever: those
-    they name and, on a store whose query ignores them (:data:`_IGNORES_NODE_IDS`), the
-    store's own rows, which it returns whatever they name, as it does past ``doc_ids``. An
-    object the retriever followed an ``IndexNode`` to, which the store does not hold, is
-    held to them."""
+    they name and, on a store whose query ignores them (:data:`_IGNORED_BY`), the store's
+    own rows, which it returns whatever they name, as it does past ``doc_ids``. An object
+    the retriever followed an ``IndexNode`` to, which the store does not hold, is held to
+    them."""
     if searched.node_ids is None:
         return {n.node_id for n in nodes}
     named = {n.node_id for n in nodes if matches(searched.node_ids, _as_stored(n))}
     others = [n.node_id for n in nodes if n.node_id not in named]
-    store = _store_of(searched.retriever)
-    if others and any(is_named(store, name) for name in _IGNORES_NODE_IDS):
+    if others and _ignores(_store_of(searched.retriever), "node_ids"):
         named |= _rows(searched.retriever, others) or set()
     return named
 
@@ -336,12 +343,12 @@ def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
     """The ids of ``nodes`` within the ``doc_ids`` and store restrictions of LlamaIndex's
     vector ``retriever``. A node the store holds within its restrictions, as the store says
     (:func:`~.backend.ids_held`, within ``doc_ids`` too on a store that holds a search to
-    them), is one (many stores ignore ``doc_ids``: the store returns such a node whatever
-    they are); where the store cannot say, one it holds (:func:`_rows`)
-    is, as the store's own row, and where it reads no node back its keywords are refused by
-    name. A node it does not hold is an object the retriever followed
-    an ``IndexNode`` to: within ``doc_ids`` by its document, within no restriction of the
-    store's."""
+    them), is one (Chroma ignores ``doc_ids``: it returns such a node whatever they are);
+    where the store cannot say, one it holds (:func:`_rows`) is, as the store's own row,
+    past ``doc_ids`` only where its query ignores them (:data:`_IGNORED_BY`), and where it
+    reads no node back its keywords are refused by name. A node it does not hold is an
+    object the retriever followed an ``IndexNode`` to: within ``doc_ids`` by its document,
+    within no restriction of the store's."""
     kwargs, doc_ids = _store_restrictions(retriever)
     ids = [n.node_id for n in nodes]
     if not (kwargs or doc_ids is not None) or not ids:
@@ -353,6 +360,8 @@ def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
         if rows is None:  # nothing says which rows lie within them
             raise UnsafeFilterError(_unasked_message(retriever, sorted(kwargs)))
         return rows
+    if held is None and not _ignores(store, "doc_ids"):
+        rows = set()  # its search holds to them: a row outside them was followed to
     return (rows or set()) | {n.node_id for n in nodes if n.ref_doc_id in doc_ids}
 
 

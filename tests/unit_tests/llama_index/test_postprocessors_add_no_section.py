@@ -17,7 +17,12 @@ from llama_index.core.postprocessor import (
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.retrievers import QueryFusionRetriever, VectorIndexRetriever
 from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo
-from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+from llama_index.core.vector_stores import SimpleVectorStore
+from llama_index.core.vector_stores.types import (
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQueryResult,
+)
 
 from llama_index_thresholded import (
     AbstainingCondensePlusContextChatEngine,
@@ -757,6 +762,38 @@ async def test_a_section_followed_past_doc_ids_is_refused(kit, call):
         with pytest.raises(UnsafeFilterError, match="outside its doc_ids") as raised:
             await answered(call, retriever, [], kit)
         assert "doc_ids" in str(raised.value)
+
+
+class DocIdsStore(SimpleVectorStore):
+    """A store whose search holds to ``doc_ids``, as most of LlamaIndex's do, and that
+    cannot be asked which of its rows lie within them."""
+
+    def query(self, query: Any, **kwargs: Any) -> VectorStoreQueryResult:
+        found = super().query(query, **kwargs)
+        if query.doc_ids is None:
+            return found
+        document = self.data.text_id_to_ref_doc_id
+        kept = [
+            (i, s)
+            for i, s in zip(found.ids, found.similarities, strict=True)
+            if document.get(i) in query.doc_ids
+        ]
+        return VectorStoreQueryResult(ids=[i for i, _ in kept], similarities=[s for _, s in kept])
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_row_followed_past_doc_ids_on_a_store_holding_to_them_is_refused(kit, call):
+    """The followed section is also a row of the index, of another document: taken as one
+    the store returned itself, it answered, though this store never returns such a row."""
+    internal = internal_section(kit)
+    nodes = [pointer(kit, internal), internal]
+    index = kit.build_index(nodes, kit.embedding(), store=DocIdsStore())
+    plain = VectorIndexRetriever(index, similarity_top_k=1, doc_ids=["doc-a"])
+    assert [n.node.node_id for n in plain.retrieve(kit.QUESTION)] == ["internal"]
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its doc_ids") as raised:
+            await answered(call, retriever, [], kit)
+        assert "INTERNAL ONLY" not in str(raised.value)
 
 
 def test_a_section_followed_within_doc_ids_is_fine(kit):

@@ -43,3 +43,37 @@ def test_llama_index_filters_nested_deeper_than_the_limit_are_refused():
         f = MetadataFilters(filters=[MetadataFilter(key="k", value="y"), f], condition="or")
     with pytest.raises(UnsafeFilterError, match="deep"):
         to_filter(f)
+
+
+def llama_index_nested(levels: int):
+    from llama_index.core.vector_stores import MetadataFilter, MetadataFilters
+
+    f = MetadataFilters(filters=[MetadataFilter(key="k", value="x")])
+    for i in range(levels):
+        condition = "or" if i % 2 else "and"
+        f = MetadataFilters(
+            filters=[MetadataFilter(key="k", value=f"v{i}"), f], condition=condition
+        )
+    return f
+
+
+def langchain_nested(levels: int):
+    from langchain_core.structured_query import Comparator, Comparison, Operation, Operator
+
+    f = Comparison(comparator=Comparator.EQ, attribute="k", value="x")
+    for i in range(levels):
+        operator = Operator.OR if i % 2 else Operator.AND
+        other = Comparison(comparator=Comparator.NE, attribute="k", value=f"v{i}")
+        f = Operation(operator=operator, arguments=[other, f])
+    return f
+
+
+@pytest.mark.parametrize("levels", [400, 2000])
+def test_framework_filters_nested_hundreds_deep_are_refused_by_name(levels):
+    from langchain_thresholded.filters import to_filter as langchain_filter
+    from llama_index_thresholded.filters import to_filter as llama_index_filter
+
+    with pytest.raises(UnsafeFilterError, match=f"more than {MAX_DEPTH} deep"):
+        llama_index_filter(llama_index_nested(levels))
+    with pytest.raises(UnsafeFilterError, match=f"more than {MAX_DEPTH} deep"):
+        langchain_filter(langchain_nested(levels))

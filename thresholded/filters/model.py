@@ -104,16 +104,16 @@ class Condition:
 
 MAX_DEPTH = 32
 """How deep groups may nest in a filter given (each adapter's reader refuses one deeper,
-:func:`check_depth`). Milvus Lite 2.5 fails an expression nested about 50 levels deep, and
-writing one a few hundred deep exhausts Python's recursion: a filter an agent builds from a
-question is refused with a clear error well before either. No filter needs more: an AND
-inside an AND (an OR inside an OR) is one group."""
+:func:`check_depth`). Milvus Lite 2.5 fails an expression nested about 40 to 50 levels
+deep, and writing one a few hundred deep exhausts Python's recursion: a filter an agent
+builds from a question is refused with a clear error before either. No filter needs more:
+an AND inside an AND (an OR inside an OR) is one group."""
 
 COMBINED_DEPTH = MAX_DEPTH + 4
 """How deep groups may nest in any filter of the model: one combined of filters given, each
 within :data:`MAX_DEPTH` (a retriever's, a call's, a member's), which :func:`all_of` nests
-a group deeper than the deepest, as a LangChain ensemble's OR of its members' filters does.
-Milvus Lite 2.5 searches under one that deep; it fails one nested about 50 deep."""
+a group deeper than the deepest, as a LangChain ensemble's OR of its members' filters does:
+a few groups more, still short of the depth Milvus Lite 2.5 fails and of Python's recursion."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from langchain_core.structured_query import Comparison, Operation, StructuredQue
 
 from thresholded.filters import Combine, Condition, Filter, Group, Op
 from thresholded.filters.mapping import from_mapping
-from thresholded.filters.model import like_condition
+from thresholded.filters.model import check_depth, like_condition
 from thresholded.strict import framework_of
 
 _COMPARATORS = {
@@ -79,19 +79,21 @@ def to_filter(filters: Any) -> Filter | None:
     )
 
 
-def _structured(item: Comparison | Operation, negated: bool = False) -> Filter:
-    """``negated``: under a NOT (or an odd number of them)."""
+def _structured(item: Comparison | Operation, negated: bool = False, depth: int = 1) -> Filter:
+    """``negated``: under a NOT (or an odd number of them); ``depth``: an Operation's, refused
+    past the model's limit before its arguments are read."""
     if isinstance(item, Comparison):
         op = _COMPARATORS[str(getattr(item.comparator, "value", item.comparator))]
         return like_condition(
             item.attribute, op, item.value, operator="like", instead=_LITERAL, negated=negated
         )
+    check_depth(depth)
     combine = Combine(str(getattr(item.operator, "value", item.operator)))
     inner = negated != (combine is Combine.NOT)
-    return Group(combine, tuple(_nested(a, inner) for a in item.arguments))
+    return Group(combine, tuple(_nested(a, inner, depth + 1) for a in item.arguments))
 
 
-def _nested(item: Any, negated: bool) -> Filter:
+def _nested(item: Any, negated: bool, depth: int) -> Filter:
     if isinstance(item, Comparison | Operation):
-        return _structured(item, negated)
+        return _structured(item, negated, depth)
     raise TypeError(f"an Operation holds Comparisons and Operations, got {item!r}")

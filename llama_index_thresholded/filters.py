@@ -24,7 +24,7 @@ from llama_index.core.vector_stores.types import (
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Combine, Condition, Filter, Group, Op
 from thresholded.filters.equality import equality_part
-from thresholded.filters.model import like_condition
+from thresholded.filters.model import check_depth, like_condition
 
 
 def to_filter(
@@ -62,12 +62,16 @@ def to_filter(
     return _group(filters, checked_only=checked_only)
 
 
-def _group(filters: MetadataFilters, negated: bool = False, *, checked_only: bool) -> Group:
-    """``negated``: under a NOT (or an odd number of them)."""
+def _group(
+    filters: MetadataFilters, negated: bool = False, *, checked_only: bool, depth: int = 1
+) -> Group:
+    """``negated``: under a NOT (or an odd number of them); ``depth``: the group's, refused
+    past the model's limit before its children are read."""
+    check_depth(depth)
     combine = Combine((filters.condition or FilterCondition.AND).value)
     inner = negated != (combine is Combine.NOT)
     children = tuple(
-        _group(f, inner, checked_only=checked_only)
+        _group(f, inner, checked_only=checked_only, depth=depth + 1)
         if isinstance(f, MetadataFilters)
         else _condition(f, inner, checked_only=checked_only)
         for f in filters.filters

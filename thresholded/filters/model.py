@@ -103,16 +103,23 @@ class Condition:
 
 
 MAX_DEPTH = 32
-"""How deep groups may nest in a filter. Milvus Lite 2.5 fails an expression nested about a
-hundred levels deep, and writing one a few hundred deep exhausts Python's recursion: a filter
-an agent builds from a question is refused with a clear error well before either. No filter
-needs more: an AND inside an AND (an OR inside an OR) is one group."""
+"""How deep groups may nest in a filter given (each adapter's reader refuses one deeper,
+:func:`check_depth`). Milvus Lite 2.5 fails an expression nested about 40 to 50 levels
+deep, and writing one a few hundred deep exhausts Python's recursion: a filter an agent
+builds from a question is refused with a clear error before either. No filter needs more:
+an AND inside an AND (an OR inside an OR) is one group."""
+
+COMBINED_DEPTH = MAX_DEPTH + 4
+"""How deep groups may nest in any filter of the model: one combined of filters given, each
+within :data:`MAX_DEPTH` (a retriever's, a call's, a member's), which :func:`all_of` nests
+a group deeper than the deepest, as a LangChain ensemble's OR of its members' filters does:
+a few groups more, still short of the depth Milvus Lite 2.5 fails and of Python's recursion."""
 
 
 @dataclass(frozen=True)
 class Group:
     """Children combined by AND, OR or NOT (none of them); never empty, nested at most
-    :data:`MAX_DEPTH` deep (``depth``: 1 for a group of conditions)."""
+    :data:`COMBINED_DEPTH` deep (``depth``: 1 for a group of conditions)."""
 
     combine: Combine
     children: tuple[Filter, ...]
@@ -129,15 +136,15 @@ class Group:
             if not isinstance(child, Condition | Group):
                 raise TypeError(f"a filter group holds conditions and groups, got {child!r}")
         depth = 1 + max((c.depth for c in self.children if isinstance(c, Group)), default=0)
-        check_depth(depth)
+        check_depth(depth, COMBINED_DEPTH)
         object.__setattr__(self, "depth", depth)
 
 
-def check_depth(depth: int) -> None:
-    """Refuse groups nested ``depth`` deep, past :data:`MAX_DEPTH`."""
-    if depth > MAX_DEPTH:
+def check_depth(depth: int, limit: int = MAX_DEPTH) -> None:
+    """Refuse groups nested ``depth`` deep, past ``limit`` (a filter given: :data:`MAX_DEPTH`)."""
+    if depth > limit:
         raise UnsafeFilterError(
-            f"a filter nests groups more than {MAX_DEPTH} deep: write an AND inside an AND "
+            f"a filter nests groups more than {limit} deep: write an AND inside an AND "
             "(an OR inside an OR) as one group"
         )
 

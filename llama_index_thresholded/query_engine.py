@@ -37,7 +37,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import VectorIndexAutoRetriever, VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
-from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from llama_index_thresholded.backend import ids_held, restricting_kwargs
 from llama_index_thresholded.filters import to_filter
@@ -55,6 +55,7 @@ from thresholded.abstention import (
     check_no_match_message,
     no_match_flags,
 )
+from thresholded.classes import is_named
 from thresholded.engine import Pipeline, Step, adrive, drive
 from thresholded.errors import UnsafeFilterError
 from thresholded.filters import Condition, Filter, Op, matches
@@ -286,6 +287,7 @@ def _searched(retriever: Any) -> list[_Searched] | None:
     if isinstance(retriever, EngineRetriever):
         return []
     if isinstance(retriever, VectorRetriever):
+        _check_substring_matches_read(retriever)
         searched = _Searched(retriever, _readable(_own_filters(retriever)), _of_nodes(retriever))
         kwargs, doc_ids = _store_restrictions(retriever)
         named = searched.filters is not None or searched.node_ids is not None
@@ -465,6 +467,38 @@ def _readable(filters: Any) -> Filter | None:
 _PLAIN_NAME = re.compile(r"k_[0-9a-f]+")
 """A plain name (:func:`_plain`) in an error, whole: ``k_61`` (``a``) begins ``k_6162``
 (``ab``)."""
+
+
+def _check_substring_matches_read(retriever: VectorRetriever) -> None:
+    """Refuse LlamaIndex's retriever filtered by a substring match (TEXT_MATCH) over a store
+    that does not read it as one: what it returns is checked as a substring, as
+    ``SimpleVectorStore`` reads it, where LlamaIndex's Milvus store writes a prefix match
+    (``like 'v%'``, the value as given) and other stores match tokens or phrases. A section
+    it follows an ``IndexNode`` to that holds the text elsewhere would pass the check though
+    the store returns none such."""
+    filters = _own_filters(retriever)
+    store = _store_of(retriever)
+    if filters is None or is_named(store, "SimpleVectorStore"):
+        return
+    if texts := sorted(_substring_keys(filters)):
+        raise UnsafeFilterError(
+            f"{type(retriever).__name__} filters on {', '.join(map(repr, texts))} by "
+            f"TEXT_MATCH, which {type(store).__name__} applies its own way (LlamaIndex's "
+            "Milvus store as a prefix, like 'value%', the value unescaped), not as the "
+            "substring match what it returns is checked against. Use "
+            "ThresholdedRetriever(index, policy, filters=...) in place of LlamaIndex's own "
+            "retriever: it matches the substring"
+        )
+
+
+_SUBSTRING_MATCHES = frozenset({FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE})
+
+
+def _substring_keys(filters: Any) -> set[str]:
+    """The keys LlamaIndex's ``filters`` test by a substring match."""
+    if isinstance(filters, MetadataFilter):
+        return {filters.key} if filters.operator in _SUBSTRING_MATCHES else set()
+    return {key for f in filters.filters for key in _substring_keys(f)}
 
 
 def _keys(filters: Any) -> set[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +59,7 @@ from thresholded.abstention import (
 from thresholded.classes import is_named
 from thresholded.engine import Pipeline, Step, adrive, drive
 from thresholded.errors import UnsafeFilterError
-from thresholded.filters import Condition, Filter, Op, matches
+from thresholded.filters import Combine, Condition, Filter, Group, Op, matches
 from thresholded.metadata_keys import ATTACHED_ROLE
 from thresholded.provenance import asked_of
 from thresholded.report import abstained_by_after
@@ -287,8 +288,7 @@ def _searched(retriever: Any) -> list[_Searched] | None:
     if isinstance(retriever, EngineRetriever):
         return []
     if isinstance(retriever, VectorRetriever):
-        _check_substring_matches_read(retriever)
-        searched = _Searched(retriever, _readable(_own_filters(retriever)), _of_nodes(retriever))
+        searched = _Searched(retriever, _filters_read(retriever), _of_nodes(retriever))
         kwargs, doc_ids = _store_restrictions(retriever)
         named = searched.filters is not None or searched.node_ids is not None
         if not named and not kwargs and doc_ids is None:
@@ -469,36 +469,82 @@ _PLAIN_NAME = re.compile(r"k_[0-9a-f]+")
 (``ab``)."""
 
 
-def _check_substring_matches_read(retriever: VectorRetriever) -> None:
-    """Refuse LlamaIndex's retriever filtered by a substring match (TEXT_MATCH) over a store
-    that does not read it as one: what it returns is checked as a substring, as
-    ``SimpleVectorStore`` reads it, where LlamaIndex's Milvus store writes a prefix match
-    (``like 'v%'``, the value as given) and other stores match tokens or phrases. A section
-    it follows an ``IndexNode`` to that holds the text elsewhere would pass the check though
-    the store returns none such."""
+def _filters_read(retriever: VectorRetriever) -> Filter | None:
+    """LlamaIndex's retriever's own filters (:func:`_readable`) as its store reads a
+    substring match (TEXT_MATCH) in them: as one on ``SimpleVectorStore``; as a prefix on
+    LlamaIndex's Milvus store, which writes it ``like 'v%'``, the value as given
+    (:func:`_as_prefixes`). Refused on any other store (others match tokens or phrases), and
+    on Milvus where the value holds what its LIKE reads as a wildcard: a section it follows
+    an ``IndexNode`` to that holds the text elsewhere would pass a check of what the store
+    never applied."""
     filters = _own_filters(retriever)
     store = _store_of(retriever)
     if filters is None or is_named(store, "SimpleVectorStore"):
-        return
-    if texts := sorted(_substring_keys(filters)):
+        return _readable(filters)
+    matched = _substring_matches(filters)
+    if not matched:
+        return _readable(filters)
+    if not is_named(store, "MilvusVectorStore"):
+        keys = ", ".join(sorted({repr(f.key) for f in matched}))
         raise UnsafeFilterError(
-            f"{type(retriever).__name__} filters on {', '.join(map(repr, texts))} by "
-            f"TEXT_MATCH, which {type(store).__name__} applies its own way (LlamaIndex's "
-            "Milvus store as a prefix, like 'value%', the value unescaped), not as the "
-            "substring match what it returns is checked against. Use "
-            "ThresholdedRetriever(index, policy, filters=...) in place of LlamaIndex's own "
-            "retriever: it matches the substring"
+            f"{type(retriever).__name__} filters on {keys} by TEXT_MATCH, which "
+            f"{type(store).__name__} applies its own way, not as the substring match what "
+            "it returns is checked against. Use ThresholdedRetriever(index, policy, "
+            "filters=...) in place of LlamaIndex's own retriever: it matches the substring"
         )
+    if unread := [f for f in matched if not _read_as_prefix(f)]:
+        raise UnsafeFilterError(
+            f"{type(retriever).__name__} filters on "
+            f"{', '.join(sorted({repr(f.key) for f in unread}))} by TEXT_MATCH "
+            f"({', '.join(repr(f.value) for f in unread)}), which LlamaIndex's Milvus store "
+            "writes unescaped into a LIKE pattern as a prefix: only a text holding none of "
+            "LIKE's wildcards (%, _ and \\) is checked as it matched (TEXT_MATCH_INSENSITIVE "
+            "it does not write). Use ThresholdedRetriever(index, policy, filters=...) in "
+            "place of LlamaIndex's own retriever: it matches the substring"
+        )
+    return _as_prefixes(_readable(filters))
+
+
+def _read_as_prefix(match: MetadataFilter) -> bool:
+    """Whether LlamaIndex's Milvus store matches the stored text by the prefix
+    ``match.value`` (``like 'value%'``): a text holding no LIKE wildcard, whose last
+    character has a next (:func:`_as_prefixes`)."""
+    value = match.value
+    return (
+        match.operator is FilterOperator.TEXT_MATCH
+        and isinstance(value, str)
+        and not _LIKE_WILDCARDS.search(value)
+        and not value.endswith(chr(sys.maxunicode))
+    )
+
+
+_LIKE_WILDCARDS = re.compile(r"[%_\\]")
+
+
+def _as_prefixes(f: Filter | None) -> Filter | None:
+    """``f`` with each substring match (TEXT_MATCH ``v``) read as the prefix ``v``: a text
+    from ``v`` (inclusive) to ``v`` with its last character the next one (exclusive), which
+    holds exactly the texts that begin with ``v``. The empty text begins every text, as it
+    is in every one."""
+    if f is None:
+        return None
+    if isinstance(f, Condition):
+        if f.op is not Op.TEXT_MATCH or not f.value:
+            return f
+        value = str(f.value)
+        after = value[:-1] + chr(ord(value[-1]) + 1)
+        return Group(Combine.AND, (Condition(f.key, Op.GTE, value), Condition(f.key, Op.LT, after)))
+    return Group(f.combine, tuple(_as_prefixes(child) for child in f.children))
 
 
 _SUBSTRING_MATCHES = frozenset({FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE})
 
 
-def _substring_keys(filters: Any) -> set[str]:
-    """The keys LlamaIndex's ``filters`` test by a substring match."""
+def _substring_matches(filters: Any) -> list[MetadataFilter]:
+    """The substring matches (TEXT_MATCH) among LlamaIndex's ``filters``."""
     if isinstance(filters, MetadataFilter):
-        return {filters.key} if filters.operator in _SUBSTRING_MATCHES else set()
-    return {key for f in filters.filters for key in _substring_keys(f)}
+        return [filters] if filters.operator in _SUBSTRING_MATCHES else []
+    return [m for f in filters.filters for m in _substring_matches(f)]
 
 
 def _keys(filters: Any) -> set[str]:

@@ -57,26 +57,3 @@ def test_under_not_it_is_still_refused(kit):
     negated = MetadataFilters(filters=[FIFTY], condition=FilterCondition.NOT)
     with pytest.raises(UnsafeFilterError, match="'%'"):
         sources(index.as_retriever(filters=negated), kit)
-
-
-@pytest.mark.parametrize("value", ["50%", "public"])
-def test_on_milvus_a_substring_match_is_refused_as_read_as_a_prefix(kit, tmp_path, value):
-    """LlamaIndex's Milvus store writes TEXT_MATCH as a prefix (``like 'value%'``): a section
-    followed past it whose title holds the text elsewhere ("staff: 50% internal") passed the
-    check of a substring, and the engine answered from it."""
-    internal = kit.section("internal", 0.1, axis=2, title=f"staff: {value} internal")
-    pointer = IndexNode(
-        id_="pointer",
-        text="Pointer.",
-        index_id="internal",
-        obj=internal,
-        metadata={"title": f"{value} pointer"},
-        embedding=kit.vec(0.9),
-    )
-    store = kit.milvus_store(str(tmp_path / "kb.db"), "kb", dim=kit.DIM)
-    index = kit.build_index([pointer], kit.embedding(), store=store)
-    match = MetadataFilter(key="title", value=value, operator=FilterOperator.TEXT_MATCH)
-    retriever = index.as_retriever(filters=MetadataFilters(filters=[match]))
-    with pytest.raises(UnsafeFilterError, match=r"'title' by TEXT_MATCH.*prefix") as raised:
-        sources(retriever, kit)
-    assert "staff" not in str(raised.value)

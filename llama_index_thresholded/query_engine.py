@@ -498,8 +498,9 @@ def _filters_read(retriever: VectorRetriever) -> Filter | None:
             f"{', '.join(sorted({repr(f.key) for f in unread}))} by TEXT_MATCH "
             f"({', '.join(repr(f.value) for f in unread)}), which LlamaIndex's Milvus store "
             "writes unescaped into a LIKE pattern as a prefix: only a text holding none of "
-            "LIKE's wildcards (%, _ and \\) is checked as it matched (TEXT_MATCH_INSENSITIVE "
-            "it does not write). Use ThresholdedRetriever(index, policy, filters=...) in "
+            "LIKE's wildcards (%, _ and \\) and no quote is checked as it matched "
+            "(TEXT_MATCH_INSENSITIVE it does not write). Use "
+            "ThresholdedRetriever(index, policy, filters=...) in "
             "place of LlamaIndex's own retriever: it matches the substring"
         )
     return _as_prefixes(_readable(filters))
@@ -507,8 +508,8 @@ def _filters_read(retriever: VectorRetriever) -> Filter | None:
 
 def _read_as_prefix(match: MetadataFilter) -> bool:
     """Whether LlamaIndex's Milvus store matches the stored text by the prefix
-    ``match.value`` (``like 'value%'``): a text holding no LIKE wildcard, whose last
-    character has a next (:func:`_as_prefixes`)."""
+    ``match.value`` (``like 'value%'``): a text holding nothing it writes unescaped
+    (:data:`_LIKE_WILDCARDS`), whose last character has a next (:func:`_as_prefixes`)."""
     value = match.value
     return (
         match.operator is FilterOperator.TEXT_MATCH
@@ -518,7 +519,9 @@ def _read_as_prefix(match: MetadataFilter) -> bool:
     )
 
 
-_LIKE_WILDCARDS = re.compile(r"[%_\\]")
+_LIKE_WILDCARDS = re.compile(r"[%_\\'\"]")
+"""What LlamaIndex's Milvus store writes into its ``like '...'`` unescaped and Milvus reads
+otherwise than as the character: LIKE's wildcards, the escape, the quotes."""
 
 
 def _as_prefixes(f: Filter | None) -> Filter | None:

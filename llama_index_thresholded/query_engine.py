@@ -335,7 +335,7 @@ def _listed(searched: _Searched, nodes: list[Any]) -> set[str]:
     if searched.node_ids is None:
         return {n.node_id for n in nodes}
     named = {n.node_id for n in nodes if matches(searched.node_ids, _as_stored(n))}
-    others = [n.node_id for n in nodes if n.node_id not in named]
+    others = [n for n in nodes if n.node_id not in named]
     if others and _ignores(_store_of(searched.retriever), "node_ids"):
         named |= _rows(searched.retriever, others) or set()
     return named
@@ -357,7 +357,8 @@ def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
         return set(ids)
     store = _store_of(retriever)
     held = ids_held(store, ids, kwargs, doc_ids)
-    rows = held if held is not None else _rows(retriever, ids)
+    rows = _rows(retriever, nodes)
+    rows = held if rows is None else rows if held is None else held & rows
     if kwargs:
         if rows is None:  # nothing says which rows lie within them
             raise UnsafeFilterError(_unasked_message(retriever, sorted(kwargs)))
@@ -393,16 +394,27 @@ def _unasked_message(retriever: VectorRetriever, keys: list[str]) -> str:
     )
 
 
-def _rows(retriever: VectorRetriever, ids: list[str]) -> set[str] | None:
-    """The ids among ``ids`` that the store of LlamaIndex's vector ``retriever`` holds: those
-    of its index's nodes where the store keeps no text, else those it reads back by id
-    (None where it reads none back)."""
-    index = retriever._index
+def _rows(retriever: VectorRetriever, nodes: list[Any]) -> set[str] | None:
+    """The ids of ``nodes`` that the store of LlamaIndex's vector ``retriever`` holds as they
+    are, the same text and metadata (:func:`_stored`): an object it followed an ``IndexNode``
+    to that shares its id with a row (the ``IndexNode``'s own) is not that row. None where
+    the store reads no node back by id."""
+    stored = _stored(retriever._index, [n.node_id for n in nodes])
+    if stored is None:
+        return None
+    held = {n.node_id: n.hash for n in stored if n is not None}
+    return {n.node_id for n in nodes if held.get(n.node_id) == n.hash}
+
+
+def _stored(index: Any, ids: list[str]) -> list[Any] | None:
+    """The nodes among ``ids`` that ``index``'s store holds: its index's nodes, from the
+    docstore, where the store keeps no text, else those it reads back by id (None where it
+    reads none back)."""
     if not index.vector_store.stores_text or index._store_nodes_override:
-        stored = set(index.index_struct.nodes_dict.values())
-        return {i for i in ids if i in stored}
+        listed = set(index.index_struct.nodes_dict.values())
+        return index.docstore.get_nodes([i for i in ids if i in listed], raise_error=False)
     try:
-        return {n.node_id for n in index.vector_store.get_nodes(node_ids=ids)}
+        return index.vector_store.get_nodes(node_ids=ids)
     except NotImplementedError:
         return None
 

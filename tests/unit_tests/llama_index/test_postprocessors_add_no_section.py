@@ -754,6 +754,42 @@ async def test_a_section_followed_past_store_restrictions_is_refused(
         assert "'internal'" not in str(raised.value)
 
 
+@pytest.mark.parametrize("store", ["chroma", "milvus"])
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_section_followed_under_the_id_of_a_row_within_them_is_refused(
+    kit, store, call, tmp_path
+):
+    """The public pointer's ``object_map`` entry is an internal section under the pointer's
+    own id: the store holds a row of that id within its restriction (the pointer), and the
+    section answered as that row."""
+    from llama_index.core.schema import IndexNode
+
+    internal = kit.section("pointer", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    public = IndexNode(
+        id_="pointer",
+        text="Section pointer.",
+        index_id="internal",
+        metadata={"kind": "public"},
+        embedding=kit.vec(0.9),
+    )
+    vectors = (
+        chroma_store()
+        if store == "chroma"
+        else kit.milvus_store(str(tmp_path / "kb.db"), "kb", dim=kit.DIM)
+    )
+    index = kit.build_index([public], kit.embedding(), store=vectors)
+    plain = VectorIndexRetriever(
+        index,
+        similarity_top_k=5,
+        object_map={"internal": internal},
+        vector_store_kwargs=RESTRICTED[store],
+    )
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="vector_store_kwargs") as raised:
+            await answered(call, retriever, [], kit)
+        assert "INTERNAL ONLY" not in str(raised.value)
+
+
 @pytest.mark.parametrize("call", CALLS)
 async def test_a_section_followed_past_doc_ids_is_refused(kit, call):
     index = kit.build_index([pointer(kit, internal_section(kit))], kit.embedding())

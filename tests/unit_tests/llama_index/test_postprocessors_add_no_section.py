@@ -19,6 +19,8 @@ from llama_index.core.retrievers import QueryFusionRetriever, VectorIndexRetriev
 from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
     MetadataFilter,
     MetadataFilters,
     VectorStoreQueryResult,
@@ -467,6 +469,34 @@ async def test_a_plain_filtered_retriever_following_an_index_node_past_its_filte
         with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
             await answered(call, retriever, [], kit)
         assert "'internal'" not in str(raised.value)
+
+
+READ_BY_THE_STORE = [  # (filters, the followed section's value under their key)
+    (
+        MetadataFilter(key="kind", operator=FilterOperator.TEXT_MATCH, value="internal"),
+        ["internal"],
+    ),
+    (MetadataFilter(key="level", operator=FilterOperator.EQ, value=1), True),
+    (MetadataFilter(key="kind", operator=FilterOperator.ANY, value=["internal"]), 5),
+]
+
+
+@pytest.mark.parametrize(("condition", "value"), READ_BY_THE_STORE, ids=["text", "bool", "any"])
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_section_outside_a_not_as_simple_vector_store_reads_it_is_refused(
+    kit, condition, value, call
+):
+    """``SimpleVectorStore`` reads ``True == 1`` and fails a TEXT_MATCH or ANY on a value it
+    cannot look in; the check found the condition false there, and the NOT around it held
+    for the internal section a public pointer carries."""
+    internal = kit.section("internal", 0.1, axis=2, text="INTERNAL ONLY", **{condition.key: value})
+    index = kit.build_index([public_pointer(kit, internal)], kit.embedding())
+    filters = MetadataFilters(filters=[condition], condition=FilterCondition.NOT)
+    plain = VectorIndexRetriever(index, filters=filters, similarity_top_k=5)
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "INTERNAL ONLY" not in str(raised.value)
 
 
 def test_a_plain_retriever_following_an_index_node_without_filters_is_fine(kit):

@@ -39,6 +39,7 @@ from llama_index.core.retrievers import VectorIndexAutoRetriever, VectorIndexRet
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.core.storage.docstore import BaseDocumentStore
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
 from llama_index_thresholded.backend import ids_held, restricting_kwargs
 from llama_index_thresholded.filters import to_filter
@@ -253,8 +254,13 @@ def _as_stored(node: Any) -> dict[str, Any]:
     each of :data:`_DOCUMENT_KEYS` (``"None"`` for none), as ``node_to_metadata_dict`` writes
     it; every key under its plain name (:func:`_plain`), as :func:`_readable` reads them, and
     the node's id under :data:`_NODE_ID`."""
-    stored = {**node.metadata, **dict.fromkeys(_DOCUMENT_KEYS, node.ref_doc_id or "None")}
+    stored = _with_document(node)
     return {**{_plain(key): value for key, value in stored.items()}, _NODE_ID: node.node_id}
+
+
+def _with_document(node: Any) -> dict[str, Any]:
+    """A node's metadata with its document's id under each of :data:`_DOCUMENT_KEYS`."""
+    return {**node.metadata, **dict.fromkeys(_DOCUMENT_KEYS, node.ref_doc_id or "None")}
 
 
 VectorRetriever = VectorIndexRetriever | VectorIndexAutoRetriever
@@ -272,11 +278,18 @@ class _Searched:
     def outside(self, node: Any) -> str:
         """The first of the restrictions (:data:`_OUTSIDE`) ``node`` is outside of, as
         :func:`_within` tests them: its filters, its ``node_ids``, else the store's."""
-        stored = _as_stored(node)
-        for name, where in (("filters", self.filters), ("node_ids", self.node_ids)):
-            if where is not None and not matches(where, stored):
-                return name
+        if not self.meets(node):
+            return "filters"
+        if self.node_ids is not None and not matches(self.node_ids, _as_stored(node)):
+            return "node_ids"
         return "store"
+
+    def meets(self, node: Any) -> bool:
+        """Whether ``node`` meets the filters, as the core reads them and, on
+        ``SimpleVectorStore``, as the store does (:func:`_read_by_store`)."""
+        if self.filters is None:
+            return True
+        return matches(self.filters, _as_stored(node)) and _read_by_store(self.retriever, node)
 
 
 def _searched(retriever: Any) -> list[_Searched] | None:
@@ -305,8 +318,7 @@ def _within(searched: _Searched, nodes: list[Any]) -> set[str]:
     """The ids of ``nodes`` that LlamaIndex's vector retriever may return: within its
     filters and ``node_ids`` (:class:`_Searched`), and its ``doc_ids`` and store
     restrictions (:func:`_held_within`)."""
-    where = searched.filters
-    meeting = [n for n in nodes if where is None or matches(where, _as_stored(n))]
+    meeting = [n for n in nodes if searched.meets(n)]
     listed = _listed(searched, meeting)
     return _held_within(searched.retriever, [n for n in meeting if n.node_id in listed])
 
@@ -335,7 +347,7 @@ def _listed(searched: _Searched, nodes: list[Any]) -> set[str]:
     if searched.node_ids is None:
         return {n.node_id for n in nodes}
     named = {n.node_id for n in nodes if matches(searched.node_ids, _as_stored(n))}
-    others = [n.node_id for n in nodes if n.node_id not in named]
+    others = [n for n in nodes if n.node_id not in named]
     if others and _ignores(_store_of(searched.retriever), "node_ids"):
         named |= _rows(searched.retriever, others) or set()
     return named
@@ -357,7 +369,8 @@ def _held_within(retriever: VectorRetriever, nodes: list[Any]) -> set[str]:
         return set(ids)
     store = _store_of(retriever)
     held = ids_held(store, ids, kwargs, doc_ids)
-    rows = held if held is not None else _rows(retriever, ids)
+    rows = _rows(retriever, nodes)
+    rows = held if rows is None else rows if held is None else held & rows
     if kwargs:
         if rows is None:  # nothing says which rows lie within them
             raise UnsafeFilterError(_unasked_message(retriever, sorted(kwargs)))
@@ -393,16 +406,27 @@ def _unasked_message(retriever: VectorRetriever, keys: list[str]) -> str:
     )
 
 
-def _rows(retriever: VectorRetriever, ids: list[str]) -> set[str] | None:
-    """The ids among ``ids`` that the store of LlamaIndex's vector ``retriever`` holds: those
-    of its index's nodes where the store keeps no text, else those it reads back by id
-    (None where it reads none back)."""
-    index = retriever._index
+def _rows(retriever: VectorRetriever, nodes: list[Any]) -> set[str] | None:
+    """The ids of ``nodes`` that the store of LlamaIndex's vector ``retriever`` holds as they
+    are, the same text and metadata (:func:`_stored`): an object it followed an ``IndexNode``
+    to that shares its id with a row (the ``IndexNode``'s own) is not that row. None where
+    the store reads no node back by id."""
+    stored = _stored(retriever._index, [n.node_id for n in nodes])
+    if stored is None:
+        return None
+    held = {n.node_id: n.hash for n in stored if n is not None}
+    return {n.node_id for n in nodes if held.get(n.node_id) == n.hash}
+
+
+def _stored(index: Any, ids: list[str]) -> list[Any] | None:
+    """The nodes among ``ids`` that ``index``'s store holds: its index's nodes, from the
+    docstore, where the store keeps no text, else those it reads back by id (None where it
+    reads none back)."""
     if not index.vector_store.stores_text or index._store_nodes_override:
-        stored = set(index.index_struct.nodes_dict.values())
-        return {i for i in ids if i in stored}
+        listed = set(index.index_struct.nodes_dict.values())
+        return index.docstore.get_nodes([i for i in ids if i in listed], raise_error=False)
     try:
-        return {n.node_id for n in index.vector_store.get_nodes(node_ids=ids)}
+        return index.vector_store.get_nodes(node_ids=ids)
     except NotImplementedError:
         return None
 
@@ -538,6 +562,22 @@ def _as_prefixes(f: Filter | None) -> Filter | None:
         after = value[:-1] + chr(ord(value[-1]) + 1)
         return Group(Combine.AND, (Condition(f.key, Op.GTE, value), Condition(f.key, Op.LT, after)))
     return Group(f.combine, tuple(_as_prefixes(child) for child in f.children))
+
+
+def _read_by_store(retriever: VectorRetriever, node: Any) -> bool:
+    """Whether ``SimpleVectorStore``, the store of LlamaIndex's ``retriever``, would find
+    ``node`` within its filters, reading them its own way (Python's ``True == 1``; a
+    TEXT_MATCH, CONTAINS, ANY or ALL on a value it cannot look in fails the store's search,
+    where the core finds it false and its NOT true). A node it would fail on is not within
+    them. On any other store, True: the core's reading is the check."""
+    store = _store_of(retriever)
+    if not is_named(store, "SimpleVectorStore"):
+        return True
+    metadata = _with_document(node)
+    try:
+        return build_metadata_filter_fn(lambda _: metadata, _own_filters(retriever))(node.node_id)
+    except (TypeError, ValueError):
+        return False
 
 
 _SUBSTRING_MATCHES = frozenset({FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE})

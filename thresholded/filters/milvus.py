@@ -34,6 +34,7 @@ form and is refused.
 from __future__ import annotations
 
 import functools
+import heapq
 import importlib.metadata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -108,7 +109,14 @@ def to_milvus(
     if folded is False:
         return MilvusFilter(None, never=True)
     writer = _Writer(dialect, json_field, declared or DeclaredFields())
-    return MilvusFilter(writer.write(folded, negated=False), exact=writer.exact)
+    expr = writer.write(folded, negated=False)
+    if expr is not None and depth(expr) > MAX_EXPR_DEPTH:
+        raise UnsafeFilterError(
+            f"the filter, written for Milvus, nests {depth(expr)} levels deep (each and, or "
+            f"and not is one), more than the {MAX_EXPR_DEPTH} written (Milvus Lite 2.5 fails "
+            "50): nest fewer groups, or put fewer conditions beside each nested group"
+        )
+    return MilvusFilter(None if expr is None else str(expr), exact=writer.exact)
 
 
 def dialect_of(client: Any, uri: str) -> Dialect:
@@ -307,18 +315,18 @@ class _Writer:
             return None
         if self.dialect is Dialect.MODERN:
             empty_list = f"(array_length({key}) == 0 and json_contains_all({key}, []))"
-            return f'(not exists {key} or {key} == "" or {empty_list})'
+            return _Written(f'(not exists {key} or {key} == "" or {empty_list})', 3)
         self.exact = False  # rows of any non-list value: the reference checks the rest
         return f"array_length({key}) == 0"
 
     def complement(self, key: str, c: Condition, positive: str | None) -> str | None:
         if self.dialect is Dialect.SERVER_2_3 and _exact_on_2_3(c):
-            return f"not ({positive})"
+            return _Written(f"not ({positive})", depth(positive) + 1)
         if self.dialect is Dialect.MODERN and positive is not None:
             if c.op is Op.IS_EMPTY:  # never unknown: a missing key is empty
-                return f"not ({positive})"
+                return _Written(f"not ({positive})", depth(positive) + 1)
             if c.op in (Op.EQ, Op.IN):  # false, not unknown, on a value of another type
-                return f"(not ({positive}) or not exists {key})"
+                return _Written(f"(not ({positive}) or not exists {key})", depth(positive) + 2)
         if self.dialect is Dialect.LITE_2 and c.op is Op.EQ:
             return f"{key} != {literal(c.value)}"
         if self.dialect is Dialect.LITE_2 and c.op is Op.IN:
@@ -338,9 +346,9 @@ class _Writer:
         found = [self.text_match(key, text) for text in texts]
         written = [part for part in found if part is not None]
         if len(written) < len(found):  # a text the engine cannot look for: any string
-            return f'({listed} or {key} >= "")'
+            return _Written(f'({listed} or {key} >= "")', 1)
         in_string = _joined(written, "and" if c.op is Op.ALL else "or")
-        return f"({listed} or {in_string})"
+        return _Written(f"({listed} or {in_string})", depth(in_string) + 1)
 
     def text_match(self, key: str, text: str) -> str | None:
         """``key like "%text%"``. A value holding LIKE's own characters is matched by its
@@ -373,20 +381,50 @@ def _exact_on_2_3(c: Condition) -> bool:
     return c.op in _EXACT_ON_2_3 and not (c.op in _ARRAYS and _texts(c))
 
 
-MAX_CHAIN = 16
-"""The most parts one ``and`` or ``or`` joins in a row. Milvus reads a chain as nested pairs,
-one level per part, and Milvus Lite 2.5 fails an expression nested 50 levels deep
-("unsupported expr proto node"): an IN of 51 values. Longer ones are written as a tree of
-chains, as deep as the logarithm of their length."""
+MAX_EXPR_DEPTH = 44
+"""The deepest an expression is written (:func:`depth`). Milvus reads a chain of ``and`` or
+``or`` as nested pairs, one level per part, and Milvus Lite 2.5 fails an expression nested
+50 levels deep ("unsupported expr proto node"): an IN of 51 values, or groups of a few
+conditions each nested 32 deep. A few levels are left for what a store adds around it (its
+own expression, ``doc_ids``)."""
+
+
+class _Written(str):
+    """An expression written, knowing how deep Milvus nests it (:func:`depth`)."""
+
+    depth: int
+
+    def __new__(cls, text: str, depth: int) -> _Written:
+        written = super().__new__(cls, text)
+        written.depth = depth
+        return written
+
+
+def depth(expr: str) -> int:
+    """How deep Milvus nests ``expr``: one level for each ``and``, ``or`` or ``not`` a part
+    of it sits under (a condition: 0)."""
+    return expr.depth if isinstance(expr, _Written) else 0
 
 
 def _joined(parts: list[str], word: str) -> str | None:
-    """``parts`` joined by ``word``; more than :data:`MAX_CHAIN` as two halves, each joined."""
+    """``parts`` joined by ``word``, two at a time, the shallowest two first: a part nested
+    deep (a group) is joined last, one level deeper, and a long list (an IN of thousands
+    of values) is as deep as the logarithm of its length. Each pair is written in the
+    order its parts were given."""
     if not parts:
         return None
-    if len(parts) == 1:
-        return parts[0]
-    if len(parts) > MAX_CHAIN:
-        half = len(parts) // 2
-        return _joined([_joined(parts[:half], word), _joined(parts[half:], word)], word)  # type: ignore[list-item]
-    return "(" + f" {word} ".join(f"({p})" if " " in p else p for p in parts) + ")"
+    queue = [(depth(p), i, p) for i, p in enumerate(parts)]
+    heapq.heapify(queue)
+    while len(queue) > 1:
+        (low, i, a), (high, j, b) = heapq.heappop(queue), heapq.heappop(queue)
+        first, second = (a, b) if i < j else (b, a)
+        pair = _Written(f"({_part(first)} {word} {_part(second)})", max(low, high) + 1)
+        heapq.heappush(queue, (pair.depth, min(i, j), pair))
+    return queue[0][2]
+
+
+def _part(expr: str) -> str:
+    """``expr`` as a part of a pair: in parentheses, unless it is one part already (a
+    condition of one word, or one written here in parentheses whole)."""
+    whole = isinstance(expr, _Written) and expr.startswith("(")
+    return f"({expr})" if " " in expr and not whole else expr

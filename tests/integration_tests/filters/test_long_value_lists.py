@@ -18,7 +18,9 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 
 import langchain_thresholded as lc
 import llama_index_thresholded as li
-from thresholded.filters import Combine, Condition, Dialect, Group, Op, to_milvus
+from thresholded.errors import UnsafeFilterError
+from thresholded.filters import Combine, Condition, Dialect, Filter, Group, Op, to_milvus
+from thresholded.filters.model import MAX_DEPTH
 
 pytestmark = pytest.mark.integration
 
@@ -88,3 +90,55 @@ def _levels(expr: str) -> list[str]:
         else:
             texts[open_[-1]] += ch
     return texts
+
+
+def nested_with_siblings(levels: int, siblings: int) -> dict[str, Any]:
+    """``source == "faq"`` inside ``levels`` groups, alternating AND and OR, the nested group
+    first in each, beside ``siblings`` conditions that change nothing (``!=`` a source no
+    section has in an AND, ``==`` one in an OR). Milvus reads each group as a chain of
+    pairs, the first part the deepest: written in order, it nested ``siblings`` levels per
+    group, and Milvus Lite failed the call."""
+    f: dict[str, Any] = {"source": "faq"}
+    for i in range(levels - 1):
+        word, test = ("$or", "$eq") if i % 2 else ("$and", "$ne")
+        f = {word: [f, *({"source": {test: f"none-{i}-{j}"}} for j in range(siblings))]}
+    return f
+
+
+def llama_index_nested_with_siblings(levels: int, siblings: int) -> MetadataFilters:
+    """:func:`nested_with_siblings` as LlamaIndex's filters."""
+    f = MetadataFilters(filters=[MetadataFilter(key="source", value="faq")])
+    for i in range(levels - 1):
+        condition, operator = ("or", FilterOperator.EQ) if i % 2 else ("and", FilterOperator.NE)
+        others = [
+            MetadataFilter(key="source", operator=operator, value=f"none-{i}-{j}")
+            for j in range(siblings)
+        ]
+        f = MetadataFilters(filters=[f, *others], condition=condition)
+    return f
+
+
+def test_langchain_takes_groups_nested_to_the_limit_beside_conditions(leaky: Any) -> None:
+    retriever = lc.ThresholdedRetriever(vectorstore=leaky.langchain_store, policy=POLICY)
+    found = retriever.invoke(QUESTION, filters=nested_with_siblings(MAX_DEPTH, 8))
+    assert sorted(d.id for d in found) == ["f0", "f1"]
+
+
+def test_llama_index_takes_groups_nested_to_the_limit_beside_conditions(leaky: Any) -> None:
+    retriever = li.ThresholdedRetriever(
+        leaky.llama_index, POLICY, neighbours=0, parent_summaries=False, pushdown=False
+    )
+    call = llama_index_nested_with_siblings(MAX_DEPTH, 8)
+    report = retriever.retrieve_with_report(QUESTION, filters=call)
+    assert sorted(n.node.node_id for n in report.items) == ["f0", "f1"]
+
+
+def test_a_filter_written_deeper_than_milvus_runs_is_refused_by_name() -> None:
+    """Groups nested to the limit, each beside conditions of other keys, still nest one level
+    per group; an IN of thousands of values in the deepest one adds its logarithm."""
+    listed = Condition("k", Op.IN, tuple(f"v{i}" for i in range(16_384)))
+    f: Filter = listed
+    for i in range(MAX_DEPTH):
+        f = Group(Combine.OR if i % 2 else Combine.AND, (f, Condition("j", Op.EQ, i)))
+    with pytest.raises(UnsafeFilterError, match="levels deep"):
+        to_milvus(f, Dialect.LITE_2)

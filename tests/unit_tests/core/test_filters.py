@@ -320,7 +320,7 @@ def test_numpy_and_enum_values_are_their_built_in_values() -> None:
         ),
         Dialect.MODERN,
     )
-    assert written.expr == '((k > 0.5) and (level == "high") and (k == 1))'
+    assert written.expr == '(((k > 0.5) and (level == "high")) and (k == 1))'
     for value in (np.int64(3), np.bool_(True), np.str_("a")):
         assert type(c(Op.EQ, value).value) is type(value.item())
     assert matches(c(Op.EQ, np.int64(1)), {"k": 1}) and matches(

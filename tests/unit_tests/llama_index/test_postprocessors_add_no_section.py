@@ -19,6 +19,8 @@ from llama_index.core.retrievers import QueryFusionRetriever, VectorIndexRetriev
 from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
     MetadataFilter,
     MetadataFilters,
     VectorStoreQueryResult,
@@ -469,6 +471,34 @@ async def test_a_plain_filtered_retriever_following_an_index_node_past_its_filte
         assert "'internal'" not in str(raised.value)
 
 
+READ_BY_THE_STORE = [  # (filters, the followed section's value under their key)
+    (
+        MetadataFilter(key="kind", operator=FilterOperator.TEXT_MATCH, value="internal"),
+        ["internal"],
+    ),
+    (MetadataFilter(key="level", operator=FilterOperator.EQ, value=1), True),
+    (MetadataFilter(key="kind", operator=FilterOperator.ANY, value=["internal"]), 5),
+]
+
+
+@pytest.mark.parametrize(("condition", "value"), READ_BY_THE_STORE, ids=["text", "bool", "any"])
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_section_outside_a_not_as_simple_vector_store_reads_it_is_refused(
+    kit, condition, value, call
+):
+    """``SimpleVectorStore`` reads ``True == 1`` and fails a TEXT_MATCH or ANY on a value it
+    cannot look in; the check found the condition false there, and the NOT around it held
+    for the internal section a public pointer carries."""
+    internal = kit.section("internal", 0.1, axis=2, text="INTERNAL ONLY", **{condition.key: value})
+    index = kit.build_index([public_pointer(kit, internal)], kit.embedding())
+    filters = MetadataFilters(filters=[condition], condition=FilterCondition.NOT)
+    plain = VectorIndexRetriever(index, filters=filters, similarity_top_k=5)
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="outside its filters") as raised:
+            await answered(call, retriever, [], kit)
+        assert "INTERNAL ONLY" not in str(raised.value)
+
+
 def test_a_plain_retriever_following_an_index_node_without_filters_is_fine(kit):
     plain = followed_index_node(kit, "section", None)
     nodes = engine("query", plain, []).query(kit.QUESTION).source_nodes
@@ -752,6 +782,42 @@ async def test_a_section_followed_past_store_restrictions_is_refused(
         assert "vector_store_kwargs" in str(raised.value)
         assert "ThresholdedRetriever(index, policy, filters=...)" in str(raised.value)
         assert "'internal'" not in str(raised.value)
+
+
+@pytest.mark.parametrize("store", ["chroma", "milvus"])
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_section_followed_under_the_id_of_a_row_within_them_is_refused(
+    kit, store, call, tmp_path
+):
+    """The public pointer's ``object_map`` entry is an internal section under the pointer's
+    own id: the store holds a row of that id within its restriction (the pointer), and the
+    section answered as that row."""
+    from llama_index.core.schema import IndexNode
+
+    internal = kit.section("pointer", 0.1, axis=2, kind="internal", text="INTERNAL ONLY")
+    public = IndexNode(
+        id_="pointer",
+        text="Section pointer.",
+        index_id="internal",
+        metadata={"kind": "public"},
+        embedding=kit.vec(0.9),
+    )
+    vectors = (
+        chroma_store()
+        if store == "chroma"
+        else kit.milvus_store(str(tmp_path / "kb.db"), "kb", dim=kit.DIM)
+    )
+    index = kit.build_index([public], kit.embedding(), store=vectors)
+    plain = VectorIndexRetriever(
+        index,
+        similarity_top_k=5,
+        object_map={"internal": internal},
+        vector_store_kwargs=RESTRICTED[store],
+    )
+    for retriever in (plain, fused(plain)):
+        with pytest.raises(UnsafeFilterError, match="vector_store_kwargs") as raised:
+            await answered(call, retriever, [], kit)
+        assert "INTERNAL ONLY" not in str(raised.value)
 
 
 @pytest.mark.parametrize("call", CALLS)

@@ -4,6 +4,8 @@ Faiss yet", unless nested)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
@@ -80,4 +82,5 @@ def test_a_score_outside_the_filters_neither_fails_the_call_nor_is_named(
     multi = MultiCollectionRetriever([index], policy=kit.policy(min_similarity=0.3))
     report = multi.retrieve_with_report(kit.QUESTION, filters=public)
     assert ids(report) == ["pub-a"]
-    assert "1.8" not in " ".join(s.describe() for s in report.collections)
+    described = " ".join(s.describe() for s in report.collections)
+    assert "1.8" not in re.sub(r"[\d.]+ ms", "", described)  # the score, not the time taken
